@@ -1,0 +1,396 @@
+// Package autograd records differentiable operations on a tape (Graph) as
+// they run and computes gradients by walking it backwards.
+//
+// A Graph lives for one training step: it owns every tensor its operations
+// create, and Release frees them all at once, so device memory never waits
+// for Go's garbage collector and peak-memory figures are exact. Parameters
+// and their gradients belong to the modules that made them, not to graphs.
+//
+// Each operation asks the graph's CastPolicy which dtype to compute in (the
+// hook package amp uses for autocast) and runs its backward pass in that
+// same dtype.
+package autograd
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// Var is a value in a computation: a tensor, the gradient that flows back to
+// it, and the operation that produced it.
+type Var struct {
+	// Value is the forward result.
+	Value *tensor.Tensor
+	// Grad is the gradient of the loss with respect to Value, once Backward
+	// has reached this Var. For a parameter it accumulates across Backward
+	// calls until ZeroGrad. Intermediate results' gradients are freed as soon
+	// as they have been used, unless RetainGrad was called.
+	Grad *tensor.Tensor
+	// Name labels a parameter in state files and messages.
+	Name string
+
+	requiresGrad bool
+	param        bool
+	retain       bool
+	node         *node
+	graph        *Graph       // the graph that made it; nil for parameters
+	host         *tensor.Host // a parameter's initial values until To
+}
+
+// Shape is the shape of Value (or of a parameter not yet on a device).
+func (v *Var) Shape() []int {
+	if v.Value == nil && v.host != nil {
+		return v.host.Shape
+	}
+	return v.Value.Shape()
+}
+
+// DType is the dtype of Value.
+func (v *Var) DType() dtype.DType { return v.Value.DType() }
+
+// RequiresGrad reports whether gradients flow to v.
+func (v *Var) RequiresGrad() bool { return v.requiresGrad }
+
+// RetainGrad keeps an intermediate result's gradient after Backward has used
+// it, so it can be inspected.
+func (v *Var) RetainGrad() { v.retain = true }
+
+// IsParam reports whether v is a parameter.
+func (v *Var) IsParam() bool { return v.param }
+
+func (v *Var) String() string {
+	return fmt.Sprintf("Var(%s %v)", v.Name, v.Shape())
+}
+
+// NewParam returns a parameter holding the initial values h in host memory;
+// To places it on a device. Parameters are always F32 (master weights).
+func NewParam(name string, h tensor.Host) *Var {
+	return &Var{Name: name, requiresGrad: true, param: true, host: &h}
+}
+
+// ParamOf wraps a tensor already on a device as a parameter.
+func ParamOf(name string, t *tensor.Tensor) *Var {
+	return &Var{Name: name, Value: t, requiresGrad: true, param: true}
+}
+
+// To places the parameter on dev as an F32 tensor accounted as Param (and its
+// gradient, if any, as Grad). Moving to the device it is already on does
+// nothing.
+func (v *Var) To(dev device.Device) {
+	if !v.param {
+		panic("autograd: To on " + v.String() + ", which is not a parameter")
+	}
+	switch {
+	case v.Value == nil:
+		v.Value = tensor.FromHost(dev, dtype.F32, device.Param, *v.host)
+		v.host = nil
+	case v.Value.Device() != dev:
+		h := v.Value.Host()
+		v.Value.Release()
+		v.Value = tensor.FromHost(dev, dtype.F32, device.Param, h)
+		if v.Grad != nil {
+			gh := v.Grad.Host()
+			v.Grad.Release()
+			v.Grad = tensor.FromHost(dev, dtype.F32, device.Grad, gh)
+		}
+	}
+}
+
+// ZeroGrad sets a parameter's gradient to zero, keeping its memory.
+func (v *Var) ZeroGrad() {
+	if v.Grad != nil {
+		v.Grad.Device().Fill(v.Grad.Buffer(), 0)
+	}
+}
+
+// FreeGrad releases a parameter's gradient memory (PyTorch's set_to_none).
+func (v *Var) FreeGrad() {
+	if v.Grad != nil {
+		v.Grad.Release()
+		v.Grad = nil
+	}
+}
+
+func (v *Var) mustLive(op string) {
+	if v.Value == nil {
+		panic(fmt.Sprintf("autograd.%s: %s has no value on a device (call To(dev) on the model first)", op, v))
+	}
+	if v.Value.Released() {
+		panic(fmt.Sprintf("autograd.%s: %s was released (its graph's Release was called)", op, v))
+	}
+}
+
+// node is one recorded operation.
+type node struct {
+	op       Op
+	inputs   []*Var
+	outs     []*Var
+	backward func(dys []*tensor.Tensor)
+}
+
+// Graph is the tape of one forward and backward pass.
+type Graph struct {
+	dev      device.Device
+	tape     []*node
+	owned    []*tensor.Tensor
+	policy   CastPolicy
+	noGrad   int
+	casts    map[castKey]*Var
+	rng      drawSource
+	saveCat  device.Category
+	sawGrad  bool
+	backDone bool
+	released bool
+}
+
+// Option configures a Graph.
+type Option func(*Graph)
+
+// WithoutGrad makes a graph that records nothing (evaluation, inference).
+func WithoutGrad() Option { return func(g *Graph) { g.noGrad = 1 } }
+
+// WithPolicy installs a cast policy at creation; see SetPolicy.
+func WithPolicy(p CastPolicy) Option { return func(g *Graph) { g.policy = p } }
+
+// NewGraph returns an empty graph whose operations run on dev.
+func NewGraph(dev device.Device, opts ...Option) *Graph {
+	g := &Graph{dev: dev, rng: freshDraws{}, saveCat: device.Activation}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+// Device is where the graph's operations run.
+func (g *Graph) Device() device.Device { return g.dev }
+
+// SetPolicy installs p as the graph's cast policy (nil restores the default:
+// every op computes in the widest dtype of its inputs).
+func (g *Graph) SetPolicy(p CastPolicy) { g.policy = p }
+
+// Policy is the installed cast policy, or nil.
+func (g *Graph) Policy() CastPolicy { return g.policy }
+
+// GradEnabled reports whether operations are being recorded.
+func (g *Graph) GradEnabled() bool { return g.noGrad == 0 }
+
+// NoGrad runs fn with recording off: results do not require grad and
+// nothing is kept for a backward pass.
+func (g *Graph) NoGrad(fn func()) {
+	g.noGrad++
+	defer func() { g.noGrad-- }()
+	fn()
+}
+
+// Len is the number of recorded operations.
+func (g *Graph) Len() int { return len(g.tape) }
+
+// own registers t as one of the graph's tensors, freed by Release.
+func (g *Graph) own(t *tensor.Tensor) *tensor.Tensor {
+	g.owned = append(g.owned, t)
+	return t
+}
+
+// alloc makes a graph-owned tensor accounted as Temp until an op saves it.
+func (g *Graph) alloc(dt dtype.DType, shape ...int) *tensor.Tensor {
+	g.check()
+	return g.own(tensor.New(g.dev, dt, device.Temp, shape...))
+}
+
+func (g *Graph) check() {
+	if g.released {
+		panic("autograd: graph used after Release")
+	}
+}
+
+// save marks t as kept for the backward pass, which is what the Activation
+// category counts (a tensor saved twice counts once).
+func (g *Graph) save(ts ...*tensor.Tensor) {
+	for _, t := range ts {
+		if t != nil && t.Category() == device.Temp {
+			t.SetCategory(g.saveCat)
+		}
+	}
+}
+
+// Input copies a host array onto the graph's device as an F32 leaf that does
+// not require grad.
+func (g *Graph) Input(h tensor.Host) *Var {
+	g.check()
+	return &Var{Value: g.own(tensor.FromHost(g.dev, dtype.F32, device.Temp, h)), graph: g}
+}
+
+// Leaf wraps t as a leaf of the graph (the graph does not take ownership).
+// With requiresGrad its gradient is kept in Grad after Backward.
+func (g *Graph) Leaf(t *tensor.Tensor, requiresGrad bool) *Var {
+	g.check()
+	if t.Device() != g.dev {
+		panic(fmt.Sprintf("autograd.Leaf: tensor on %s, graph on %s", t.Device().Name(), g.dev.Name()))
+	}
+	return &Var{Value: t, requiresGrad: requiresGrad, graph: g}
+}
+
+// Const returns a graph-owned constant tensor of the given shape filled with v.
+func (g *Graph) Const(dt dtype.DType, v float32, shape ...int) *Var {
+	t := g.alloc(dt, shape...)
+	g.dev.Fill(t.Buffer(), v)
+	return &Var{Value: t, graph: g}
+}
+
+// recording reports whether an op on these inputs must be recorded, and
+// notes whether any of them needs a gradient (checkpointing asks).
+func (g *Graph) recording(in ...*Var) bool {
+	any := false
+	for _, v := range in {
+		if v != nil && v.requiresGrad {
+			any = true
+		}
+	}
+	if any {
+		g.sawGrad = true
+	}
+	return any && g.noGrad == 0
+}
+
+// result wraps a graph-owned tensor as an op's output.
+func (g *Graph) result(t *tensor.Tensor) *Var { return &Var{Value: t, graph: g} }
+
+// push records a single-output op.
+func (g *Graph) push(op Op, out *Var, in []*Var, backward func(dy *tensor.Tensor)) {
+	g.pushMulti(op, []*Var{out}, in, func(dys []*tensor.Tensor) { backward(dys[0]) })
+}
+
+// pushMulti records an op with several outputs; backward gets one gradient
+// per output, nil where none arrived.
+func (g *Graph) pushMulti(op Op, outs []*Var, in []*Var, backward func(dys []*tensor.Tensor)) {
+	if g.backDone {
+		panic("autograd: operation recorded after Backward; use a new Graph per step")
+	}
+	n := &node{op: op, inputs: in, outs: outs, backward: backward}
+	for _, o := range outs {
+		o.requiresGrad = true
+		o.node = n
+	}
+	g.tape = append(g.tape, n)
+}
+
+// Backward computes the gradient of loss, a one-element Var, with respect to
+// every parameter and leaf that requires grad, accumulating into their Grad.
+// A graph can be walked backwards once.
+func (g *Graph) Backward(loss *Var) {
+	loss.mustLive("Backward")
+	if loss.Value.Numel() != 1 {
+		panic(fmt.Sprintf("autograd.Backward: loss has shape %v; want one element (reduce it with Sum or Mean)", loss.Shape()))
+	}
+	seed := g.alloc(loss.DType(), loss.Shape()...)
+	g.dev.Fill(seed.Buffer(), 1)
+	g.BackwardFrom([]*Var{loss}, []*tensor.Tensor{seed})
+}
+
+// BackwardFrom starts the backward pass from several outputs with the given
+// gradients (each the shape of its output; the graph takes them over).
+func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
+	g.check()
+	if g.backDone {
+		panic("autograd: Backward called twice on one graph")
+	}
+	if g.noGrad > 0 {
+		panic("autograd: Backward inside NoGrad")
+	}
+	if len(outs) != len(grads) {
+		panic(fmt.Sprintf("autograd.BackwardFrom: %d outputs, %d gradients", len(outs), len(grads)))
+	}
+	g.backDone = true
+	for i, o := range outs {
+		if !slices.Equal(o.Shape(), grads[i].Shape()) {
+			panic(fmt.Sprintf("autograd.BackwardFrom: gradient %v for output %v", grads[i].Shape(), o.Shape()))
+		}
+		g.accum(o, grads[i])
+	}
+	for i := len(g.tape) - 1; i >= 0; i-- {
+		n := g.tape[i]
+		dys := make([]*tensor.Tensor, len(n.outs))
+		seen := false
+		for j, o := range n.outs {
+			switch {
+			case o.Grad == nil:
+			case o.retain:
+				dys[j] = g.own(o.Grad.Clone(device.Temp))
+			default:
+				dys[j], o.Grad = o.Grad, nil
+			}
+			seen = seen || dys[j] != nil
+		}
+		if !seen {
+			continue
+		}
+		n.backward(dys)
+		for _, dy := range dys {
+			if dy != nil {
+				dy.Release() // a no-op for one the closure passed on
+			}
+		}
+		g.tape[i] = nil // what the closure captured can be collected
+	}
+	g.tape = g.tape[:0]
+}
+
+// pass hands an incoming gradient on unchanged (in a new shape if given),
+// taking over its buffer instead of copying it.
+func (g *Graph) pass(dy *tensor.Tensor, shape ...int) *tensor.Tensor {
+	if shape == nil {
+		shape = dy.Shape()
+	}
+	return g.own(dy.Move(shape...))
+}
+
+// accum adds gradient t (graph-owned; accum takes it over) into v's
+// gradient, converting to v's dtype.
+func (g *Graph) accum(v *Var, t *tensor.Tensor) {
+	if v == nil || !v.requiresGrad {
+		t.Release()
+		return
+	}
+	if !slices.Equal(t.Shape(), v.Shape()) {
+		panic(fmt.Sprintf("autograd: gradient of shape %v for %v", t.Shape(), v))
+	}
+	if v.param {
+		if v.Grad == nil {
+			v.Grad = tensor.New(g.dev, v.DType(), device.Grad, v.Shape()...)
+			g.dev.Copy(v.Grad.Buffer(), 0, t.Buffer(), 0, t.Numel())
+		} else {
+			g.dev.Axpby(v.Grad.Buffer(), v.Grad.Buffer(), t.Buffer(), 1, 1)
+		}
+		t.Release()
+		return
+	}
+	if t.DType() != v.DType() {
+		c := g.alloc(v.DType(), v.Shape()...)
+		g.dev.Copy(c.Buffer(), 0, t.Buffer(), 0, t.Numel())
+		t.Release()
+		t = c
+	}
+	if v.Grad == nil {
+		v.Grad = t
+		return
+	}
+	g.dev.Axpby(v.Grad.Buffer(), v.Grad.Buffer(), t.Buffer(), 1, 1)
+	t.Release()
+}
+
+// Release frees every tensor the graph owns: intermediate results, their
+// gradients and autocast's weight copies. Parameters and their gradients
+// survive. Vars made by the graph must not be used afterwards.
+func (g *Graph) Release() {
+	for _, t := range g.owned {
+		t.Release()
+	}
+	g.owned = nil
+	g.tape = nil
+	g.casts = nil
+	g.released = true
+}

@@ -1,0 +1,496 @@
+package autograd
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// buf is shorthand for a Var's device buffer.
+func buf(v *Var) device.Buffer { return v.Value.Buffer() }
+
+// broadcastShape returns the NumPy broadcast of a and b, or panics naming op.
+func broadcastShape(op Op, a, b []int) []int {
+	n := max(len(a), len(b))
+	out := make([]int, n)
+	for i := range n {
+		da, db := 1, 1
+		if j := i - (n - len(a)); j >= 0 {
+			da = a[j]
+		}
+		if j := i - (n - len(b)); j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db || db == 1:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		default:
+			panic(fmt.Sprintf("autograd.%s: shapes %v and %v do not broadcast", op, a, b))
+		}
+	}
+	return out
+}
+
+// reduceTo sums gradient t (of a broadcast result's shape) down to shape,
+// taking t over.
+func (g *Graph) reduceTo(t *tensor.Tensor, shape []int) *tensor.Tensor {
+	if slices.Equal(t.Shape(), shape) {
+		return t
+	}
+	out := g.alloc(t.DType(), shape...)
+	g.dev.Reduce(out.Buffer(), t.Buffer(), device.Strides{Shape: t.Shape(), A: device.BroadcastStrides(shape, t.Shape())}, 1)
+	t.Release()
+	return out
+}
+
+// Add returns a + b with broadcasting.
+func (g *Graph) Add(a, b *Var) *Var { return g.binary(OpAdd, device.Add, a, b) }
+
+// Sub returns a - b with broadcasting.
+func (g *Graph) Sub(a, b *Var) *Var { return g.binary(OpSub, device.Sub, a, b) }
+
+// Mul returns a * b (elementwise) with broadcasting.
+func (g *Graph) Mul(a, b *Var) *Var { return g.binary(OpMul, device.Mul, a, b) }
+
+// Div returns a / b (elementwise) with broadcasting.
+func (g *Graph) Div(a, b *Var) *Var { return g.binary(OpDiv, device.Div, a, b) }
+
+func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
+	dt := g.computeType(op, a, b)
+	a, b = g.as(a, dt), g.as(b, dt)
+	shape := broadcastShape(op, a.Shape(), b.Shape())
+	sa, sb := device.BroadcastStrides(a.Shape(), shape), device.BroadcastStrides(b.Shape(), shape)
+	y := g.alloc(dt, shape...)
+	g.dev.Binary(k, y.Buffer(), buf(a), buf(b), device.Strides{Shape: shape, A: sa, B: sb})
+	out := g.result(y)
+	if !g.recording(a, b) {
+		return out
+	}
+	contig := device.ContiguousStrides(shape)
+	// grad computes dy op x for the operand read through strides st.
+	grad := func(dy *tensor.Tensor, k device.BinaryOp, x *Var, st []int) *tensor.Tensor {
+		t := g.alloc(dt, shape...)
+		g.dev.Binary(k, t.Buffer(), dy.Buffer(), buf(x), device.Strides{Shape: shape, A: contig, B: st})
+		return t
+	}
+	switch op {
+	case OpMul:
+		g.save(a.Value, b.Value)
+	case OpDiv:
+		g.save(a.Value, b.Value)
+	}
+	g.push(op, out, []*Var{a, b}, func(dy *tensor.Tensor) {
+		switch op {
+		case OpAdd, OpSub:
+			if b.requiresGrad {
+				db := g.alloc(dt, shape...)
+				alpha := float32(1)
+				if op == OpSub {
+					alpha = -1
+				}
+				g.dev.Unary(device.Scale, db.Buffer(), dy.Buffer(), alpha)
+				g.accum(b, g.reduceTo(db, b.Shape()))
+			}
+			if a.requiresGrad {
+				g.accum(a, g.reduceTo(g.pass(dy), a.Shape()))
+			}
+		case OpMul:
+			if a.requiresGrad {
+				g.accum(a, g.reduceTo(grad(dy, device.Mul, b, sb), a.Shape()))
+			}
+			if b.requiresGrad {
+				g.accum(b, g.reduceTo(grad(dy, device.Mul, a, sa), b.Shape()))
+			}
+		case OpDiv:
+			q := grad(dy, device.Div, b, sb) // dy / b
+			if b.requiresGrad {
+				// d(a/b)/db = -a/b², so db = -(dy/b) * (a/b) = -(dy/b) * y.
+				t := g.alloc(dt, shape...)
+				g.dev.Binary(device.Mul, t.Buffer(), q.Buffer(), y.Buffer(), device.Strides{Shape: shape, A: contig, B: contig})
+				g.dev.Unary(device.Neg, t.Buffer(), t.Buffer(), 0)
+				g.accum(b, g.reduceTo(t, b.Shape()))
+			}
+			if a.requiresGrad {
+				g.accum(a, g.reduceTo(q, a.Shape()))
+			} else {
+				q.Release()
+			}
+		}
+	})
+	if op == OpDiv {
+		g.save(y)
+	}
+	return out
+}
+
+// unary applies an elementwise kernel; grad computes the input gradient
+// from dy, the input x and the output y.
+func (g *Graph) unary(op Op, x *Var, fwd func(y, x device.Buffer), saveX, saveY bool, grad func(dx, dy, x, y device.Buffer)) *Var {
+	dt := g.computeType(op, x)
+	x = g.as(x, dt)
+	y := g.alloc(dt, x.Shape()...)
+	fwd(y.Buffer(), buf(x))
+	out := g.result(y)
+	if !g.recording(x) {
+		return out
+	}
+	if saveX {
+		g.save(x.Value)
+	}
+	if saveY {
+		g.save(y)
+	}
+	g.push(op, out, []*Var{x}, func(dy *tensor.Tensor) {
+		dx := g.alloc(dt, x.Shape()...)
+		grad(dx.Buffer(), dy.Buffer(), buf(x), y.Buffer())
+		g.accum(x, dx)
+	})
+	return out
+}
+
+// ReLU returns max(x, 0).
+func (g *Graph) ReLU(x *Var) *Var {
+	return g.unary(OpReLU, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.ReLU, y, x, 0) }, false, true,
+		func(dx, dy, _, y device.Buffer) { g.dev.UnaryGrad(device.ReLU, dx, dy, y) })
+}
+
+// GELU returns x·Φ(x), the exact (erf) form PyTorch uses by default.
+func (g *Graph) GELU(x *Var) *Var {
+	return g.unary(OpGELU, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.GELU, y, x, 0) }, true, false,
+		func(dx, dy, x, _ device.Buffer) { g.dev.UnaryGrad(device.GELU, dx, dy, x) })
+}
+
+// Tanh returns tanh(x).
+func (g *Graph) Tanh(x *Var) *Var {
+	return g.unary(OpTanh, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.Tanh, y, x, 0) }, false, true,
+		func(dx, dy, _, y device.Buffer) { g.dev.UnaryGrad(device.Tanh, dx, dy, y) })
+}
+
+// Sigmoid returns 1/(1+e^-x).
+func (g *Graph) Sigmoid(x *Var) *Var {
+	return g.unary(OpSigmoid, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.Sigmoid, y, x, 0) }, false, true,
+		func(dx, dy, _, y device.Buffer) { g.dev.UnaryGrad(device.Sigmoid, dx, dy, y) })
+}
+
+// elementwise returns the strides that make Binary a plain elementwise op.
+func elementwise(n int) device.Strides {
+	return device.Strides{Shape: []int{n}, A: []int{1}, B: []int{1}}
+}
+
+// Exp returns e^x.
+func (g *Graph) Exp(x *Var) *Var {
+	return g.unary(OpExp, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.Exp, y, x, 0) }, false, true,
+		func(dx, dy, _, y device.Buffer) { g.dev.Binary(device.Mul, dx, dy, y, elementwise(dx.Len())) })
+}
+
+// Log returns the natural logarithm of x.
+func (g *Graph) Log(x *Var) *Var {
+	return g.unary(OpLog, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.Log, y, x, 0) }, true, false,
+		func(dx, dy, x, _ device.Buffer) { g.dev.Binary(device.Div, dx, dy, x, elementwise(dx.Len())) })
+}
+
+// Pow returns x^p elementwise.
+func (g *Graph) Pow(x *Var, p float32) *Var {
+	return g.unary(OpPow, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.Pow, y, x, p) }, true, false,
+		func(dx, dy, x, _ device.Buffer) {
+			g.dev.Unary(device.Pow, dx, x, p-1)
+			g.dev.Unary(device.Scale, dx, dx, p)
+			g.dev.Binary(device.Mul, dx, dx, dy, elementwise(dx.Len()))
+		})
+}
+
+// Scale returns alpha * x.
+func (g *Graph) Scale(x *Var, alpha float32) *Var {
+	return g.unary(OpScale, x,
+		func(y, x device.Buffer) { g.dev.Unary(device.Scale, y, x, alpha) }, false, false,
+		func(dx, dy, _, _ device.Buffer) { g.dev.Unary(device.Scale, dx, dy, alpha) })
+}
+
+// Reshape returns x with a new shape of the same size, sharing its memory.
+// One dimension may be -1.
+func (g *Graph) Reshape(x *Var, shape ...int) *Var {
+	x.mustLive("Reshape")
+	out := g.result(x.Value.Reshape(shape...))
+	if g.recording(x) {
+		g.push(OpReshape, out, []*Var{x}, func(dy *tensor.Tensor) {
+			g.accum(x, g.pass(dy, x.Shape()...))
+		})
+	}
+	return out
+}
+
+// Flatten reshapes x (N, ...) to (N, rest).
+func (g *Graph) Flatten(x *Var) *Var {
+	return g.Reshape(x, x.Shape()[0], -1)
+}
+
+// Sum returns the sum of all elements as a scalar (shape []).
+func (g *Graph) Sum(x *Var) *Var { return g.reduceAll(OpSum, x, 1) }
+
+// Mean returns the mean of all elements as a scalar (shape []).
+func (g *Graph) Mean(x *Var) *Var {
+	return g.reduceAll(OpMean, x, 1/float32(tensor.Numel(x.Shape())))
+}
+
+func (g *Graph) reduceAll(op Op, x *Var, alpha float32) *Var {
+	dt := g.computeType(op, x)
+	x = g.as(x, dt)
+	shape := x.Shape()
+	st := device.Strides{Shape: shape, A: make([]int, len(shape))}
+	y := g.alloc(dt)
+	g.dev.Reduce(y.Buffer(), buf(x), st, alpha)
+	out := g.result(y)
+	if g.recording(x) {
+		g.push(op, out, []*Var{x}, func(dy *tensor.Tensor) {
+			dx := g.alloc(dt, shape...)
+			g.dev.Expand(dx.Buffer(), dy.Buffer(), st, alpha)
+			g.accum(x, dx)
+		})
+	}
+	return out
+}
+
+// SumAxis sums x over one dimension (negative counts from the end),
+// removing it.
+func (g *Graph) SumAxis(x *Var, axis int) *Var {
+	dt := g.computeType(OpSum, x)
+	x = g.as(x, dt)
+	shape := x.Shape()
+	if axis < 0 {
+		axis += len(shape)
+	}
+	if axis < 0 || axis >= len(shape) {
+		panic(fmt.Sprintf("autograd.SumAxis: axis out of range for shape %v", shape))
+	}
+	outShape := slices.Delete(slices.Clone(shape), axis, axis+1)
+	keep := slices.Clone(shape)
+	keep[axis] = 1
+	st := device.Strides{Shape: shape, A: device.BroadcastStrides(keep, shape)}
+	y := g.alloc(dt, outShape...)
+	g.dev.Reduce(y.Buffer(), buf(x), st, 1)
+	out := g.result(y)
+	if g.recording(x) {
+		g.push(OpSum, out, []*Var{x}, func(dy *tensor.Tensor) {
+			dx := g.alloc(dt, shape...)
+			g.dev.Expand(dx.Buffer(), dy.Buffer(), st, 1)
+			g.accum(x, dx)
+		})
+	}
+	return out
+}
+
+// rowsCols views a tensor of shape (..., C) as rows of C.
+func rowsCols(shape []int) (rows, cols int) {
+	if len(shape) == 0 {
+		return 1, 1
+	}
+	cols = shape[len(shape)-1]
+	return tensor.Numel(shape) / max(cols, 1), cols
+}
+
+// LogSoftmax returns x - logsumexp(x) along the last dimension.
+func (g *Graph) LogSoftmax(x *Var) *Var {
+	dt := g.computeType(OpLogSoftmax, x)
+	x = g.as(x, dt)
+	rows, cols := rowsCols(x.Shape())
+	y := g.alloc(dt, x.Shape()...)
+	g.dev.LogSoftmax(y.Buffer(), buf(x), rows, cols)
+	out := g.result(y)
+	if g.recording(x) {
+		g.save(y)
+		g.push(OpLogSoftmax, out, []*Var{x}, func(dy *tensor.Tensor) {
+			dx := g.alloc(dt, x.Shape()...)
+			g.dev.LogSoftmaxGrad(dx.Buffer(), dy.Buffer(), y.Buffer(), rows, cols)
+			g.accum(x, dx)
+		})
+	}
+	return out
+}
+
+// Labels copies class indices onto the device (as exact integers in an F32
+// tensor), checking each is in [0, classes).
+func (g *Graph) Labels(labels []int32, classes int) *tensor.Tensor {
+	h := make([]float32, len(labels))
+	for i, l := range labels {
+		if l < 0 || int(l) >= classes {
+			panic(fmt.Sprintf("autograd.Labels: label %d at row %d is outside [0, %d)", l, i, classes))
+		}
+		h[i] = float32(l)
+	}
+	t := g.alloc(dtype.F32, len(labels))
+	g.dev.CopyFromHost(t.Buffer(), h)
+	return t
+}
+
+// CrossEntropy returns the mean over rows of -log softmax(logits)[label]:
+// logits (N, C), labels N class indices. Log-softmax and the negative
+// log-likelihood run as one fused kernel.
+func (g *Graph) CrossEntropy(logits *Var, labels []int32) *Var {
+	dt := g.computeType(OpCrossEntropy, logits)
+	logits = g.as(logits, dt)
+	shape := logits.Shape()
+	if len(shape) != 2 || shape[0] != len(labels) {
+		panic(fmt.Sprintf("autograd.CrossEntropy: logits %v with %d labels; want (N, C) with N labels", shape, len(labels)))
+	}
+	n, c := shape[0], shape[1]
+	lab := g.Labels(labels, c)
+	rowLoss := g.alloc(dt, n)
+	g.dev.CrossEntropy(rowLoss.Buffer(), buf(logits), lab.Buffer(), n, c)
+	st := device.Strides{Shape: []int{n}, A: []int{0}}
+	y := g.alloc(dt)
+	g.dev.Reduce(y.Buffer(), rowLoss.Buffer(), st, 1/float32(n))
+	rowLoss.Release()
+	out := g.result(y)
+	if g.recording(logits) {
+		g.save(logits.Value, lab)
+		g.push(OpCrossEntropy, out, []*Var{logits}, func(dy *tensor.Tensor) {
+			dl := g.alloc(dt, n)
+			g.dev.Expand(dl.Buffer(), dy.Buffer(), st, 1/float32(n))
+			dx := g.alloc(dt, shape...)
+			g.dev.CrossEntropyGrad(dx.Buffer(), buf(logits), lab.Buffer(), dl.Buffer(), n, c)
+			dl.Release()
+			g.accum(logits, dx)
+		})
+	}
+	return out
+}
+
+// MSE returns the mean of (a - b)² (computed in F32 under autocast).
+func (g *Graph) MSE(a, b *Var) *Var {
+	dt := g.computeType(OpMSE, a, b)
+	d := g.Sub(g.as(a, dt), g.as(b, dt))
+	return g.Mean(g.Mul(d, d))
+}
+
+// MatMul returns a @ b for a (M, K) and b (K, N), or batched a (B, M, K) and
+// b (B, K, N).
+func (g *Graph) MatMul(a, b *Var) *Var {
+	op := OpMatMul
+	if len(a.Shape()) == 3 {
+		op = OpBMM
+	}
+	dt := g.computeType(op, a, b)
+	a, b = g.as(a, dt), g.as(b, dt)
+	as, bs := a.Shape(), b.Shape()
+	var batch, m, k, n int
+	switch {
+	case len(as) == 2 && len(bs) == 2 && as[1] == bs[0]:
+		batch, m, k, n = 1, as[0], as[1], bs[1]
+	case len(as) == 3 && len(bs) == 3 && as[0] == bs[0] && as[2] == bs[1]:
+		batch, m, k, n = as[0], as[1], as[2], bs[2]
+	default:
+		panic(fmt.Sprintf("autograd.MatMul: shapes %v and %v do not multiply", as, bs))
+	}
+	outShape := []int{m, n}
+	if len(as) == 3 {
+		outShape = []int{batch, m, n}
+	}
+	y := g.alloc(dt, outShape...)
+	p := func(ta, tb bool, m, n, k int, sa, sb, sc int) device.GemmParams {
+		return device.GemmParams{TransA: ta, TransB: tb, M: m, N: n, K: k, Alpha: 1, Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
+	}
+	g.dev.Gemm(y.Buffer(), buf(a), buf(b), p(false, false, m, n, k, m*k, k*n, m*n))
+	out := g.result(y)
+	if g.recording(a, b) {
+		g.save(a.Value, b.Value)
+		g.push(op, out, []*Var{a, b}, func(dy *tensor.Tensor) {
+			if a.requiresGrad { // da = dy @ bᵀ
+				da := g.alloc(dt, as...)
+				g.dev.Gemm(da.Buffer(), dy.Buffer(), buf(b), p(false, true, m, k, n, m*n, k*n, m*k))
+				g.accum(a, da)
+			}
+			if b.requiresGrad { // db = aᵀ @ dy
+				db := g.alloc(dt, bs...)
+				g.dev.Gemm(db.Buffer(), buf(a), dy.Buffer(), p(true, false, k, n, m, m*k, m*n, k*n))
+				g.accum(b, db)
+			}
+		})
+	}
+	return out
+}
+
+// Linear returns x @ wᵀ + b for x (..., in), w (out, in) and b (out) or nil,
+// PyTorch's layout.
+func (g *Graph) Linear(x, w, b *Var) *Var {
+	dt := g.computeType(OpLinear, x, w, b)
+	x, w, b = g.as(x, dt), g.as(w, dt), g.as(b, dt)
+	xs, ws := x.Shape(), w.Shape()
+	if len(ws) != 2 || len(xs) < 1 || xs[len(xs)-1] != ws[1] || (b != nil && !slices.Equal(b.Shape(), ws[:1])) {
+		var bs []int
+		if b != nil {
+			bs = b.Shape()
+		}
+		panic(fmt.Sprintf("autograd.Linear: input %v, weight %v, bias %v; want (..., in), (out, in), (out)", xs, ws, bs))
+	}
+	in, outF := ws[1], ws[0]
+	rows := tensor.Numel(xs) / in
+	outShape := append(slices.Clone(xs[:len(xs)-1]), outF)
+	y := g.alloc(dt, outShape...)
+	biasSt := device.Strides{Shape: []int{rows, outF}, A: []int{0, 1}}
+	beta := float32(0)
+	if b != nil {
+		g.dev.Expand(y.Buffer(), buf(b), biasSt, 1)
+		beta = 1
+	}
+	g.dev.Gemm(y.Buffer(), buf(x), buf(w), device.GemmParams{TransB: true, M: rows, N: outF, K: in, Alpha: 1, Beta: beta})
+	out := g.result(y)
+	if g.recording(x, w, b) {
+		g.save(x.Value, w.Value)
+		g.push(OpLinear, out, []*Var{x, w, b}, func(dy *tensor.Tensor) {
+			if x.requiresGrad { // dx = dy @ w
+				dx := g.alloc(dt, xs...)
+				g.dev.Gemm(dx.Buffer(), dy.Buffer(), buf(w), device.GemmParams{M: rows, N: in, K: outF, Alpha: 1})
+				g.accum(x, dx)
+			}
+			if w.requiresGrad { // dw = dyᵀ @ x
+				dw := g.alloc(dt, ws...)
+				g.dev.Gemm(dw.Buffer(), dy.Buffer(), buf(x), device.GemmParams{TransA: true, M: outF, N: in, K: rows, Alpha: 1})
+				g.accum(w, dw)
+			}
+			if b != nil && b.requiresGrad {
+				db := g.alloc(dt, outF)
+				g.dev.Reduce(db.Buffer(), dy.Buffer(), biasSt, 1)
+				g.accum(b, db)
+			}
+		})
+	}
+	return out
+}
+
+// Dropout zeroes each element of x with probability p and scales the rest
+// by 1/(1-p). The mask comes from rng through the graph, so a checkpointed
+// segment's recomputation draws the same one.
+func (g *Graph) Dropout(x *Var, p float32, rng *RNG) *Var {
+	if p < 0 || p > 1 {
+		panic(fmt.Sprintf("autograd.Dropout: p = %v, want [0, 1]", p))
+	}
+	if p == 0 {
+		return x
+	}
+	dt := g.computeType(OpDropout, x)
+	x = g.as(x, dt)
+	key := g.Draw(rng, x.Value.Numel())
+	y := g.alloc(dt, x.Shape()...)
+	g.dev.Dropout(y.Buffer(), buf(x), p, key)
+	out := g.result(y)
+	if g.recording(x) {
+		g.push(OpDropout, out, []*Var{x}, func(dy *tensor.Tensor) {
+			dx := g.alloc(dt, x.Shape()...)
+			g.dev.Dropout(dx.Buffer(), dy.Buffer(), p, key)
+			g.accum(x, dx)
+		})
+	}
+	return out
+}

@@ -1,0 +1,149 @@
+package autograd
+
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// Op names a differentiable operation, for cast policies and messages.
+type Op uint8
+
+// The operations a CastPolicy is asked about.
+const (
+	OpCast Op = iota
+	OpMatMul
+	OpLinear
+	OpConv
+	OpBMM
+	OpAdd
+	OpSub
+	OpMul
+	OpDiv
+	OpScale
+	OpReLU
+	OpGELU
+	OpTanh
+	OpSigmoid
+	OpExp
+	OpLog
+	OpPow
+	OpSqrt
+	OpSum
+	OpMean
+	OpSoftmax
+	OpLogSoftmax
+	OpCrossEntropy
+	OpNLL
+	OpMSE
+	OpBatchNorm
+	OpLayerNorm
+	OpMaxPool
+	OpAvgPool
+	OpDropout
+	OpReshape
+	OpCheckpoint
+
+	numOps
+)
+
+var opNames = [numOps]string{"cast", "matmul", "linear", "conv", "bmm", "add", "sub", "mul", "div", "scale",
+	"relu", "gelu", "tanh", "sigmoid", "exp", "log", "pow", "sqrt", "sum", "mean", "softmax", "log_softmax",
+	"cross_entropy", "nll", "mse", "batch_norm", "layer_norm", "max_pool", "avg_pool", "dropout", "reshape",
+	"checkpoint"}
+
+func (op Op) String() string {
+	if op < numOps {
+		return opNames[op]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(op))
+}
+
+// Ops lists every operation, for policy tables and their tests.
+func Ops() []Op {
+	out := make([]Op, numOps)
+	for i := range out {
+		out[i] = Op(i)
+	}
+	return out
+}
+
+// CastPolicy decides the dtype an operation computes in, given its inputs'
+// dtypes. Inputs in another dtype are cast (differentiably) before the op
+// runs, and the op's backward pass runs in the same dtype.
+type CastPolicy interface {
+	ComputeType(op Op, in ...dtype.DType) dtype.DType
+}
+
+// Promote is the default policy's rule: the widest of the inputs' dtypes
+// (F32 when they differ).
+func Promote(in ...dtype.DType) dtype.DType {
+	if len(in) == 0 {
+		return dtype.F32
+	}
+	d := in[0]
+	for _, x := range in[1:] {
+		d = dtype.Widest(d, x)
+	}
+	return d
+}
+
+// computeType asks the policy (or applies Promote) for op's dtype.
+func (g *Graph) computeType(op Op, in ...*Var) dtype.DType {
+	dts := make([]dtype.DType, 0, len(in))
+	for _, v := range in {
+		if v != nil {
+			v.mustLive(op.String())
+			dts = append(dts, v.DType())
+		}
+	}
+	if g.policy != nil {
+		return g.policy.ComputeType(op, dts...)
+	}
+	return Promote(dts...)
+}
+
+type castKey struct {
+	v  *Var
+	dt dtype.DType
+}
+
+// as returns v in dtype dt, casting when needed. Casts of parameters are
+// cached for the graph's lifetime and accounted as Cast, like PyTorch's
+// autocast weight cache: a weight used by several ops is converted once.
+func (g *Graph) as(v *Var, dt dtype.DType) *Var {
+	if v == nil || v.DType() == dt {
+		return v
+	}
+	if v.param {
+		if c, ok := g.casts[castKey{v, dt}]; ok {
+			return c
+		}
+	}
+	out := g.Cast(v, dt)
+	if v.param {
+		out.Value.SetCategory(device.Cast)
+		if g.casts == nil {
+			g.casts = map[castKey]*Var{}
+		}
+		g.casts[castKey{v, dt}] = out
+	}
+	return out
+}
+
+// Cast converts v to dtype dt. Its gradient is converted back to v's dtype,
+// so an F32 parameter used in F16 still receives an F32 gradient.
+func (g *Graph) Cast(v *Var, dt dtype.DType) *Var {
+	v.mustLive("Cast")
+	y := g.alloc(dt, v.Shape()...)
+	g.dev.Copy(y.Buffer(), 0, v.Value.Buffer(), 0, v.Value.Numel())
+	out := g.result(y)
+	if g.recording(v) {
+		g.push(OpCast, out, []*Var{v}, func(dy *tensor.Tensor) {
+			g.accum(v, g.pass(dy)) // accum converts to v's dtype
+		})
+	}
+	return out
+}

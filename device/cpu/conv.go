@@ -1,0 +1,330 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/device"
+)
+
+// forPlanes runs fn(i) for i in [0, planes), each plane about size elements.
+func (d *Device) forPlanes(planes, size int, fn func(i int)) {
+	d.parallelGrain(planes, max(1, grain/max(size, 1)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			fn(i)
+		}
+	})
+}
+
+func checkConv(s device.ConvShape) {
+	if s.N0 < 0 || s.NB < 0 || s.N0+s.NB > s.N || s.OH <= 0 || s.OW <= 0 || s.StrideH <= 0 || s.StrideW <= 0 {
+		panic(fmt.Sprintf("cpu: bad conv shape %+v", s))
+	}
+}
+
+// Im2Col unrolls images [N0, N0+NB) of x into col (NB, C*KH*KW, OH*OW).
+func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
+	cb, xb := d.buf(col, "Im2Col"), d.buf(x, "Im2Col")
+	checkConv(s)
+	hw, ohw, kk := s.H*s.W, s.OH*s.OW, s.KH*s.KW
+	d.checkLen("Im2Col", s.N*s.C*hw, xb)
+	d.checkLen("Im2Col", s.NB*s.C*kk*ohw, cb)
+	d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
+		n, c := s.N0+i/s.C, i%s.C
+		plane := read(xb, (n*s.C+c)*hw, (n*s.C+c+1)*hw)
+		for kh := range s.KH {
+			for kw := range s.KW {
+				row := (i*kk + kh*s.KW + kw) * ohw
+				w := writeView(cb, row, row+ohw)
+				for oh := range s.OH {
+					ih := oh*s.StrideH - s.PadH + kh
+					out := w.v[oh*s.OW : (oh+1)*s.OW]
+					if ih < 0 || ih >= s.H {
+						clear(out)
+						continue
+					}
+					src := plane.v[ih*s.W : (ih+1)*s.W]
+					for ow := range out {
+						iw := ow*s.StrideW - s.PadW + kw
+						if iw >= 0 && iw < s.W {
+							out[ow] = src[iw]
+						} else {
+							out[ow] = 0
+						}
+					}
+				}
+				commit(cb, row, w)
+			}
+		}
+		plane.done()
+	})
+}
+
+// Col2Im overwrites images [N0, N0+NB) of dx with the adjoint of Im2Col.
+func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
+	db, cb := d.buf(dx, "Col2Im"), d.buf(col, "Col2Im")
+	checkConv(s)
+	hw, ohw, kk := s.H*s.W, s.OH*s.OW, s.KH*s.KW
+	d.checkLen("Col2Im", s.N*s.C*hw, db)
+	d.checkLen("Col2Im", s.NB*s.C*kk*ohw, cb)
+	d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
+		n, c := s.N0+i/s.C, i%s.C
+		acc := writeView(db, (n*s.C+c)*hw, (n*s.C+c+1)*hw)
+		clear(acc.v)
+		for kh := range s.KH {
+			for kw := range s.KW {
+				row := (i*kk + kh*s.KW + kw) * ohw
+				r := read(cb, row, row+ohw)
+				for oh := range s.OH {
+					ih := oh*s.StrideH - s.PadH + kh
+					if ih < 0 || ih >= s.H {
+						continue
+					}
+					dst := acc.v[ih*s.W : (ih+1)*s.W]
+					for ow, v := range r.v[oh*s.OW : (oh+1)*s.OW] {
+						iw := ow*s.StrideW - s.PadW + kw
+						if iw >= 0 && iw < s.W {
+							dst[iw] += v
+						}
+					}
+				}
+				r.done()
+			}
+		}
+		commit(db, (n*s.C+c)*hw, acc)
+	})
+}
+
+func checkPool(s device.PoolShape) {
+	if s.OH <= 0 || s.OW <= 0 || s.StrideH <= 0 || s.StrideW <= 0 || s.PadH*2 > s.KH || s.PadW*2 > s.KW {
+		panic(fmt.Sprintf("cpu: bad pool shape %+v", s))
+	}
+}
+
+// window returns the clipped input rows or columns a pooling output o reads,
+// and the unclipped extent PyTorch divides by for average pooling.
+func window(o, stride, pad, k, size int) (lo, hi, extent int) {
+	lo = o*stride - pad
+	hi = min(lo+k, size+pad)
+	extent = hi - lo
+	return max(lo, 0), min(hi, size), extent
+}
+
+// MaxPool writes each window's maximum.
+func (d *Device) MaxPool(y, x device.Buffer, s device.PoolShape) {
+	yb, xb := d.buf(y, "MaxPool"), d.buf(x, "MaxPool")
+	checkPool(s)
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	d.checkLen("MaxPool", s.N*s.C*hw, xb)
+	d.checkLen("MaxPool", s.N*s.C*ohw, yb)
+	d.forPlanes(s.N*s.C, hw, func(i int) {
+		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*ohw, (i+1)*ohw)
+		for oh := range s.OH {
+			h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
+			for ow := range s.OW {
+				w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
+				out.v[oh*s.OW+ow] = in.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)]
+			}
+		}
+		in.done()
+		commit(yb, i*ohw, out)
+	})
+}
+
+// argmaxWindow returns the index of the first maximum (NaN counts as the
+// maximum, as in PyTorch) of the window rows [h0,h1) x columns [w0,w1).
+func argmaxWindow(v []float32, width, h0, h1, w0, w1 int) int {
+	best := h0*width + w0
+	for h := h0; h < h1; h++ {
+		for w := w0; w < w1; w++ {
+			j := h*width + w
+			if x := v[j]; x > v[best] || (x != x && v[best] == v[best]) {
+				best = j
+			}
+		}
+	}
+	return best
+}
+
+// MaxPoolGrad routes dy to each window's first maximum.
+func (d *Device) MaxPoolGrad(dx, dy, x device.Buffer, s device.PoolShape) {
+	db, gb, xb := d.buf(dx, "MaxPoolGrad"), d.buf(dy, "MaxPoolGrad"), d.buf(x, "MaxPoolGrad")
+	checkPool(s)
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	d.checkLen("MaxPoolGrad", s.N*s.C*hw, xb, db)
+	d.checkLen("MaxPoolGrad", s.N*s.C*ohw, gb)
+	d.forPlanes(s.N*s.C, hw, func(i int) {
+		in, g, out := read(xb, i*hw, (i+1)*hw), read(gb, i*ohw, (i+1)*ohw), writeView(db, i*hw, (i+1)*hw)
+		clear(out.v)
+		for oh := range s.OH {
+			h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
+			for ow := range s.OW {
+				w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
+				out.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)] += g.v[oh*s.OW+ow]
+			}
+		}
+		in.done()
+		g.done()
+		commit(db, i*hw, out)
+	})
+}
+
+// AvgPool writes each window's mean, padding counted as zeros.
+func (d *Device) AvgPool(y, x device.Buffer, s device.PoolShape) {
+	yb, xb := d.buf(y, "AvgPool"), d.buf(x, "AvgPool")
+	checkPool(s)
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	d.checkLen("AvgPool", s.N*s.C*hw, xb)
+	d.checkLen("AvgPool", s.N*s.C*ohw, yb)
+	d.forPlanes(s.N*s.C, hw, func(i int) {
+		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*ohw, (i+1)*ohw)
+		for oh := range s.OH {
+			h0, h1, eh := window(oh, s.StrideH, s.PadH, s.KH, s.H)
+			for ow := range s.OW {
+				w0, w1, ew := window(ow, s.StrideW, s.PadW, s.KW, s.W)
+				var sum float32
+				for h := h0; h < h1; h++ {
+					for _, v := range in.v[h*s.W+w0 : h*s.W+w1] {
+						sum += v
+					}
+				}
+				out.v[oh*s.OW+ow] = sum / float32(eh*ew)
+			}
+		}
+		in.done()
+		commit(yb, i*ohw, out)
+	})
+}
+
+// AvgPoolGrad spreads dy evenly over each window.
+func (d *Device) AvgPoolGrad(dx, dy device.Buffer, s device.PoolShape) {
+	db, gb := d.buf(dx, "AvgPoolGrad"), d.buf(dy, "AvgPoolGrad")
+	checkPool(s)
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	d.checkLen("AvgPoolGrad", s.N*s.C*hw, db)
+	d.checkLen("AvgPoolGrad", s.N*s.C*ohw, gb)
+	d.forPlanes(s.N*s.C, hw, func(i int) {
+		g, out := read(gb, i*ohw, (i+1)*ohw), writeView(db, i*hw, (i+1)*hw)
+		clear(out.v)
+		for oh := range s.OH {
+			h0, h1, eh := window(oh, s.StrideH, s.PadH, s.KH, s.H)
+			for ow := range s.OW {
+				w0, w1, ew := window(ow, s.StrideW, s.PadW, s.KW, s.W)
+				v := g.v[oh*s.OW+ow] / float32(eh*ew)
+				for h := h0; h < h1; h++ {
+					row := out.v[h*s.W+w0 : h*s.W+w1]
+					for j := range row {
+						row[j] += v
+					}
+				}
+			}
+		}
+		g.done()
+		commit(db, i*hw, out)
+	})
+}
+
+// Moments computes per-channel mean and biased variance over n and hw.
+func (d *Device) Moments(mean, variance, x device.Buffer, n, c, hw int) {
+	bs := d.f32("Moments", mean, variance)
+	xb := d.buf(x, "Moments")
+	d.checkLen("Moments", n*c*hw, xb)
+	d.checkLen("Moments", c, bs[0])
+	m := float64(n * hw)
+	d.forPlanes(c, n*hw, func(ch int) {
+		var s float64
+		for i := range n {
+			v := read(xb, (i*c+ch)*hw, (i*c+ch+1)*hw)
+			for _, x := range v.v {
+				s += float64(x)
+			}
+			v.done()
+		}
+		mu := s / m
+		var q float64
+		for i := range n {
+			v := read(xb, (i*c+ch)*hw, (i*c+ch+1)*hw)
+			for _, x := range v.v {
+				dx := float64(x) - mu
+				q += dx * dx
+			}
+			v.done()
+		}
+		bs[0].f32[ch] = float32(mu)
+		bs[1].f32[ch] = float32(q / m)
+	})
+}
+
+// affine returns gamma[ch] and beta[ch], 1 and 0 where the buffers are nil.
+func affine(gamma, beta *Buffer, ch int) (float32, float32) {
+	g, b := float32(1), float32(0)
+	if gamma != nil {
+		g = gamma.f32[ch]
+	}
+	if beta != nil {
+		b = beta.f32[ch]
+	}
+	return g, b
+}
+
+// BatchNorm computes y = (x - mean) * invstd * gamma + beta per channel.
+func (d *Device) BatchNorm(y, x, mean, invstd, gamma, beta device.Buffer, n, c, hw int) {
+	yb, xb := d.buf(y, "BatchNorm"), d.buf(x, "BatchNorm")
+	ps := d.f32("BatchNorm", mean, invstd, gamma, beta)
+	d.checkLen("BatchNorm", n*c*hw, yb, xb)
+	d.checkLen("BatchNorm", c, ps[0])
+	d.forPlanes(n*c, hw, func(i int) {
+		ch := i % c
+		g, b := affine(ps[2], ps[3], ch)
+		scale := ps[1].f32[ch] * g
+		shift := b - ps[0].f32[ch]*scale
+		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*hw, (i+1)*hw)
+		for j, v := range in.v {
+			out.v[j] = v*scale + shift
+		}
+		in.done()
+		commit(yb, i*hw, out)
+	})
+}
+
+// BatchNormGrad computes dx, dgamma and dbeta of training-mode BatchNorm.
+func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma device.Buffer, n, c, hw int) {
+	db, gb, xb := d.buf(dx, "BatchNormGrad"), d.buf(dy, "BatchNormGrad"), d.buf(x, "BatchNormGrad")
+	ps := d.f32("BatchNormGrad", mean, invstd, gamma, dgamma, dbeta)
+	d.checkLen("BatchNormGrad", n*c*hw, db, gb, xb)
+	d.checkLen("BatchNormGrad", c, ps[0])
+	m := float64(n * hw)
+	d.forPlanes(c, n*hw, func(ch int) {
+		mu, is := float64(ps[0].f32[ch]), float64(ps[1].f32[ch])
+		var sdy, sdyx float64
+		for i := range n {
+			off := (i*c + ch) * hw
+			g, in := read(gb, off, off+hw), read(xb, off, off+hw)
+			for j, v := range g.v {
+				sdy += float64(v)
+				sdyx += float64(v) * (float64(in.v[j]) - mu) * is
+			}
+			g.done()
+			in.done()
+		}
+		gam, _ := affine(ps[2], nil, ch)
+		if ps[3] != nil {
+			ps[3].f32[ch] = float32(sdyx)
+		}
+		if ps[4] != nil {
+			ps[4].f32[ch] = float32(sdy)
+		}
+		k := float64(gam) * is / m
+		for i := range n {
+			off := (i*c + ch) * hw
+			g, in, out := read(gb, off, off+hw), read(xb, off, off+hw), writeView(db, off, off+hw)
+			for j, v := range g.v {
+				xhat := (float64(in.v[j]) - mu) * is
+				out.v[j] = float32(k * (m*float64(v) - sdy - xhat*sdyx))
+			}
+			g.done()
+			in.done()
+			commit(db, off, out)
+		}
+	})
+}
+

@@ -1,0 +1,292 @@
+// Package cpu is mixprec's CPU backend: every kernel of the device contract
+// in Go, parallel across goroutines for large inputs, with an assembly GEMM.
+//
+// 16-bit buffers are stored as raw bits; kernels widen blocks of them to
+// float32, compute there and round once on store, which is how a GPU's
+// half-precision kernels behave. Results never depend on the number of
+// goroutines: work is split in fixed-size pieces and partial sums are
+// combined in a fixed order.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+func init() {
+	device.Register("cpu", func() (device.Device, error) { return New(), nil })
+}
+
+// Device is the CPU backend. The zero value is not usable; call New.
+type Device struct {
+	acct    device.Accountant
+	workers int
+}
+
+// New returns a CPU device with its own memory accounting, using up to
+// GOMAXPROCS goroutines per kernel.
+func New() *Device { return &Device{workers: runtime.GOMAXPROCS(0)} }
+
+// Buffer is CPU memory: float32 values, or the raw bits of 16-bit values.
+type Buffer struct {
+	dev   *Device
+	dt    dtype.DType
+	n     int
+	cat   device.Category
+	f32   []float32
+	u16   []uint16
+	freed bool
+}
+
+// DType is the element type.
+func (b *Buffer) DType() dtype.DType { return b.dt }
+
+// Len is the number of elements.
+func (b *Buffer) Len() int { return b.n }
+
+// Device is the owning device.
+func (b *Buffer) Device() device.Device { return b.dev }
+
+// Category is what the buffer is accounted as.
+func (b *Buffer) Category() device.Category { return b.cat }
+
+// Float32s returns the storage of an F32 buffer, for tests and host code
+// that want to read it without a copy. It panics for 16-bit buffers.
+func (b *Buffer) Float32s() []float32 {
+	if b.dt != dtype.F32 {
+		panic("cpu: Float32s on a " + b.dt.String() + " buffer")
+	}
+	return b.f32
+}
+
+// Name is "cpu".
+func (d *Device) Name() string { return "cpu" }
+
+// Alloc returns a zeroed buffer (Go memory is always zeroed, but callers must
+// not rely on it: other backends do not zero).
+func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
+	if n < 0 {
+		panic(fmt.Sprintf("cpu: Alloc of %d elements", n))
+	}
+	b := &Buffer{dev: d, dt: dt, n: n, cat: c}
+	if dt == dtype.F32 {
+		b.f32 = make([]float32, n)
+	} else {
+		_ = dt.Size() // panics on an unknown dtype
+		b.u16 = make([]uint16, n)
+	}
+	d.acct.Add(dt, c, device.Bytes(dt, n))
+	return b
+}
+
+// Free releases b's memory to the garbage collector and its bytes from the
+// accounting.
+func (d *Device) Free(buf device.Buffer) {
+	b := d.buf(buf, "Free")
+	b.freed = true
+	b.f32, b.u16 = nil, nil
+	d.acct.Sub(b.dt, b.cat, device.Bytes(b.dt, b.n))
+}
+
+// SetCategory moves b to category c in the accounting.
+func (d *Device) SetCategory(buf device.Buffer, c device.Category) {
+	b := d.buf(buf, "SetCategory")
+	d.acct.Move(b.dt, b.cat, c, device.Bytes(b.dt, b.n))
+	b.cat = c
+}
+
+// CopyFromHost writes src into dst, rounding to dst's dtype.
+func (d *Device) CopyFromHost(dst device.Buffer, src []float32) {
+	b := d.buf(dst, "CopyFromHost")
+	if len(src) != b.n {
+		panic(fmt.Sprintf("cpu: CopyFromHost of %d values into a buffer of %d", len(src), b.n))
+	}
+	if b.dt == dtype.F32 {
+		copy(b.f32, src)
+		return
+	}
+	d.parallel(b.n, func(lo, hi int) { dtype.Encode(b.dt, b.u16[lo:hi], src[lo:hi]) })
+}
+
+// CopyToHost reads src into dst as float32.
+func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
+	b := d.buf(src, "CopyToHost")
+	if len(dst) != b.n {
+		panic(fmt.Sprintf("cpu: CopyToHost of a buffer of %d into %d values", b.n, len(dst)))
+	}
+	if b.dt == dtype.F32 {
+		copy(dst, b.f32)
+		return
+	}
+	d.parallel(b.n, func(lo, hi int) { dtype.Decode(b.dt, dst[lo:hi], b.u16[lo:hi]) })
+}
+
+// MemStats reports the accounting; Reserved equals Live.Total because the CPU
+// backend returns freed memory to Go's collector.
+func (d *Device) MemStats() device.MemStats { return d.acct.Stats() }
+
+// ResetPeak sets every peak to its live value.
+func (d *Device) ResetPeak() { d.acct.ResetPeak() }
+
+// Sync returns nil: CPU kernels finish before they return.
+func (d *Device) Sync() error { return nil }
+
+// buf checks that b belongs to this device and is live.
+func (d *Device) buf(b device.Buffer, op string) *Buffer {
+	cb, ok := b.(*Buffer)
+	if !ok {
+		if b == nil {
+			panic(fmt.Sprintf("cpu: %s: nil buffer", op))
+		}
+		panic(fmt.Sprintf("cpu: %s: buffer of device %s given to cpu", op, b.Device().Name()))
+	}
+	if cb.dev != d {
+		panic(fmt.Sprintf("cpu: %s: buffer belongs to another cpu device", op))
+	}
+	if cb.freed {
+		panic(fmt.Sprintf("cpu: %s: buffer used after Free", op))
+	}
+	return cb
+}
+
+// grain is the number of elements below which a kernel does not bother to
+// start goroutines, and the size of the pieces it splits larger work into.
+const grain = 1 << 14
+
+// parallel runs fn over [0, n) in pieces of at least grain elements, on up to
+// d.workers goroutines, and returns when all pieces are done.
+func (d *Device) parallel(n int, fn func(lo, hi int)) {
+	d.parallelGrain(n, grain, fn)
+}
+
+// parallelGrain is parallel with a piece size g: each piece is [i*g, (i+1)*g).
+// Pieces depend only on n and g, never on the number of workers.
+func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	g = max(g, 1)
+	pieces := (n + g - 1) / g
+	w := min(d.workers, pieces)
+	if w <= 1 {
+		for lo := 0; lo < n; lo += g {
+			fn(lo, min(lo+g, n))
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	var next int64
+	var mu sync.Mutex
+	take := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		i := next
+		next++
+		return int(i)
+	}
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				p := take()
+				if p >= pieces {
+					return
+				}
+				lo := p * g
+				fn(lo, min(lo+g, n))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// scratch is a pool of float32 slices for widening 16-bit data.
+var scratch = sync.Pool{New: func() any { s := make([]float32, 0, grain); return &s }}
+
+func getScratch(n int) *[]float32 {
+	p := scratch.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+func putScratch(p *[]float32) { scratch.Put(p) }
+
+// view is a float32 window [lo, hi) onto a buffer: the buffer's own memory
+// for F32, a widened copy for 16-bit storage.
+type view struct {
+	v   []float32
+	tmp *[]float32
+}
+
+// read returns a float32 view of b[lo:hi].
+func read(b *Buffer, lo, hi int) view {
+	if b.dt == dtype.F32 {
+		return view{v: b.f32[lo:hi]}
+	}
+	t := getScratch(hi - lo)
+	dtype.Decode(b.dt, *t, b.u16[lo:hi])
+	return view{v: *t, tmp: t}
+}
+
+// writeView returns a float32 window to fill for b[lo:hi]; commit stores it.
+func writeView(b *Buffer, lo, hi int) view {
+	if b.dt == dtype.F32 {
+		return view{v: b.f32[lo:hi]}
+	}
+	t := getScratch(hi - lo)
+	return view{v: *t, tmp: t}
+}
+
+// commit rounds a write view into b[lo:hi] (a no-op for F32) and releases it.
+func commit(b *Buffer, lo int, w view) {
+	if w.tmp != nil {
+		dtype.Encode(b.dt, b.u16[lo:lo+len(w.v)], w.v)
+		putScratch(w.tmp)
+	}
+}
+
+// done releases a read view.
+func (v view) done() {
+	if v.tmp != nil {
+		putScratch(v.tmp)
+	}
+}
+
+// get reads one element as float32.
+func get(b *Buffer, i int) float32 {
+	switch b.dt {
+	case dtype.F32:
+		return b.f32[i]
+	case dtype.F16:
+		return dtype.F16ToF32(b.u16[i])
+	}
+	return dtype.BF16ToF32(b.u16[i])
+}
+
+// set rounds v into element i.
+func set(b *Buffer, i int, v float32) {
+	switch b.dt {
+	case dtype.F32:
+		b.f32[i] = v
+	case dtype.F16:
+		b.u16[i] = dtype.F32ToF16(v)
+	default:
+		b.u16[i] = dtype.F32ToBF16(v)
+	}
+}
+
+func (d *Device) checkLen(op string, n int, bufs ...*Buffer) {
+	for _, b := range bufs {
+		if b.n < n {
+			panic(fmt.Sprintf("cpu: %s: buffer of %d elements, need %d", op, b.n, n))
+		}
+	}
+}

@@ -1,0 +1,419 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// Fill sets every element of dst to v.
+func (d *Device) Fill(dst device.Buffer, v float32) {
+	b := d.buf(dst, "Fill")
+	if b.dt == dtype.F32 {
+		d.parallel(b.n, func(lo, hi int) {
+			s := b.f32[lo:hi]
+			for i := range s {
+				s[i] = v
+			}
+		})
+		return
+	}
+	var h uint16
+	if b.dt == dtype.F16 {
+		h = dtype.F32ToF16(v)
+	} else {
+		h = dtype.F32ToBF16(v)
+	}
+	d.parallel(b.n, func(lo, hi int) {
+		s := b.u16[lo:hi]
+		for i := range s {
+			s[i] = h
+		}
+	})
+}
+
+// Copy copies n elements, converting dtypes.
+func (d *Device) Copy(dst device.Buffer, dstOff int, src device.Buffer, srcOff, n int) {
+	db, sb := d.buf(dst, "Copy"), d.buf(src, "Copy")
+	if dstOff < 0 || srcOff < 0 || dstOff+n > db.n || srcOff+n > sb.n {
+		panic(fmt.Sprintf("cpu: Copy of %d elements from [%d:] of %d into [%d:] of %d", n, srcOff, sb.n, dstOff, db.n))
+	}
+	if db == sb && dstOff == srcOff {
+		return
+	}
+	switch {
+	case db.dt == sb.dt && db.dt == dtype.F32:
+		copy(db.f32[dstOff:dstOff+n], sb.f32[srcOff:srcOff+n])
+	case db.dt == sb.dt:
+		copy(db.u16[dstOff:dstOff+n], sb.u16[srcOff:srcOff+n])
+	case db.dt == dtype.F32:
+		d.parallel(n, func(lo, hi int) { dtype.Decode(sb.dt, db.f32[dstOff+lo:dstOff+hi], sb.u16[srcOff+lo:srcOff+hi]) })
+	case sb.dt == dtype.F32:
+		d.parallel(n, func(lo, hi int) { dtype.Encode(db.dt, db.u16[dstOff+lo:dstOff+hi], sb.f32[srcOff+lo:srcOff+hi]) })
+	default: // F16 <-> BF16 through float32
+		d.parallel(n, func(lo, hi int) {
+			v := read(sb, srcOff+lo, srcOff+hi)
+			dtype.Encode(db.dt, db.u16[dstOff+lo:dstOff+hi], v.v)
+			v.done()
+		})
+	}
+}
+
+// Axpby computes dst = alpha*x + beta*y.
+func (d *Device) Axpby(dst, x, y device.Buffer, alpha, beta float32) {
+	db, xb := d.buf(dst, "Axpby"), d.buf(x, "Axpby")
+	n := db.n
+	if beta == 0 {
+		d.checkLen("Axpby", n, xb)
+		d.parallel(n, func(lo, hi int) {
+			xv, w := read(xb, lo, hi), writeView(db, lo, hi)
+			for i, v := range xv.v {
+				w.v[i] = alpha * v
+			}
+			xv.done()
+			commit(db, lo, w)
+		})
+		return
+	}
+	yb := d.buf(y, "Axpby")
+	d.checkLen("Axpby", n, xb, yb)
+	d.parallel(n, func(lo, hi int) {
+		xv, yv, w := read(xb, lo, hi), read(yb, lo, hi), writeView(db, lo, hi)
+		o, xs, ys := w.v, xv.v, yv.v[:len(xv.v)]
+		switch {
+		case alpha == 1 && beta == 1:
+			for i := range xs {
+				o[i] = xs[i] + ys[i]
+			}
+		default:
+			for i := range xs {
+				o[i] = alpha*xs[i] + beta*ys[i]
+			}
+		}
+		xv.done()
+		yv.done()
+		commit(db, lo, w)
+	})
+}
+
+// Binary computes dst = op(a, b) with broadcasting strides.
+func (d *Device) Binary(op device.BinaryOp, dst, a, b device.Buffer, s device.Strides) {
+	db, ab, bb := d.buf(dst, "Binary"), d.buf(a, "Binary"), d.buf(b, "Binary")
+	it := newIter(s.Shape, s.A, s.B)
+	d.checkLen("Binary "+op.String(), it.rows*it.L, db)
+	d.forRows(&it, func(r int) {
+		ba, bbase := it.bases(r)
+		av, bv := readRow(ab, ba, it.sa, it.L), readRow(bb, bbase, it.sb, it.L)
+		w := writeView(db, r*it.L, (r+1)*it.L)
+		binaryRow(op, w.v, av.v, bv.v)
+		av.done()
+		bv.done()
+		commit(db, r*it.L, w)
+	})
+}
+
+// binaryRow computes out[i] = op(a[i], b[i]); a or b of length 1 broadcasts.
+func binaryRow(op device.BinaryOp, out, a, b []float32) {
+	n := len(out)
+	switch {
+	case len(a) == n && len(b) == n:
+		a, b = a[:n], b[:n]
+		switch op {
+		case device.Add:
+			for i := range out {
+				out[i] = a[i] + b[i]
+			}
+		case device.Sub:
+			for i := range out {
+				out[i] = a[i] - b[i]
+			}
+		case device.Mul:
+			for i := range out {
+				out[i] = a[i] * b[i]
+			}
+		case device.Div:
+			for i := range out {
+				out[i] = a[i] / b[i]
+			}
+		default:
+			f := binaryFunc(op)
+			for i := range out {
+				out[i] = f(a[i], b[i])
+			}
+		}
+	case len(b) == 1 && len(a) == n:
+		y := b[0]
+		a = a[:n]
+		switch op {
+		case device.Add:
+			for i := range out {
+				out[i] = a[i] + y
+			}
+		case device.Mul:
+			for i := range out {
+				out[i] = a[i] * y
+			}
+		default:
+			f := binaryFunc(op)
+			for i := range out {
+				out[i] = f(a[i], y)
+			}
+		}
+	case len(a) == 1 && len(b) == n:
+		x := a[0]
+		f := binaryFunc(op)
+		for i := range out {
+			out[i] = f(x, b[i])
+		}
+	default: // both broadcast scalars
+		v := binaryFunc(op)(a[0], b[0])
+		for i := range out {
+			out[i] = v
+		}
+	}
+}
+
+func binaryFunc(op device.BinaryOp) func(x, y float32) float32 {
+	switch op {
+	case device.Add:
+		return func(x, y float32) float32 { return x + y }
+	case device.Sub:
+		return func(x, y float32) float32 { return x - y }
+	case device.Mul:
+		return func(x, y float32) float32 { return x * y }
+	case device.Div:
+		return func(x, y float32) float32 { return x / y }
+	case device.Maximum:
+		return func(x, y float32) float32 {
+			if x != x || x > y { // NaN propagates, as torch.maximum
+				return x
+			}
+			return y
+		}
+	case device.Minimum:
+		return func(x, y float32) float32 {
+			if x != x || x < y {
+				return x
+			}
+			return y
+		}
+	}
+	panic(fmt.Sprintf("cpu: unknown binary op %v", op))
+}
+
+// Unary computes dst = op(src).
+func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32) {
+	db, sb := d.buf(dst, "Unary"), d.buf(src, "Unary")
+	d.checkLen("Unary "+op.String(), db.n, sb)
+	d.parallel(db.n, func(lo, hi int) {
+		sv, w := read(sb, lo, hi), writeView(db, lo, hi)
+		unaryRow(op, w.v, sv.v, alpha)
+		sv.done()
+		commit(db, lo, w)
+	})
+}
+
+func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
+	x = x[:len(out)]
+	switch op {
+	case device.Scale:
+		for i, v := range x {
+			out[i] = alpha * v
+		}
+	case device.AddConst:
+		for i, v := range x {
+			out[i] = v + alpha
+		}
+	case device.Neg:
+		for i, v := range x {
+			out[i] = -v
+		}
+	case device.ReLU:
+		for i, v := range x {
+			if v > 0 {
+				out[i] = v
+			} else {
+				out[i] = 0
+			}
+		}
+	case device.Square:
+		for i, v := range x {
+			out[i] = v * v
+		}
+	case device.Recip:
+		for i, v := range x {
+			out[i] = 1 / v
+		}
+	default:
+		f := unaryFunc(op, float64(alpha))
+		for i, v := range x {
+			out[i] = float32(f(float64(v)))
+		}
+	}
+}
+
+func unaryFunc(op device.UnaryOp, alpha float64) func(float64) float64 {
+	switch op {
+	case device.Exp:
+		return math.Exp
+	case device.Log:
+		return math.Log
+	case device.Sqrt:
+		return math.Sqrt
+	case device.Rsqrt:
+		return func(x float64) float64 { return 1 / math.Sqrt(x+alpha) }
+	case device.Pow:
+		return func(x float64) float64 { return math.Pow(x, alpha) }
+	case device.GELU:
+		return func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+	case device.Tanh:
+		return math.Tanh
+	case device.Sigmoid:
+		return func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+	}
+	panic(fmt.Sprintf("cpu: unknown unary op %v", op))
+}
+
+// UnaryGrad computes dst = dy * op'(in).
+func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
+	db, gb, ib := d.buf(dst, "UnaryGrad"), d.buf(dy, "UnaryGrad"), d.buf(in, "UnaryGrad")
+	d.checkLen("UnaryGrad "+op.String(), db.n, gb, ib)
+	d.parallel(db.n, func(lo, hi int) {
+		gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
+		o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
+		switch op {
+		case device.ReLU: // x is the output y; y > 0 exactly where the input was
+			for i := range g {
+				if x[i] > 0 {
+					o[i] = g[i]
+				} else {
+					o[i] = 0
+				}
+			}
+		case device.Tanh:
+			for i := range g {
+				o[i] = g[i] * (1 - x[i]*x[i])
+			}
+		case device.Sigmoid:
+			for i := range g {
+				o[i] = g[i] * x[i] * (1 - x[i])
+			}
+		case device.GELU:
+			for i := range g {
+				v := float64(x[i])
+				cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
+				pdf := math.Exp(-0.5*v*v) / math.Sqrt(2*math.Pi)
+				o[i] = g[i] * float32(cdf+v*pdf)
+			}
+		default:
+			panic(fmt.Sprintf("cpu: UnaryGrad has no rule for %v", op))
+		}
+		gv.done()
+		iv.done()
+		commit(db, lo, w)
+	})
+}
+
+// Reduce sums src into dst through the strides s.A, in float64.
+func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32) {
+	db, sb := d.buf(dst, "Reduce"), d.buf(src, "Reduce")
+	zero := make([]int, len(s.Shape))
+	it := newIter(s.Shape, s.A, zero) // "a" here is the destination's strides
+	total := it.rows * it.L
+	d.checkLen("Reduce", total, sb)
+	// Fixed pieces, each with its own float64 accumulator, summed in piece
+	// order: the result depends on the shapes only.
+	perPiece := max(1, (4*grain)/max(it.L, 1))
+	pieces := (it.rows + perPiece - 1) / perPiece
+	if pieces*db.n > 1<<22 {
+		pieces, perPiece = 1, it.rows
+	}
+	acc := make([][]float64, pieces)
+	d.parallelGrain(pieces, 1, func(plo, phi int) {
+		for p := plo; p < phi; p++ {
+			a := make([]float64, db.n)
+			for r := p * perPiece; r < min((p+1)*perPiece, it.rows); r++ {
+				base, _ := it.bases(r)
+				v := read(sb, r*it.L, (r+1)*it.L)
+				switch it.sa {
+				case 0:
+					var sum float64
+					for _, x := range v.v {
+						sum += float64(x)
+					}
+					a[base] += sum
+				case 1:
+					dstRow := a[base : base+it.L]
+					for j, x := range v.v {
+						dstRow[j] += float64(x)
+					}
+				default:
+					for j, x := range v.v {
+						a[base+j*it.sa] += float64(x)
+					}
+				}
+				v.done()
+			}
+			acc[p] = a
+		}
+	})
+	sum := acc[0]
+	for _, a := range acc[1:] {
+		for i, v := range a {
+			sum[i] += v
+		}
+	}
+	w := writeView(db, 0, db.n)
+	for i, v := range sum {
+		w.v[i] = float32(float64(alpha) * v)
+	}
+	commit(db, 0, w)
+}
+
+// Expand broadcasts alpha*src into dst through the strides s.A.
+func (d *Device) Expand(dst, src device.Buffer, s device.Strides, alpha float32) {
+	db, sb := d.buf(dst, "Expand"), d.buf(src, "Expand")
+	it := newIter(s.Shape, s.A, make([]int, len(s.Shape)))
+	d.checkLen("Expand", it.rows*it.L, db)
+	d.forRows(&it, func(r int) {
+		base, _ := it.bases(r)
+		v := readRow(sb, base, it.sa, it.L)
+		w := writeView(db, r*it.L, (r+1)*it.L)
+		if len(v.v) == 1 {
+			x := alpha * v.v[0]
+			for j := range w.v {
+				w.v[j] = x
+			}
+		} else {
+			for j, x := range v.v {
+				w.v[j] = alpha * x
+			}
+		}
+		v.done()
+		commit(db, r*it.L, w)
+	})
+}
+
+// Dropout computes dst = src * mask / (1-p) with a counter-based mask.
+func (d *Device) Dropout(dst, src device.Buffer, p float32, key device.RandKey) {
+	db, sb := d.buf(dst, "Dropout"), d.buf(src, "Dropout")
+	d.checkLen("Dropout", db.n, sb)
+	scale := float32(0)
+	if p < 1 {
+		scale = 1 / (1 - p)
+	}
+	d.parallel(db.n, func(lo, hi int) {
+		sv, w := read(sb, lo, hi), writeView(db, lo, hi)
+		for i, x := range sv.v {
+			if device.Uniform(key, uint64(lo+i)) >= p {
+				w.v[i] = x * scale
+			} else {
+				w.v[i] = 0
+			}
+		}
+		sv.done()
+		commit(db, lo, w)
+	})
+}

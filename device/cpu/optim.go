@@ -1,0 +1,130 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+func (d *Device) f32(op string, bufs ...device.Buffer) []*Buffer {
+	out := make([]*Buffer, len(bufs))
+	for i, b := range bufs {
+		if b == nil {
+			continue
+		}
+		cb := d.buf(b, op)
+		if cb.dt != dtype.F32 {
+			panic(fmt.Sprintf("cpu: %s: operand %d is %v, want f32", op, i, cb.dt))
+		}
+		if cb.n != out0n(out, cb) {
+			panic(fmt.Sprintf("cpu: %s: operand %d has %d elements, operand 0 has %d", op, i, cb.n, out[0].n))
+		}
+		out[i] = cb
+	}
+	return out
+}
+
+func out0n(out []*Buffer, cb *Buffer) int {
+	if out[0] == nil {
+		return cb.n
+	}
+	return out[0].n
+}
+
+// SGD is PyTorch's SGD step with momentum, dampening, Nesterov and weight decay.
+func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
+	var bs []*Buffer
+	if h.Momentum != 0 {
+		if mom == nil {
+			panic("cpu: SGD with momentum needs a momentum buffer")
+		}
+		bs = d.f32("SGD", p, g, mom)
+	} else {
+		bs = d.f32("SGD", p, g)
+	}
+	pb, gb := bs[0], bs[1]
+	d.parallel(pb.n, func(lo, hi int) {
+		ps, gs := pb.f32[lo:hi], gb.f32[lo:hi]
+		var ms []float32
+		if h.Momentum != 0 {
+			ms = bs[2].f32[lo:hi]
+		}
+		for i := range ps {
+			gi := gs[i]
+			if h.WeightDecay != 0 {
+				gi += h.WeightDecay * ps[i]
+			}
+			if h.Momentum != 0 {
+				if h.First {
+					ms[i] = gi
+				} else {
+					ms[i] = h.Momentum*ms[i] + (1-h.Dampening)*gi
+				}
+				if h.Nesterov {
+					gi += h.Momentum * ms[i]
+				} else {
+					gi = ms[i]
+				}
+			}
+			ps[i] -= h.LR * gi
+		}
+	})
+}
+
+// Adam is PyTorch's Adam step, or AdamW's when h.Decoupled.
+func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
+	bs := d.f32("Adam", p, g, m, v)
+	if h.Step < 1 {
+		panic(fmt.Sprintf("cpu: Adam step %d, want >= 1", h.Step))
+	}
+	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
+	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
+	stepSize := float32(float64(h.LR) / bc1)
+	bc2sqrt := float32(math.Sqrt(bc2))
+	decay := float32(1) - h.LR*h.WeightDecay
+	d.parallel(bs[0].n, func(lo, hi int) {
+		ps, gs, ms, vs := bs[0].f32[lo:hi], bs[1].f32[lo:hi], bs[2].f32[lo:hi], bs[3].f32[lo:hi]
+		for i := range ps {
+			gi := gs[i]
+			if h.WeightDecay != 0 {
+				if h.Decoupled {
+					ps[i] *= decay
+				} else {
+					gi += h.WeightDecay * ps[i]
+				}
+			}
+			ms[i] += (1 - h.Beta1) * (gi - ms[i])
+			vs[i] = h.Beta2*vs[i] + (1-h.Beta2)*gi*gi
+			denom := float32(math.Sqrt(float64(vs[i])))/bc2sqrt + h.Eps
+			ps[i] -= stepSize * ms[i] / denom
+		}
+	})
+}
+
+// UnscaleCheck multiplies every gradient by inv and reports any Inf or NaN.
+func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
+	found := false
+	for _, g := range grads {
+		b := d.f32("UnscaleCheck", g)[0]
+		pieces := (b.n + grain - 1) / grain
+		bad := make([]bool, pieces)
+		d.parallel(b.n, func(lo, hi int) {
+			s := b.f32[lo:hi]
+			nf := false
+			for i, v := range s {
+				v *= inv
+				s[i] = v
+				if v-v != 0 { // NaN for Inf and NaN alike
+					nf = true
+				}
+			}
+			bad[lo/grain] = nf
+		})
+		for _, x := range bad {
+			found = found || x
+		}
+	}
+	return found
+}

@@ -1,0 +1,293 @@
+// Package device defines the backend contract every mixprec backend implements
+// (Device, Buffer and the primitive Kernels) and the memory accounting that
+// reports live and peak bytes by category and dtype.
+//
+// A backend implements a few dozen primitive kernels and nothing else; every
+// layer above composes them. Kernels take their destination first, work on
+// F32, F16 and BF16 storage, and accumulate in float32 (or wider).
+package device
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// Buffer is a block of device memory holding Len elements of one DType.
+type Buffer interface {
+	DType() dtype.DType
+	Len() int
+	Device() Device
+	Category() Category
+}
+
+// Device is a backend: it allocates and frees buffers, copies to and from the
+// host, accounts memory, and runs the primitive kernels.
+type Device interface {
+	// Name identifies the backend, e.g. "cpu" or "cuda:0".
+	Name() string
+	// Alloc returns a buffer of n elements whose contents are undefined,
+	// accounted under category c.
+	Alloc(dt dtype.DType, n int, c Category) Buffer
+	// Free releases b. Freeing a buffer twice, or using it after Free, panics.
+	Free(b Buffer)
+	// SetCategory moves b's bytes to category c in the accounting (an output
+	// becomes an Activation once a backward pass decides to keep it).
+	SetCategory(b Buffer, c Category)
+	// CopyFromHost writes src into dst, rounding to dst's dtype.
+	CopyFromHost(dst Buffer, src []float32)
+	// CopyToHost reads src into dst, widening to float32.
+	CopyToHost(dst []float32, src Buffer)
+	// MemStats reports live and peak bytes.
+	MemStats() MemStats
+	// ResetPeak sets every peak to the current live value.
+	ResetPeak()
+	// Sync waits for all queued work; backends that run synchronously return nil.
+	Sync() error
+	Kernels
+}
+
+// Category says what a buffer is for, so memory reports can say where the
+// bytes went.
+type Category uint8
+
+const (
+	// Param is a model parameter (the FP32 master weights).
+	Param Category = iota
+	// Grad is a parameter's gradient.
+	Grad
+	// Optim is optimiser state (momentum, Adam moments).
+	Optim
+	// Activation is a forward result kept for the backward pass.
+	Activation
+	// Cast is a low-precision copy of a parameter that autocast made and keeps
+	// for the rest of the graph (PyTorch's autocast weight cache).
+	Cast
+	// Temp is anything else a step allocates: outputs not kept for backward,
+	// intermediate gradients, recomputed segments.
+	Temp
+	// Workspace is scratch memory a kernel needs (im2col columns, GEMM packing).
+	Workspace
+
+	// NumCategories is the number of categories.
+	NumCategories = iota
+)
+
+var categoryNames = [NumCategories]string{"param", "grad", "optim", "activation", "cast", "temp", "workspace"}
+
+// String returns the lower-case name used in reports and JSON.
+func (c Category) String() string {
+	if int(c) < len(categoryNames) {
+		return categoryNames[c]
+	}
+	return fmt.Sprintf("Category(%d)", uint8(c))
+}
+
+// Usage is a byte count split by category and by dtype.
+type Usage struct {
+	Total      int64
+	ByCategory [NumCategories]int64
+	ByDType    [3]int64 // indexed by dtype.DType
+}
+
+// Category returns the bytes in category c.
+func (u Usage) Category(c Category) int64 { return u.ByCategory[c] }
+
+// DType returns the bytes stored as dt.
+func (u Usage) DType(dt dtype.DType) int64 { return u.ByDType[dt] }
+
+// MemStats is a snapshot of a device's memory accounting.
+//
+// Peak.ByCategory[c] is the high-water mark of category c on its own, and
+// Peak.Total the high-water mark of the sum, which is at most the sum of the
+// per-category peaks.
+type MemStats struct {
+	Live   Usage
+	Peak   Usage
+	Allocs int64 // Alloc calls since the device was made
+	// Reserved is memory the backend holds, in use or cached for reuse; it is
+	// at least Live.Total.
+	Reserved int64
+}
+
+// String formats the live and peak figures on one line each.
+func (s MemStats) String() string {
+	var b strings.Builder
+	for _, row := range []struct {
+		name string
+		u    Usage
+	}{{"live", s.Live}, {"peak", s.Peak}} {
+		fmt.Fprintf(&b, "%s %s", row.name, FormatBytes(row.u.Total))
+		for c := Category(0); c < NumCategories; c++ {
+			if row.u.ByCategory[c] != 0 {
+				fmt.Fprintf(&b, " %s=%s", c, FormatBytes(row.u.ByCategory[c]))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// FormatBytes renders n with a binary unit: "512 B", "1.5 MiB".
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, u := float64(n), 0
+	for f >= unit || f <= -unit {
+		f /= unit
+		u++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTPE"[u-1])
+}
+
+// Accountant keeps the byte counts behind MemStats. Backends embed one and
+// call Add and Sub as they allocate and free; it is safe for concurrent use.
+type Accountant struct {
+	mu     sync.Mutex
+	live   Usage
+	peak   Usage
+	allocs int64
+}
+
+// Add records n bytes of dtype dt entering category c.
+func (a *Accountant) Add(dt dtype.DType, c Category, n int64) {
+	a.mu.Lock()
+	a.allocs++
+	a.move(dt, c, n)
+	a.mu.Unlock()
+}
+
+// Sub records n bytes of dtype dt leaving category c.
+func (a *Accountant) Sub(dt dtype.DType, c Category, n int64) {
+	a.mu.Lock()
+	a.move(dt, c, -n)
+	a.mu.Unlock()
+}
+
+// Move records n bytes of dtype dt moving from category from to category to.
+func (a *Accountant) Move(dt dtype.DType, from, to Category, n int64) {
+	if from == to {
+		return
+	}
+	a.mu.Lock()
+	a.live.ByCategory[from] -= n
+	a.live.ByCategory[to] += n
+	a.bump()
+	a.mu.Unlock()
+}
+
+func (a *Accountant) move(dt dtype.DType, c Category, n int64) {
+	a.live.Total += n
+	a.live.ByCategory[c] += n
+	a.live.ByDType[dt] += n
+	a.bump()
+}
+
+func (a *Accountant) bump() {
+	a.peak.Total = max(a.peak.Total, a.live.Total)
+	for i := range a.live.ByCategory {
+		a.peak.ByCategory[i] = max(a.peak.ByCategory[i], a.live.ByCategory[i])
+	}
+	for i := range a.live.ByDType {
+		a.peak.ByDType[i] = max(a.peak.ByDType[i], a.live.ByDType[i])
+	}
+}
+
+// Stats returns the current figures; the caller fills Reserved.
+func (a *Accountant) Stats() MemStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return MemStats{Live: a.live, Peak: a.peak, Allocs: a.allocs, Reserved: a.live.Total}
+}
+
+// ResetPeak sets every peak to its live value.
+func (a *Accountant) ResetPeak() {
+	a.mu.Lock()
+	a.peak = a.live
+	a.mu.Unlock()
+}
+
+// Bytes is the size in bytes of n elements of dt.
+func Bytes(dt dtype.DType, n int) int64 { return int64(n) * int64(dt.Size()) }
+
+type backend struct {
+	open func() (Device, error)
+	once sync.Once
+	dev  Device
+	err  error
+}
+
+var (
+	regMu    sync.Mutex
+	registry = map[string]*backend{}
+)
+
+// Register makes a backend constructor available under name. Backends call it
+// from init, so that this package can find them without importing them;
+// programs link a backend in with a blank import of its package. open runs at
+// most once; its result is shared by every Open.
+func Register(name string, open func() (Device, error)) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("device: Register called twice for " + name)
+	}
+	registry[name] = &backend{open: open}
+}
+
+// Backends lists the registered backend names, sorted.
+func Backends() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	var names []string
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open returns the backend registered under name ("cpu", "cuda"), or an error
+// saying why it is unavailable.
+func Open(name string) (Device, error) {
+	regMu.Lock()
+	b, ok := registry[name]
+	regMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("device: no backend %q is linked in (have: %s)", name, strings.Join(Backends(), ", "))
+	}
+	b.once.Do(func() { b.dev, b.err = b.open() })
+	if b.err != nil {
+		return nil, fmt.Errorf("device %s: %w", name, b.err)
+	}
+	return b.dev, nil
+}
+
+// Select opens a backend by the name a user gives on a command line: "cpu",
+// "cuda", or "auto" (or ""), which is CUDA when it opens and the CPU
+// otherwise.
+func Select(name string) (Device, error) {
+	if name == "" || name == "auto" {
+		if d, err := Open("cuda"); err == nil {
+			return d, nil
+		}
+		return Open("cpu")
+	}
+	return Open(name)
+}
+
+// Default is Select("auto"): CUDA when a driver and GPU are present, else the
+// CPU. It panics when no backend is linked in, which is a build mistake, not
+// an environment error.
+func Default() Device {
+	d, err := Select("auto")
+	if err != nil {
+		panic(err)
+	}
+	return d
+}

@@ -1,0 +1,27 @@
+package tensor
+
+import "fmt"
+
+// Host is a row-major float32 array in ordinary Go memory: what data loaders
+// produce and what a graph's Input copies onto a device.
+type Host struct {
+	Shape []int
+	Data  []float32
+}
+
+// NewHost allocates a zeroed Host array of the given shape.
+func NewHost(shape ...int) Host {
+	return Host{Shape: append([]int(nil), shape...), Data: make([]float32, Numel(shape))}
+}
+
+// Numel is the number of elements of a tensor of this shape (1 for a scalar).
+func Numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			panic(fmt.Sprintf("tensor: negative dimension in shape %v", shape))
+		}
+		n *= d
+	}
+	return n
+}
