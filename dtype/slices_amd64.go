@@ -1,0 +1,72 @@
+//go:build !purego
+
+// The purego tag builds the pure-Go converters only, so the fallback that
+// other architectures use can be tested on amd64 too.
+
+package dtype
+
+import "golang.org/x/sys/cpu"
+
+// The assembly kernels convert n elements, n a positive multiple of 8; the Go
+// wrappers below hand them the largest such prefix and give the remaining
+// len%8 elements to the generic loop, so the assembly needs no scalar tail.
+
+//go:noescape
+func encodeF16F16C(dst *uint16, src *float32, n int)
+
+//go:noescape
+func decodeF16F16C(dst *float32, src *uint16, n int)
+
+//go:noescape
+func encodeBF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func decodeBF16AVX2(dst *float32, src *uint16, n int)
+
+// avx2Converters uses F16C for binary16 and AVX2 integer arithmetic for
+// bfloat16. VCVTNEPS2BF16 (AVX-512 BF16) is deliberately not used: it flushes
+// subnormal inputs to zero, so it would disagree with F32ToBF16 (0x007fffff
+// must round to 0x0080, the instruction gives 0x0000).
+var avx2Converters = converters{
+	name: "avx2",
+	encodeF16: func(dst []uint16, src []float32) {
+		dst = dst[:len(src)] // the bounds check that keeps the assembly in range
+		n := len(src) &^ 7
+		if n > 0 {
+			encodeF16F16C(&dst[0], &src[0], n)
+		}
+		encodeF16Generic(dst[n:], src[n:])
+	},
+	decodeF16: func(dst []float32, src []uint16) {
+		dst = dst[:len(src)]
+		n := len(src) &^ 7
+		if n > 0 {
+			decodeF16F16C(&dst[0], &src[0], n)
+		}
+		decodeF16Generic(dst[n:], src[n:])
+	},
+	encodeBF16: func(dst []uint16, src []float32) {
+		dst = dst[:len(src)]
+		n := len(src) &^ 7
+		if n > 0 {
+			encodeBF16AVX2(&dst[0], &src[0], n)
+		}
+		encodeBF16Generic(dst[n:], src[n:])
+	},
+	decodeBF16: func(dst []float32, src []uint16) {
+		dst = dst[:len(src)]
+		n := len(src) &^ 7
+		if n > 0 {
+			decodeBF16AVX2(&dst[0], &src[0], n)
+		}
+		decodeBF16Generic(dst[n:], src[n:])
+	},
+}
+
+func init() {
+	// HasF16C does not include the OS check for YMM state; HasAVX2 does.
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+		available = append(available, avx2Converters)
+	}
+	use(available[len(available)-1])
+}

@@ -1,0 +1,171 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Each kernel converts n elements, n a positive multiple of 8: 16 per loop
+// iteration, then one step of 8 if n%16 == 8. Loads and stores are unaligned.
+// Y15 is left alone because ABIInternal reserves X15 as its zero register.
+
+// func encodeF16F16C(dst *uint16, src *float32, n int)
+TEXT ·encodeF16F16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $16
+	JB   f16enc8
+
+f16enc16:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	// Immediate 0: round to nearest even, whatever MXCSR.RC says.
+	VCVTPS2PH $0, Y0, (DI)
+	VCVTPS2PH $0, Y1, 16(DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JAE  f16enc16
+
+f16enc8:
+	TESTQ CX, CX
+	JZ    f16encdone
+	VMOVUPS (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+
+f16encdone:
+	VZEROUPPER
+	RET
+
+// func decodeF16F16C(dst *float32, src *uint16, n int)
+TEXT ·decodeF16F16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $16
+	JB   f16dec8
+
+f16dec16:
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JAE  f16dec16
+
+f16dec8:
+	TESTQ CX, CX
+	JZ    f16decdone
+	VCVTPH2PS (SI), Y0
+	VMOVUPS Y0, (DI)
+
+f16decdone:
+	VZEROUPPER
+	RET
+
+// func decodeBF16AVX2(dst *float32, src *uint16, n int)
+TEXT ·decodeBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $16
+	JB   bf16dec8
+
+bf16dec16:
+	// bfloat16 is the top half of a binary32: widen and shift.
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VMOVDQU   Y0, (DI)
+	VMOVDQU   Y1, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JAE  bf16dec16
+
+bf16dec8:
+	TESTQ CX, CX
+	JZ    bf16decdone
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVDQU   Y0, (DI)
+
+bf16decdone:
+	VZEROUPPER
+	RET
+
+// BF16ROUND rounds the 8 binary32 bit patterns in x to bfloat16, leaving each
+// result in the low half of its lane; t1 and t2 are scratch. It is F32ToBF16
+// lane by lane: add 0x7fff plus the lowest kept bit and drop the low 16 bits
+// (round to nearest even, carrying into the exponent up to Inf), except that a
+// NaN (|x| > 0x7f800000, a signed compare that is safe once the sign is
+// cleared) keeps its top half with the quiet bit set.
+// Constants: Y8 = 1, Y9 = 0x7fff, Y10 = 0x40, Y11 = 0x7fffffff, Y12 = 0x7f800000.
+#define BF16ROUND(x, t1, t2) \
+	VPSRLD    $16, x, t1;    \
+	VPAND     Y8, t1, t2;    \
+	VPADDD    t2, x, t2;     \
+	VPADDD    Y9, t2, t2;    \
+	VPSRLD    $16, t2, t2;   \
+	VPOR      Y10, t1, t1;   \
+	VPAND     Y11, x, x;     \
+	VPCMPGTD  Y12, x, x;     \
+	VPBLENDVB x, t1, t2, x
+
+// func encodeBF16AVX2(dst *uint16, src *float32, n int)
+TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+	MOVL         $1, AX
+	MOVQ         AX, X8
+	VPBROADCASTD X8, Y8
+	MOVL         $0x7fff, AX
+	MOVQ         AX, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0x40, AX
+	MOVQ         AX, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x7fffffff, AX
+	MOVQ         AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x7f800000, AX
+	MOVQ         AX, X12
+	VPBROADCASTD X12, Y12
+
+	CMPQ CX, $16
+	JB   bf16enc8
+
+bf16enc16:
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	BF16ROUND(Y0, Y2, Y3)
+	BF16ROUND(Y1, Y4, Y5)
+	// Every lane is <= 0xffff, so the unsigned-saturating pack is a plain
+	// narrowing; it interleaves 128-bit halves, which VPERMQ puts back in order.
+	VPACKUSDW Y1, Y0, Y0
+	VPERMQ    $0xD8, Y0, Y0
+	VMOVDQU   Y0, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JAE  bf16enc16
+
+bf16enc8:
+	TESTQ CX, CX
+	JZ    bf16encdone
+	VMOVDQU (SI), Y0
+	BF16ROUND(Y0, Y2, Y3)
+	VEXTRACTI128 $1, Y0, X1
+	VPACKUSDW    X1, X0, X0
+	VMOVDQU      X0, (DI)
+
+bf16encdone:
+	VZEROUPPER
+	RET
