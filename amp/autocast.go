@@ -1,0 +1,97 @@
+// Package amp is automatic mixed precision: the autocast policy that runs
+// matrix products in F16 or BF16 and precision-sensitive ops in F32, and
+// GradScaler, the dynamic loss scaler that keeps F16 gradients from
+// underflowing, with PyTorch's semantics.
+//
+// A training step under AMP is the FP32 step plus two lines:
+//
+//	g := autograd.NewGraph(dev)
+//	amp.Autocast(g, dtype.F16)
+//	loss := nn.CrossEntropy(g, model.Forward(g, x), y)
+//	g.Backward(scaler.Scale(g, loss))
+//	scaler.Step(opt)
+//	scaler.Update()
+//
+// Parameters stay F32 (master weights). Each is cast to the low dtype once
+// per graph, and the cast is differentiable, so its gradient arrives in F32.
+//
+// BF16 has F32's exponent range, so its gradients do not underflow and
+// loss scaling is unnecessary: NewGradScaler(For(dtype.BF16)) makes a
+// disabled scaler whose Note says so.
+package amp
+
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// Class is how autocast treats an operation.
+type Class uint8
+
+const (
+	// Promote ops run in the widest dtype of their inputs (F32 if mixed),
+	// which for a single input is that input's dtype.
+	Promote Class = iota
+	// Low ops run in the autocast dtype: the matrix products, where the
+	// tensor cores are and where the memory goes.
+	Low
+	// F32 ops run in F32 because they are sensitive to range or precision:
+	// exponentials, logarithms, reductions, normalisation, losses.
+	F32
+)
+
+func (c Class) String() string {
+	return [...]string{"promote", "low", "f32"}[c]
+}
+
+// classes mirrors PyTorch's CUDA autocast lists for the ops mixprec has.
+var classes = map[autograd.Op]Class{
+	autograd.OpMatMul: Low,
+	autograd.OpLinear: Low,
+	autograd.OpConv:   Low,
+	autograd.OpBMM:    Low,
+
+	autograd.OpSoftmax:      F32,
+	autograd.OpLogSoftmax:   F32,
+	autograd.OpCrossEntropy: F32,
+	autograd.OpNLL:          F32,
+	autograd.OpSum:          F32,
+	autograd.OpMean:         F32,
+	autograd.OpExp:          F32,
+	autograd.OpLog:          F32,
+	autograd.OpPow:          F32,
+	autograd.OpSqrt:         F32,
+	autograd.OpMSE:          F32,
+	autograd.OpLayerNorm:    F32,
+	autograd.OpBatchNorm:    F32,
+}
+
+// ClassOf reports how autocast treats op.
+func ClassOf(op autograd.Op) Class { return classes[op] }
+
+// Policy is the autocast CastPolicy for one low dtype.
+type Policy struct {
+	Low dtype.DType
+}
+
+// ComputeType implements autograd.CastPolicy.
+func (p Policy) ComputeType(op autograd.Op, in ...dtype.DType) dtype.DType {
+	switch classes[op] {
+	case Low:
+		return p.Low
+	case F32:
+		return dtype.F32
+	}
+	return autograd.Promote(in...)
+}
+
+// Autocast installs the autocast policy for dt (F16 or BF16) on g: from now
+// on g's operations run in the dtypes PyTorch's autocast would choose.
+func Autocast(g *autograd.Graph, dt dtype.DType) {
+	if !dt.Half() {
+		panic(fmt.Sprintf("amp.Autocast: dtype %v; want f16 or bf16 (leave autocast off for f32)", dt))
+	}
+	g.SetPolicy(Policy{Low: dt})
+}

@@ -1,0 +1,88 @@
+package datasets
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// AugmentFunc transforms one sample in place. dst holds the sample, of shape
+// sampleShape (which it must not modify); rng is seeded for this sample, this
+// epoch and this seed alone, and is the only randomness it may use so that
+// results are reproducible. See [Augment].
+type AugmentFunc func(dst []float32, sampleShape []int, rng *rand.Rand)
+
+// RandomCropFlip is the standard CIFAR augmentation, torchvision's
+// RandomCrop(size, padding=pad) followed by RandomHorizontalFlip(): it pads
+// the image with pad zeros on every side, crops a window of the original size
+// at a uniformly random offset, then mirrors it left to right with
+// probability 0.5. Samples must have shape [C H W] or [H W].
+//
+// The padding is zero in the normalised values the data set holds, which is
+// the per-channel mean colour, where torchvision pads the raw image with black
+// before normalising. The difference only touches the border strip and does
+// not matter to training; it spares the augmentation from knowing the
+// normalisation.
+//
+// The draws from rng are, in order: the row offset, the column offset (each
+// rng.IntN(2*pad+1)) and the flip (rng.IntN(2) == 1).
+func RandomCropFlip(pad int) AugmentFunc {
+	if pad < 0 {
+		panic(fmt.Sprintf("datasets: RandomCropFlip(%d): pad must be >= 0", pad))
+	}
+	return func(dst []float32, shape []int, rng *rand.Rand) {
+		top := rng.IntN(2*pad + 1)
+		left := rng.IntN(2*pad + 1)
+		flip := rng.IntN(2) == 1
+		cropFlip(dst, shape, pad, top, left, flip)
+	}
+}
+
+// cropFlip pads the image in dst with pad zeros each side, keeps the window
+// whose top-left corner is (top, left) in the padded image, and mirrors it
+// horizontally if flip. It works in place, so that the workers allocate
+// nothing per sample: output row y comes from input row y+dy (dy = top-pad),
+// so rows are visited in the order that reads each input row before it is
+// overwritten, and copy moves overlapping runs within a row correctly.
+func cropFlip(dst []float32, shape []int, pad, top, left int, flip bool) {
+	var c, h, w int
+	switch len(shape) {
+	case 2:
+		c, h, w = 1, shape[0], shape[1]
+	case 3:
+		c, h, w = shape[0], shape[1], shape[2]
+	default:
+		panic(fmt.Sprintf("datasets: RandomCropFlip needs samples of shape [C H W] or [H W], got %v", shape))
+	}
+	if len(dst) != c*h*w {
+		panic(fmt.Sprintf("datasets: RandomCropFlip: %d values for a sample of shape %v", len(dst), shape))
+	}
+	dy, dx := top-pad, left-pad
+	// Columns of the output that have a source column: [x0, x1).
+	x0, x1 := max(0, -dx), min(w, w-dx)
+	for ch := range c {
+		img := dst[ch*h*w : (ch+1)*h*w]
+		for n := range h {
+			y := n
+			if dy < 0 {
+				y = h - 1 - n // moving rows down: start at the bottom
+			}
+			row := img[y*w : (y+1)*w]
+			sy := y + dy
+			if sy < 0 || sy >= h || x0 >= x1 {
+				clear(row)
+				continue
+			}
+			copy(row[x0:x1], img[sy*w+x0+dx:sy*w+x1+dx])
+			clear(row[:x0])
+			clear(row[x1:])
+		}
+		if flip {
+			for y := range h {
+				row := img[y*w : (y+1)*w]
+				for i, j := 0, w-1; i < j; i, j = i+1, j-1 {
+					row[i], row[j] = row[j], row[i]
+				}
+			}
+		}
+	}
+}

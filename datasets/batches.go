@@ -1,0 +1,347 @@
+package datasets
+
+import (
+	"fmt"
+	"iter"
+	"math/bits"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"sync"
+
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// Batch is one mini-batch: X has shape [B, sample shape...] and Y holds the B
+// labels. B is the batch size except perhaps in the last batch of an epoch.
+// Index counts the batches of the epoch from 0.
+//
+// A Batch is valid only until the loop body that received it returns: the
+// next iteration reuses its memory (X.Data, X.Shape and Y). The loop body may
+// read and write it freely meanwhile, since no worker touches it until then;
+// copy whatever must outlive the step.
+type Batch struct {
+	X     tensor.Host
+	Y     []int32
+	Index int
+}
+
+// An Option adjusts [Batches] and [NumBatches].
+type Option func(*config)
+
+type config struct {
+	shuffle  bool
+	seed     uint64
+	epoch    int
+	dropLast bool
+	prefetch int
+	workers  int
+	augment  AugmentFunc
+}
+
+// Shuffle visits the samples in a random order drawn from seed and the epoch
+// (see [Epoch]). The order is a pure function of the two, the same on every
+// run, machine and Go release, so a training run can be repeated or resumed
+// mid-way. The seed also drives [Augment].
+func Shuffle(seed uint64) Option {
+	return func(c *config) { c.shuffle, c.seed = true, seed }
+}
+
+// Epoch says which epoch this pass over the data is, 0 by default. It changes
+// the shuffled order and the augmentations, so a training loop over several
+// epochs passes its epoch counter; without it every epoch would repeat the
+// first one's order.
+func Epoch(e int) Option {
+	if e < 0 {
+		panic(fmt.Sprintf("datasets: Epoch(%d): epoch must be >= 0", e))
+	}
+	return func(c *config) { c.epoch = e }
+}
+
+// DropLast leaves out the final batch of an epoch when it would be short, so
+// that every batch has exactly the batch size. By default it is kept, as in
+// PyTorch's DataLoader.
+func DropLast() Option {
+	return func(c *config) { c.dropLast = true }
+}
+
+// Prefetch lets background workers prepare up to n batches ahead of the loop
+// (default 2), so that copying and augmentation overlap the training step.
+// Prefetch(0) prepares every batch in the loop's own goroutine and starts no
+// goroutines at all. Memory held is n + workers batches.
+func Prefetch(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("datasets: Prefetch(%d): n must be >= 0", n))
+	}
+	return func(c *config) { c.prefetch = n }
+}
+
+// Workers sets how many goroutines prepare batches in the background (default
+// 1); each builds whole batches. More help when augmentation is costly. The
+// batches are the same whatever the number; it is ignored under Prefetch(0).
+func Workers(n int) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("datasets: Workers(%d): n must be >= 1", n))
+	}
+	return func(c *config) { c.workers = n }
+}
+
+// Augment applies fn to every sample of every batch after it is copied out of
+// the data set, in the background workers. Each call gets a generator seeded
+// from the [Shuffle] seed (0 without Shuffle), the [Epoch] and the sample's
+// index in the data set, so the result does not depend on which worker runs it
+// or when. fn is called from several goroutines at once.
+func Augment(fn AugmentFunc) Option {
+	return func(c *config) { c.augment = fn }
+}
+
+// Batches returns one epoch of d in batches of batchSize, for use with range:
+//
+//	for b := range datasets.Batches(train, 128, datasets.Shuffle(seed), datasets.Epoch(e)) {
+//		// b.X is [128 1 28 28], b.Y holds 128 labels
+//	}
+//
+// Every sample appears exactly once per epoch (with [DropLast], all but the
+// remainder). The batches, their order and their contents depend only on d and
+// the options, not on [Prefetch] or [Workers]. Breaking out of the loop stops
+// the background workers before the loop statement completes. Ranging over
+// the returned sequence again repeats the same epoch.
+func Batches(d *Dataset, batchSize int, opts ...Option) iter.Seq[Batch] {
+	p := newPlan(d, batchSize, opts)
+	return func(yield func(Batch) bool) {
+		if p.batches == 0 {
+			return
+		}
+		order := p.order()
+		if p.cfg.prefetch == 0 {
+			p.runSync(order, yield)
+			return
+		}
+		p.runAsync(order, yield)
+	}
+}
+
+// NumBatches is the number of batches [Batches] yields for the same arguments,
+// for progress bars and learning-rate schedules.
+func NumBatches(d *Dataset, batchSize int, opts ...Option) int {
+	return newPlan(d, batchSize, opts).batches
+}
+
+// plan is one epoch's worth of decisions, made before any batch is built.
+type plan struct {
+	d       *Dataset
+	size    int // batch size
+	m       int // values per sample
+	batches int
+	cfg     config
+}
+
+func newPlan(d *Dataset, batchSize int, opts []Option) *plan {
+	d.check("Batches")
+	if batchSize < 1 {
+		panic(fmt.Sprintf("datasets: Batches of %s: batch size %d must be >= 1", d.Name, batchSize))
+	}
+	p := &plan{d: d, size: batchSize, m: tensor.Numel(d.Shape), cfg: config{prefetch: 2, workers: 1}}
+	for _, o := range opts {
+		o(&p.cfg)
+	}
+	p.batches = d.Len() / batchSize
+	if !p.cfg.dropLast && d.Len()%batchSize != 0 {
+		p.batches++
+	}
+	return p
+}
+
+// order is the sequence of sample indices for the epoch; nil means 0, 1, 2...
+func (p *plan) order() []int {
+	if !p.cfg.shuffle {
+		return nil
+	}
+	return permutation(p.d.Len(), p.cfg.seed, p.cfg.epoch)
+}
+
+// slot is the memory of one batch in flight. ready carries a slot from the
+// worker that filled it to the loop; the loop hands the slot back by sending
+// the next batch index for it to the workers. Those two channel operations
+// order every access, so a slot is never written while the loop reads it.
+type slot struct {
+	x     []float32
+	y     []int32
+	shape []int
+	batch Batch
+	ready chan struct{} // capacity 1: a worker never waits to deliver
+	panic string        // set when the augmentation panicked
+}
+
+func (p *plan) newSlot() *slot {
+	return &slot{
+		x:     make([]float32, p.size*p.m),
+		y:     make([]int32, p.size),
+		shape: append([]int{p.size}, p.d.Shape...),
+		ready: make(chan struct{}, 1),
+	}
+}
+
+func (p *plan) runSync(order []int, yield func(Batch) bool) {
+	s := p.newSlot()
+	f := p.newFiller(order)
+	for k := range p.batches {
+		f.fill(s, k)
+		if !yield(s.batch) {
+			return
+		}
+	}
+}
+
+// runAsync is a ring of slots: batch k lives in slot k%len(slots). The loop
+// sends a batch index to jobs only once that index's slot is free, so the
+// indices workers hold always name distinct slots. Workers may finish out of
+// order; the loop still takes batches in order, waiting on each slot's ready.
+func (p *plan) runAsync(order []int, yield func(Batch) bool) {
+	nslots := min(p.cfg.prefetch+p.cfg.workers, p.batches)
+	slots := make([]*slot, nslots)
+	jobs := make(chan int, nslots)
+	for k := range slots {
+		slots[k] = p.newSlot()
+		jobs <- k
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range min(p.cfg.workers, nslots) {
+		wg.Go(func() {
+			f := p.newFiller(order)
+			for k := range jobs {
+				select {
+				case <-done:
+					continue // the loop has stopped: drain without working
+				default:
+				}
+				s := slots[k%nslots]
+				f.fillSafely(s, k)
+				s.ready <- struct{}{}
+			}
+		})
+	}
+	// Deferred so that a panic in the loop body, or one passed on from a
+	// worker, also stops the workers; Wait makes the loop statement outlive
+	// them, so no goroutine of ours survives it.
+	defer func() {
+		close(done)
+		close(jobs)
+		wg.Wait()
+	}()
+	for k := range p.batches {
+		s := slots[k%nslots]
+		<-s.ready
+		if s.panic != "" {
+			panic(s.panic)
+		}
+		if !yield(s.batch) {
+			return
+		}
+		if next := k + nslots; next < p.batches {
+			jobs <- next // never blocks: at most nslots indices are ever queued
+		}
+	}
+}
+
+// filler builds batches; each worker has its own, so its generator needs no
+// lock.
+type filler struct {
+	p     *plan
+	order []int
+	shape []int // a private copy for the augmentation, which must not change it
+	pcg   *rand.PCG
+	rng   *rand.Rand
+	seed  uint64 // the augmentation stream of this epoch
+}
+
+func (p *plan) newFiller(order []int) *filler {
+	pcg := rand.NewPCG(0, 0)
+	return &filler{
+		p: p, order: order, shape: slices.Clone(p.d.Shape),
+		pcg: pcg, rng: rand.New(pcg),
+		seed: mix(p.cfg.seed ^ mix(uint64(p.cfg.epoch)^augmentStream)),
+	}
+}
+
+// fill copies batch k into s and augments it.
+func (f *filler) fill(s *slot, k int) {
+	p := f.p
+	lo := k * p.size
+	b := min(p.size, p.d.Len()-lo)
+	m := p.m
+	for j := range b {
+		i := lo + j
+		if f.order != nil {
+			i = f.order[i]
+		}
+		dst := s.x[j*m : (j+1)*m]
+		copy(dst, p.d.X[i*m:(i+1)*m])
+		s.y[j] = p.d.Y[i]
+		if p.cfg.augment != nil {
+			// Reseeding per sample is what makes the result independent of
+			// which worker got the batch and of what it did before.
+			f.pcg.Seed(f.seed, uint64(i))
+			p.cfg.augment(dst, f.shape, f.rng)
+		}
+	}
+	s.shape[0] = b
+	s.batch = Batch{X: tensor.Host{Shape: s.shape, Data: s.x[:b*m]}, Y: s.y[:b], Index: k}
+}
+
+// fillSafely is fill for a worker: a panic in the augmentation is carried to
+// the loop's goroutine, where the caller can see and recover it, instead of
+// killing the program from a goroutine the caller does not own.
+func (f *filler) fillSafely(s *slot, k int) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.panic = fmt.Sprintf("datasets: augmentation panicked building batch %d: %v\n\nworker stack:\n%s", k, v, debug.Stack())
+		}
+	}()
+	f.fill(s, k)
+}
+
+// Streams that keep the shuffle and the augmentation of one seed independent.
+const (
+	shuffleStream = 0x73687566666c6521 // "shuffle!"
+	augmentStream = 0x6175676d656e7421 // "augment!"
+)
+
+// permutation is a Fisher-Yates shuffle of 0..n-1 driven by a PCG generator
+// seeded from (seed, epoch). It draws bounded integers itself (Lemire's
+// method) rather than through rand.Rand, whose algorithms may change between
+// Go releases; the PCG stream is fixed, so the order is too.
+func permutation(n int, seed uint64, epoch int) []int {
+	src := rand.NewPCG(mix(seed^shuffleStream), mix(uint64(epoch)))
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	for i := n - 1; i > 0; i-- {
+		j := bounded(src, uint64(i)+1)
+		order[i], order[j] = order[j], order[i]
+	}
+	return order
+}
+
+// bounded returns a uniform integer in [0, n), n > 0, without modulo bias.
+func bounded(src *rand.PCG, n uint64) uint64 {
+	hi, lo := bits.Mul64(src.Uint64(), n)
+	if lo < n {
+		threshold := -n % n
+		for lo < threshold {
+			hi, lo = bits.Mul64(src.Uint64(), n)
+		}
+	}
+	return hi
+}
+
+// mix is SplitMix64's finaliser: it spreads nearby inputs (seeds 1, 2, 3,
+// epochs 0, 1, 2) over the whole 64-bit range before they seed a generator.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}

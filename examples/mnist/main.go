@@ -1,0 +1,245 @@
+// Command mnist trains a classifier on MNIST (or Fashion-MNIST) with
+// mixprec, in FP32 or automatic mixed precision, and reports accuracy,
+// speed and peak memory.
+//
+//	go run ./examples/mnist -epochs 3 -amp f16 -json
+//
+// The training loop below is the one a user writes: one graph per step,
+// autocast on the graph, a gradient scaler around backward and the
+// optimiser step, and an explicit Release.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/datasets"
+	"github.com/mixprec/mixprec/device"
+	_ "github.com/mixprec/mixprec/device/cpu" // the CPU backend
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/nn/models"
+	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "mnist:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// model is a network and how to train it by default.
+type model struct {
+	net      nn.Module
+	flatten  bool // feed (N, 784) rather than (N, 1, 28, 28)
+	optim    string
+	lr       float64
+	momentum float32
+}
+
+func build(name string, rng *rand.Rand) (model, error) {
+	switch name {
+	case "mlp":
+		return model{net: models.MLP(rng, 784, 256, 128, 10), flatten: true, optim: "sgd", lr: 0.05, momentum: 0.9}, nil
+	case "wide":
+		return model{net: models.MLP(rng, 784, 4096, 4096, 10), flatten: true, optim: "sgd", lr: 0.02, momentum: 0.9}, nil
+	case "deepmlp":
+		return model{net: models.DeepMLP(rng, 784, 1024, 16, 10, 0.1), flatten: true, optim: "adamw", lr: 1e-3}, nil
+	}
+	return model{}, fmt.Errorf("-model %q: want mlp, wide or deepmlp", name)
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mnist", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f cli.Flags
+	f.Register(fs, cli.Flags{Model: "mlp", Epochs: 1, Batch: 128})
+	dataset := fs.String("dataset", "mnist", "mnist or fashion")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+
+	dev, note, err := cli.OpenDevice(f.Device)
+	if err != nil {
+		return err
+	}
+	train, test, err := load(*dataset, f.Data)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(f.Seed, 0x6d6e697374))
+	m, err := build(f.Model, rng)
+	if err != nil {
+		return err
+	}
+	if m.flatten {
+		train, test = train.Reshape(784), test.Reshape(784)
+	}
+	lr := m.lr
+	if f.LR > 0 {
+		lr = f.LR
+	}
+	optName := m.optim
+	if f.Optimizer != "" {
+		optName = f.Optimizer
+	}
+	nn.To(m.net, dev)
+	params := m.net.Params()
+	var opt optim.Optimizer
+	switch optName {
+	case "sgd":
+		opt = optim.NewSGD(params, optim.LR(float32(lr)), optim.Momentum(m.momentum))
+	case "adam":
+		opt = optim.NewAdam(params, optim.LR(float32(lr)))
+	case "adamw":
+		opt = optim.NewAdamW(params, optim.LR(float32(lr)))
+	default:
+		return fmt.Errorf("-optim %q: want sgd, adam or adamw", optName)
+	}
+
+	lowType, useAMP, _ := f.AMPType()
+	scaler := amp.NewGradScaler(amp.For(lowType))
+
+	log := func(format string, a ...any) {
+		if !f.JSON {
+			fmt.Fprintf(stdout, format+"\n", a...)
+		}
+	}
+	log("%s: %s, %d parameters, %s on %s, amp %s", *dataset, f.Model, nn.CountParams(m.net), optName, dev.Name(), f.AMP)
+	if note != "" {
+		log("(CUDA not used: %s)", note)
+	}
+	if useAMP && !scaler.IsEnabled() {
+		log("(%s)", scaler.Note())
+	}
+
+	dev.ResetPeak()
+	perEpoch := datasets.NumBatches(train, f.Batch)
+	steps, trainTime, lastLoss := 0, 0.0, 0.0
+	var peak device.MemStats // over training steps only, not evaluation
+	var acc float64
+	wall := time.Now()
+	for epoch := range f.Epochs {
+		nn.SetTraining(m.net, true)
+		bar := cli.NewProgress(stderr, fmt.Sprintf("epoch %d/%d", epoch+1, f.Epochs), perEpoch)
+		start := time.Now()
+		sum, n := 0.0, 0
+		for b := range datasets.Batches(train, f.Batch, datasets.Shuffle(f.Seed), datasets.Epoch(epoch)) {
+			g := autograd.NewGraph(dev)
+			if useAMP {
+				amp.Autocast(g, lowType)
+			}
+			loss := nn.CrossEntropy(g, m.net.Forward(g, g.Input(b.X)), b.Y)
+			g.Backward(scaler.Scale(g, loss))
+			if _, err := scaler.Step(opt); err != nil {
+				return err
+			}
+			if err := scaler.Update(); err != nil {
+				return err
+			}
+			opt.ZeroGrad()
+			l := float64(loss.Value.Item())
+			g.Release()
+
+			sum += l
+			n++
+			steps++
+			bar.Update(n, fmt.Sprintf("loss %.4f", sum/float64(n)))
+			if f.MaxSteps > 0 && steps >= f.MaxSteps {
+				break
+			}
+		}
+		trainTime += time.Since(start).Seconds()
+		bar.Done()
+		lastLoss = sum / float64(max(n, 1))
+		peak = maxPeak(peak, dev.MemStats())
+		acc = evaluate(dev, m.net, test, useAMP, lowType)
+		dev.ResetPeak()
+		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss,
+			100*acc, float64(steps*f.Batch)/trainTime)
+		if f.MaxSteps > 0 && steps >= f.MaxSteps {
+			break
+		}
+	}
+	samples := min(steps*f.Batch, steps/perEpoch*train.Len()+steps%perEpoch*f.Batch)
+	s := cli.Summary{Model: f.Model, Data: *dataset, Device: dev.Name(), AMP: f.AMP, Checkpoint: f.Checkpoint,
+		Epochs: f.Epochs, Steps: steps, TrainLoss: lastLoss, TestAccuracy: acc,
+		SamplesPerSec: float64(samples) / trainTime, WallSeconds: time.Since(wall).Seconds(),
+		SkippedSteps: scaler.Skipped(), FinalScale: float64(scaler.LossScale()),
+		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: lr, Optimizer: optName, DeviceFallback: note}
+	if f.JSON {
+		return cli.PrintJSON(stdout, s)
+	}
+	if scaler.IsEnabled() {
+		log("loss scale %g, %d of %d steps skipped", s.FinalScale, s.SkippedSteps, steps)
+	}
+	log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
+	return nil
+}
+
+// maxPeak keeps, per figure, the larger peak of a and b.
+func maxPeak(a, b device.MemStats) device.MemStats {
+	a.Peak.Total = max(a.Peak.Total, b.Peak.Total)
+	for i := range a.Peak.ByCategory {
+		a.Peak.ByCategory[i] = max(a.Peak.ByCategory[i], b.Peak.ByCategory[i])
+	}
+	for i := range a.Peak.ByDType {
+		a.Peak.ByDType[i] = max(a.Peak.ByDType[i], b.Peak.ByDType[i])
+	}
+	return a
+}
+
+// load reads the chosen data set from the data directory.
+func load(name, dataFlag string) (train, test *datasets.Dataset, err error) {
+	root := datasets.Root(dataFlag)
+	switch name {
+	case "mnist":
+		return datasets.LoadMNIST(root + "/mnist")
+	case "fashion":
+		dir := root + "/fashion-mnist"
+		if _, err := os.Stat(dir); err != nil {
+			dir = datasets.FashionMNISTDir()
+		}
+		return datasets.LoadFashionMNIST(dir)
+	}
+	return nil, nil, fmt.Errorf("-dataset %q: want mnist or fashion", name)
+}
+
+// evaluate returns the accuracy of net on d, in evaluation mode and without
+// recording gradients.
+func evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, useAMP bool, low dtype.DType) float64 {
+	nn.SetTraining(net, false)
+	correct := 0
+	for b := range datasets.Batches(d, 1000) {
+		g := autograd.NewGraph(dev, autograd.WithoutGrad())
+		if useAMP {
+			amp.Autocast(g, low)
+		}
+		logits := net.Forward(g, g.Input(b.X))
+		pred := tensor.New(dev, logits.DType(), 0, len(b.Y))
+		dev.Argmax(pred.Buffer(), logits.Value.Buffer(), len(b.Y), logits.Shape()[1])
+		for i, p := range pred.ToHost() {
+			if int32(p) == b.Y[i] {
+				correct++
+			}
+		}
+		pred.Release()
+		g.Release()
+	}
+	return float64(correct) / float64(d.Len())
+}

@@ -1,0 +1,244 @@
+// Package optim updates parameters from their gradients: SGD, Adam and
+// AdamW with PyTorch's algorithms, learning-rate schedules and gradient
+// clipping. Optimiser state is F32 and accounted as Optim.
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// Optimizer updates a fixed list of parameters.
+type Optimizer interface {
+	// Step applies one update from the current gradients. Parameters whose
+	// gradient is nil are skipped, as in PyTorch.
+	Step()
+	// ZeroGrad sets every gradient to zero.
+	ZeroGrad()
+	// Params are the parameters being optimised.
+	Params() []*autograd.Var
+	// LR and SetLR read and change the learning rate (schedules use them).
+	LR() float32
+	SetLR(lr float32)
+}
+
+// Config holds every optimiser's hyper-parameters; each constructor starts
+// from PyTorch's defaults and applies the options given.
+type Config struct {
+	LR           float32
+	Momentum     float32
+	Dampening    float32
+	Nesterov     bool
+	WeightDecay  float32
+	Beta1, Beta2 float32
+	Eps          float32
+}
+
+// Option changes a Config.
+type Option func(*Config)
+
+// LR sets the learning rate.
+func LR(lr float32) Option { return func(c *Config) { c.LR = lr } }
+
+// Momentum sets SGD's momentum factor.
+func Momentum(m float32) Option { return func(c *Config) { c.Momentum = m } }
+
+// Dampening sets SGD's dampening for momentum.
+func Dampening(d float32) Option { return func(c *Config) { c.Dampening = d } }
+
+// Nesterov turns on Nesterov momentum (SGD).
+func Nesterov() Option { return func(c *Config) { c.Nesterov = true } }
+
+// WeightDecay sets L2 weight decay (SGD, Adam) or decoupled decay (AdamW).
+func WeightDecay(wd float32) Option { return func(c *Config) { c.WeightDecay = wd } }
+
+// Betas sets Adam's moment decay rates.
+func Betas(b1, b2 float32) Option { return func(c *Config) { c.Beta1, c.Beta2 = b1, b2 } }
+
+// Eps sets Adam's denominator epsilon.
+func Eps(e float32) Option { return func(c *Config) { c.Eps = e } }
+
+func configure(c Config, opts []Option) Config {
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// base holds what every optimiser shares.
+type base struct {
+	params []*autograd.Var
+	cfg    Config
+}
+
+func newBase(params []*autograd.Var, cfg Config) base {
+	for _, p := range params {
+		if !p.IsParam() {
+			panic(fmt.Sprintf("optim: %v is not a parameter", p))
+		}
+	}
+	if cfg.LR < 0 {
+		panic(fmt.Sprintf("optim: negative learning rate %v", cfg.LR))
+	}
+	return base{params: params, cfg: cfg}
+}
+
+func (b *base) Params() []*autograd.Var { return b.params }
+func (b *base) LR() float32             { return b.cfg.LR }
+func (b *base) SetLR(lr float32)        { b.cfg.LR = lr }
+
+// ZeroGrad sets every gradient to zero, keeping the memory.
+func (b *base) ZeroGrad() {
+	for _, p := range b.params {
+		p.ZeroGrad()
+	}
+}
+
+// state allocates an F32 zero tensor like p, accounted as Optim.
+func state(p *autograd.Var) *tensor.Tensor {
+	return tensor.Zeros(p.Value.Device(), dtype.F32, device.Optim, p.Shape()...)
+}
+
+// SGD is stochastic gradient descent with optional momentum, dampening,
+// Nesterov momentum and weight decay: torch.optim.SGD.
+type SGD struct {
+	base
+	mom []*tensor.Tensor
+}
+
+// NewSGD makes an SGD optimiser (defaults: lr 1e-3, no momentum).
+func NewSGD(params []*autograd.Var, opts ...Option) *SGD {
+	cfg := configure(Config{LR: 1e-3}, opts)
+	if cfg.Nesterov && (cfg.Momentum <= 0 || cfg.Dampening != 0) {
+		panic("optim.NewSGD: Nesterov momentum needs momentum > 0 and zero dampening")
+	}
+	return &SGD{base: newBase(params, cfg), mom: make([]*tensor.Tensor, len(params))}
+}
+
+// Step applies one SGD update.
+func (o *SGD) Step() {
+	c := o.cfg
+	for i, p := range o.params {
+		if p.Grad == nil {
+			continue
+		}
+		h := device.SGDParams{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay, Nesterov: c.Nesterov}
+		var mb device.Buffer
+		if c.Momentum != 0 {
+			if o.mom[i] == nil {
+				o.mom[i] = state(p)
+				h.First = true
+			}
+			mb = o.mom[i].Buffer()
+		}
+		p.Value.Device().SGD(p.Value.Buffer(), p.Grad.Buffer(), mb, h)
+	}
+}
+
+// State returns the momentum buffers (nil before the first step), for
+// saving and for tests.
+func (o *SGD) State() []*tensor.Tensor { return o.mom }
+
+// Adam is torch.optim.Adam, or torch.optim.AdamW when made by NewAdamW.
+type Adam struct {
+	base
+	decoupled bool
+	m, v      []*tensor.Tensor
+	steps     []int
+}
+
+// NewAdam makes Adam (defaults: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, no
+// weight decay).
+func NewAdam(params []*autograd.Var, opts ...Option) *Adam {
+	cfg := configure(Config{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, opts)
+	return newAdam(params, cfg, false)
+}
+
+// NewAdamW makes AdamW, Adam with decoupled weight decay (defaults as Adam,
+// weight decay 0.01).
+func NewAdamW(params []*autograd.Var, opts ...Option) *Adam {
+	cfg := configure(Config{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 1e-2}, opts)
+	return newAdam(params, cfg, true)
+}
+
+func newAdam(params []*autograd.Var, cfg Config, decoupled bool) *Adam {
+	n := len(params)
+	return &Adam{base: newBase(params, cfg), decoupled: decoupled,
+		m: make([]*tensor.Tensor, n), v: make([]*tensor.Tensor, n), steps: make([]int, n)}
+}
+
+// Step applies one Adam update.
+func (o *Adam) Step() {
+	c := o.cfg
+	for i, p := range o.params {
+		if p.Grad == nil {
+			continue
+		}
+		if o.m[i] == nil {
+			o.m[i], o.v[i] = state(p), state(p)
+		}
+		o.steps[i]++
+		p.Value.Device().Adam(p.Value.Buffer(), p.Grad.Buffer(), o.m[i].Buffer(), o.v[i].Buffer(), device.AdamParams{
+			LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
+			Decoupled: o.decoupled, Step: o.steps[i]})
+	}
+}
+
+// State returns the first and second moments (nil before the first step).
+func (o *Adam) State() (m, v []*tensor.Tensor) { return o.m, o.v }
+
+// Release frees optimiser state (for SGD or Adam).
+func Release(o Optimizer) {
+	var ts []*tensor.Tensor
+	switch o := o.(type) {
+	case *SGD:
+		ts = o.mom
+	case *Adam:
+		ts = append(append(ts, o.m...), o.v...)
+	}
+	for _, t := range ts {
+		if t != nil {
+			t.Release()
+		}
+	}
+}
+
+// GradNorm returns the 2-norm of all gradients together (nil ones skipped).
+func GradNorm(params []*autograd.Var) float64 {
+	var sum float64
+	for _, p := range params {
+		if p.Grad == nil {
+			continue
+		}
+		dev := p.Grad.Device()
+		sq := tensor.New(dev, dtype.F32, device.Temp, p.Shape()...)
+		dev.Unary(device.Square, sq.Buffer(), p.Grad.Buffer(), 0)
+		s := tensor.New(dev, dtype.F32, device.Temp)
+		dev.Reduce(s.Buffer(), sq.Buffer(), device.Strides{Shape: []int{sq.Numel()}, A: []int{0}}, 1)
+		sum += float64(s.Item())
+		sq.Release()
+		s.Release()
+	}
+	return math.Sqrt(sum)
+}
+
+// ClipGradNorm scales all gradients together so that their 2-norm is at most
+// maxNorm, and returns the norm before clipping (torch.nn.utils.clip_grad_norm_).
+// With mixed precision, call it between GradScaler.Unscale and Step.
+func ClipGradNorm(params []*autograd.Var, maxNorm float64) float64 {
+	norm := GradNorm(params)
+	coef := maxNorm / (norm + 1e-6)
+	if coef < 1 {
+		for _, p := range params {
+			if p.Grad != nil {
+				p.Grad.Device().Unary(device.Scale, p.Grad.Buffer(), p.Grad.Buffer(), float32(coef))
+			}
+		}
+	}
+	return norm
+}
