@@ -1,0 +1,104 @@
+// Package reftest loads the reference values that
+// tools/reference/torch_reference.py computed with PyTorch, and compares
+// results against them with DESIGN.md §6's tolerance rule.
+package reftest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// Array is a stored tensor.
+type Array struct {
+	Shape []int     `json:"shape"`
+	Data  []float64 `json:"data"`
+}
+
+// Host returns the array as float32 host data.
+func (a Array) Host() tensor.Host {
+	h := tensor.NewHost(a.Shape...)
+	for i, v := range a.Data {
+		h.Data[i] = float32(v)
+	}
+	return h
+}
+
+// Path is the absolute path of a file in the repository's testdata folder.
+func Path(name string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", name)
+}
+
+// Load decodes testdata/torch_reference.json's top-level key into v.
+func Load(t testing.TB, key string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(Path("torch_reference.json"))
+	if err != nil {
+		t.Fatalf("reading reference values: %v (regenerate with make reference)", err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		t.Fatalf("decoding reference values: %v", err)
+	}
+	raw, ok := all[key]
+	if !ok {
+		t.Fatalf("reference values have no %q case (regenerate with make reference)", key)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("decoding reference case %q: %v", key, err)
+	}
+}
+
+// Tol is DESIGN.md §6's tolerance for a dtype: |got-want| <= Atol + Rtol*|want|.
+type Tol struct{ Atol, Rtol float64 }
+
+// TolFor returns the tolerance of dt.
+func TolFor(dt dtype.DType) Tol {
+	switch dt {
+	case dtype.F16:
+		return Tol{1e-3, 1e-2}
+	case dtype.BF16:
+		return Tol{1e-3, 2e-2}
+	}
+	return Tol{1e-5, 1e-4}
+}
+
+// Close reports whether got is within tol of want.
+func (tol Tol) Close(got, want float64) bool {
+	return math.Abs(got-want) <= tol.Atol+tol.Rtol*math.Abs(want)
+}
+
+// Compare checks got against want elementwise, reporting at most five
+// mismatches and the largest error.
+func Compare(t testing.TB, name string, got []float32, want Array, tol Tol) {
+	t.Helper()
+	if len(got) != len(want.Data) {
+		t.Errorf("%s: %d values, want %d", name, len(got), len(want.Data))
+		return
+	}
+	bad, worst := 0, 0.0
+	for i, w := range want.Data {
+		g := float64(got[i])
+		worst = math.Max(worst, math.Abs(g-w))
+		if !tol.Close(g, w) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %.8g, want %.8g (|diff| %.3g)", name, i, g, w, math.Abs(g-w))
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values outside |got-want| <= %g + %g|want| (largest error %.3g)", name, bad, len(got), tol.Atol, tol.Rtol, worst)
+	}
+}
+
+// Describe formats a short description of an array for messages.
+func (a Array) String() string { return fmt.Sprintf("Array%v", a.Shape) }
