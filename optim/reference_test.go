@@ -23,15 +23,21 @@ func TestMatchesPyTorch(t *testing.T) {
 	}
 	reftest.Load(t, "optim", &ref)
 	makers := map[string]func([]*autograd.Var) optim.Optimizer{
-		"sgd":              func(p []*autograd.Var) optim.Optimizer { return optim.NewSGD(p, optim.LR(0.1)) },
-		"sgd_momentum":     func(p []*autograd.Var) optim.Optimizer { return optim.NewSGD(p, optim.LR(0.1), optim.Momentum(0.9)) },
-		"sgd_dampening_wd": func(p []*autograd.Var) optim.Optimizer { return optim.NewSGD(p, optim.LR(0.05), optim.Momentum(0.8), optim.Dampening(0.3), optim.WeightDecay(0.01)) },
+		"sgd":          func(p []*autograd.Var) optim.Optimizer { return optim.NewSGD(p, optim.LR(0.1)) },
+		"sgd_momentum": func(p []*autograd.Var) optim.Optimizer { return optim.NewSGD(p, optim.LR(0.1), optim.Momentum(0.9)) },
+		"sgd_dampening_wd": func(p []*autograd.Var) optim.Optimizer {
+			return optim.NewSGD(p, optim.LR(0.05), optim.Momentum(0.8), optim.Dampening(0.3), optim.WeightDecay(0.01))
+		},
 		"sgd_nesterov_wd": func(p []*autograd.Var) optim.Optimizer {
 			return optim.NewSGD(p, optim.LR(0.1), optim.Momentum(0.9), optim.Nesterov(), optim.WeightDecay(0.05))
 		},
-		"adam":    func(p []*autograd.Var) optim.Optimizer { return optim.NewAdam(p, optim.LR(0.01)) },
-		"adam_wd": func(p []*autograd.Var) optim.Optimizer { return optim.NewAdam(p, optim.LR(0.02), optim.Betas(0.8, 0.99), optim.Eps(1e-6), optim.WeightDecay(0.1)) },
-		"adamw":   func(p []*autograd.Var) optim.Optimizer { return optim.NewAdamW(p, optim.LR(0.01), optim.WeightDecay(0.1)) },
+		"adam": func(p []*autograd.Var) optim.Optimizer { return optim.NewAdam(p, optim.LR(0.01)) },
+		"adam_wd": func(p []*autograd.Var) optim.Optimizer {
+			return optim.NewAdam(p, optim.LR(0.02), optim.Betas(0.8, 0.99), optim.Eps(1e-6), optim.WeightDecay(0.1))
+		},
+		"adamw": func(p []*autograd.Var) optim.Optimizer {
+			return optim.NewAdamW(p, optim.LR(0.01), optim.WeightDecay(0.1))
+		},
 	}
 	for name, traj := range ref.Trajectories {
 		t.Run(name, func(t *testing.T) {

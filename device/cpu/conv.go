@@ -327,4 +327,3 @@ func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma dev
 		}
 	})
 }
-
