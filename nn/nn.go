@@ -269,3 +269,14 @@ func (d *Dropout) Params() []*autograd.Var { return nil }
 func (d *Dropout) SetTraining(t bool) { d.training = t }
 
 func (d *Dropout) String() string { return fmt.Sprintf("Dropout(p=%v)", d.P) }
+
+// Release frees the device memory of every parameter, gradient and buffer
+// of m. The module must not be used afterwards.
+func Release(m Module) {
+	for _, p := range State(m) {
+		p.Var.FreeGrad()
+		if p.Var.Value != nil {
+			p.Var.Value.Release()
+		}
+	}
+}

@@ -99,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		optName = f.Optimizer
 	}
 	nn.To(m.net, dev)
+	defer nn.Release(m.net)
 	params := m.net.Params()
 	var opt optim.Optimizer
 	switch optName {
@@ -111,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("-optim %q: want sgd, adam or adamw", optName)
 	}
+	defer optim.Release(opt)
 
 	lowType, useAMP, _ := f.AMPType()
 	scaler := amp.NewGradScaler(amp.For(lowType))
