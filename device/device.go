@@ -66,8 +66,12 @@ const (
 	// Cast is a low-precision copy of a parameter that autocast made and keeps
 	// for the rest of the graph (PyTorch's autocast weight cache).
 	Cast
+	// Recompute is what gradient checkpointing keeps for the backward pass
+	// of a segment while it recomputes it: activations that exist again,
+	// briefly, because they were not kept the first time.
+	Recompute
 	// Temp is anything else a step allocates: outputs not kept for backward,
-	// intermediate gradients, recomputed segments.
+	// intermediate gradients.
 	Temp
 	// Workspace is scratch memory a kernel needs (im2col columns, GEMM packing).
 	Workspace
@@ -76,7 +80,7 @@ const (
 	NumCategories = iota
 )
 
-var categoryNames = [NumCategories]string{"param", "grad", "optim", "activation", "cast", "temp", "workspace"}
+var categoryNames = [NumCategories]string{"param", "grad", "optim", "activation", "cast", "recompute", "temp", "workspace"}
 
 // String returns the lower-case name used in reports and JSON.
 func (c Category) String() string {

@@ -188,6 +188,7 @@ type PeakBytes struct {
 	Optim      int64 `json:"optim"`
 	Activation int64 `json:"activation"`
 	Cast       int64 `json:"cast"`
+	Recompute  int64 `json:"recompute"`
 	Temp       int64 `json:"temp"`
 	Workspace  int64 `json:"workspace"`
 }
@@ -197,7 +198,7 @@ func Peaks(s device.MemStats) PeakBytes {
 	p := s.Peak
 	return PeakBytes{Total: p.Total, Param: p.Category(device.Param), Grad: p.Category(device.Grad),
 		Optim: p.Category(device.Optim), Activation: p.Category(device.Activation), Cast: p.Category(device.Cast),
-		Temp: p.Category(device.Temp), Workspace: p.Category(device.Workspace)}
+		Recompute: p.Category(device.Recompute), Temp: p.Category(device.Temp), Workspace: p.Category(device.Workspace)}
 }
 
 // Summary is the JSON object a training program prints last with -json.
