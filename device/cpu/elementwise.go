@@ -326,7 +326,7 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 	// Fixed pieces, each with its own float64 accumulator, summed in piece
 	// order: the result depends on the shapes only.
 	perPiece := max(1, (4*grain)/max(it.L, 1))
-	pieces := (it.rows + perPiece - 1) / perPiece
+	pieces := max(1, (it.rows+perPiece-1)/perPiece) // one piece even when src is empty, so dst becomes 0
 	if pieces*db.n > 1<<22 {
 		pieces, perPiece = 1, it.rows
 	}

@@ -1,0 +1,366 @@
+package devicetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+func convCases() []struct {
+	name string
+	s    device.ConvShape
+} {
+	type cs = struct {
+		name string
+		s    device.ConvShape
+	}
+	sub := device.NewConvShape(4, 3, 6, 5, 3, 3, 1, 1)
+	sub.N0, sub.NB = 1, 2
+	last := device.NewConvShape(3, 2, 5, 5, 3, 3, 2, 1)
+	last.N0, last.NB = 2, 1
+	// A non-square kernel with different strides and paddings per axis.
+	rect := device.ConvShape{N: 2, C: 2, H: 7, W: 6, KH: 3, KW: 2, StrideH: 2, StrideW: 1, PadH: 1, PadW: 0}
+	rect.OH, rect.OW, rect.NB = (7+2-3)/2+1, (6-2)/1+1, 2
+	return []cs{
+		{"k3s1p1/2x3x5x5", device.NewConvShape(2, 3, 5, 5, 3, 3, 1, 1)},
+		{"k3s2p0/1x2x7x6", device.NewConvShape(1, 2, 7, 6, 3, 3, 2, 0)},
+		{"k3s2p1/2x2x8x8", device.NewConvShape(2, 2, 8, 8, 3, 3, 2, 1)},
+		{"k5s1p2/3x1x8x9", device.NewConvShape(3, 1, 8, 9, 5, 5, 1, 2)},
+		{"k5s2p2/1x2x9x7", device.NewConvShape(1, 2, 9, 7, 5, 5, 2, 2)},
+		{"k1s1p0/2x4x4x4", device.NewConvShape(2, 4, 4, 4, 1, 1, 1, 0)},
+		{"k1s2p0/1x3x5x6", device.NewConvShape(1, 3, 5, 6, 1, 1, 2, 0)},
+		{"k3s1p2/1x1x3x4", device.NewConvShape(1, 1, 3, 4, 3, 3, 1, 2)},
+		{"rect/k3x2s2x1p1x0", rect},
+		{"sub/N0=1,NB=2", sub},
+		{"sub/N0=2,NB=1", last},
+		{"large/2x16x28x28", device.NewConvShape(2, 16, 28, 28, 3, 3, 1, 1)},
+	}
+}
+
+// im2colRef maps each col element to the x element it reads, or -1 for
+// padding. col (NB, C*KH*KW, OH*OW); x (N, C, H, W).
+func im2colRef(s device.ConvShape) []int {
+	ohw, kk := s.OH*s.OW, s.KH*s.KW
+	src := make([]int, s.NB*s.C*kk*ohw)
+	for nb := range s.NB {
+		for c := range s.C {
+			for kh := range s.KH {
+				for kw := range s.KW {
+					for oh := range s.OH {
+						for ow := range s.OW {
+							i := (((nb*s.C+c)*kk+kh*s.KW+kw)*s.OH+oh)*s.OW + ow
+							ih, iw := oh*s.StrideH-s.PadH+kh, ow*s.StrideW-s.PadW+kw
+							if ih < 0 || ih >= s.H || iw < 0 || iw >= s.W {
+								src[i] = -1
+								continue
+							}
+							src[i] = (((s.N0+nb)*s.C+c)*s.H+ih)*s.W + iw
+						}
+					}
+				}
+			}
+		}
+	}
+	return src
+}
+
+// convTypes are (col; x) for Im2Col, and (dx; col) for Col2Im.
+var convTypes = sameAnd(1, mix(dtype.F16, dtype.F32), mix(dtype.F32, dtype.BF16))
+
+func testIm2Col(t *testing.T, dev device.Device) {
+	for _, ty := range convTypes {
+		for _, c := range convCases() {
+			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
+				s := c.s
+				x := e.uniform(s.N*s.C*s.H*s.W, -2, 2)
+				xb := e.put(ty.src[0], x)
+				src := im2colRef(s)
+				got := e.twice(func(fill float32) [][]float32 {
+					cb := e.full(ty.dst, len(src), fill)
+					e.dev.Im2Col(cb, xb, s)
+					return [][]float32{e.get(cb)}
+				})[0]
+				want := make([]float32, len(src))
+				for i, j := range src {
+					if j >= 0 {
+						want[i] = dtype.Round(ty.dst, x[j])
+					}
+				}
+				e.exact("col", got, want)
+			})
+		}
+	}
+}
+
+func testCol2Im(t *testing.T, dev device.Device) {
+	for _, ty := range convTypes {
+		for _, c := range convCases() {
+			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
+				s := c.s
+				src := im2colRef(s)
+				col := e.uniform(len(src), -2, 2)
+				cb := e.put(ty.src[0], col)
+				n := s.N * s.C * s.H * s.W
+				plane := s.C * s.H * s.W
+				// Images outside [N0, N0+NB) keep what they held.
+				outside := e.uniform(n, -3, 3)
+				roundTo(ty.dst, outside)
+				got := e.twice(func(fill float32) [][]float32 {
+					h := append([]float32(nil), outside...)
+					for i := s.N0 * plane; i < (s.N0+s.NB)*plane; i++ {
+						h[i] = fill
+					}
+					db := e.put(ty.dst, h)
+					e.dev.Col2Im(db, cb, s)
+					return [][]float32{e.get(db)}
+				})[0]
+				want := make([]float64, n)
+				for i, j := range src {
+					if j >= 0 {
+						want[j] += float64(col[i])
+					}
+				}
+				lo, hi := s.N0*plane, (s.N0+s.NB)*plane
+				e.near("dx (images N0..N0+NB)", ty.dst, got[lo:hi], want[lo:hi], nil)
+				e.exact("dx (images before N0)", got[:lo], outside[:lo])
+				e.exact("dx (images after N0+NB)", got[hi:], outside[hi:])
+			})
+		}
+	}
+}
+
+// testIm2ColAdjoint checks <Im2Col(x), y> == <x, Col2Im(y)> on the images
+// the call covers.
+func testIm2ColAdjoint(t *testing.T, dev device.Device) {
+	for _, c := range convCases() {
+		run(t, dev, c.name, func(e *env) {
+			s := c.s
+			n := s.N * s.C * s.H * s.W
+			m := s.NB * s.C * s.KH * s.KW * s.OH * s.OW
+			x, y := e.uniform(n, -1, 1), e.uniform(m, -1, 1)
+			plane := s.C * s.H * s.W
+			for i := range x { // only the covered images take part
+				if i < s.N0*plane || i >= (s.N0+s.NB)*plane {
+					x[i] = 0
+				}
+			}
+			xb, yb := e.put(dtype.F32, x), e.put(dtype.F32, y)
+			cx, dy := e.alloc(dtype.F32, m), e.full(dtype.F32, n, 0)
+			e.dev.Im2Col(cx, xb, s)
+			e.dev.Col2Im(dy, yb, s)
+			e.checkAdjoint("Im2Col, Col2Im", e.get(cx), y, x, e.get(dy))
+		})
+	}
+}
+
+func poolCases() []struct {
+	name string
+	s    device.PoolShape
+} {
+	type pc = struct {
+		name string
+		s    device.PoolShape
+	}
+	rect := device.PoolShape{N: 2, C: 2, H: 7, W: 8, KH: 3, KW: 2, StrideH: 2, StrideW: 1, PadH: 1, PadW: 1}
+	rect.OH, rect.OW = (7+2-3)/2+1, (8+2-2)/1+1
+	return []pc{
+		{"k2s2/2x3x6x6", device.NewPoolShape(2, 3, 6, 6, 2, 2, 0)},
+		{"k2s2/odd/1x2x7x5", device.NewPoolShape(1, 2, 7, 5, 2, 2, 0)},
+		{"k3s2p1/2x2x7x7", device.NewPoolShape(2, 2, 7, 7, 3, 2, 1)},
+		{"k3s2p1/1x3x8x8", device.NewPoolShape(1, 3, 8, 8, 3, 2, 1)},
+		{"k3s1p1/overlap/1x2x5x6", device.NewPoolShape(1, 2, 5, 6, 3, 1, 1)},
+		{"k5s2p2/1x1x9x7", device.NewPoolShape(1, 1, 9, 7, 5, 2, 2)},
+		{"k1s1/1x2x3x3", device.NewPoolShape(1, 2, 3, 3, 1, 1, 0)},
+		{"rect/k3x2s2x1p1", rect},
+		{"large/8x16x32x32", device.NewPoolShape(8, 16, 32, 32, 2, 2, 0)},
+	}
+}
+
+// poolWindow calls f with the input offsets (within the plane) of output
+// (oh, ow)'s window, clipped to the image, in row-major order.
+func poolWindow(s device.PoolShape, oh, ow int, f func(j int)) {
+	for kh := range s.KH {
+		ih := oh*s.StrideH - s.PadH + kh
+		if ih < 0 || ih >= s.H {
+			continue
+		}
+		for kw := range s.KW {
+			iw := ow*s.StrideW - s.PadW + kw
+			if iw >= 0 && iw < s.W {
+				f(ih*s.W + iw)
+			}
+		}
+	}
+}
+
+// maxPoolRef returns, for each output, the input index MaxPool chooses: the
+// first maximum of the window in row-major order (padding never wins).
+func maxPoolRef(s device.PoolShape, x []float32) []int {
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	arg := make([]int, s.N*s.C*ohw)
+	for p := range s.N * s.C {
+		for oh := range s.OH {
+			for ow := range s.OW {
+				best := -1
+				poolWindow(s, oh, ow, func(j int) {
+					if best < 0 || x[p*hw+j] > x[best] {
+						best = p*hw + j
+					}
+				})
+				arg[p*ohw+oh*s.OW+ow] = best
+			}
+		}
+	}
+	return arg
+}
+
+// poolInput returns pooling inputs: small integers for cases with ties
+// (many windows then hold several maxima), else uniform values.
+func (e *env) poolInput(n int, ties bool) []float32 {
+	if ties {
+		return e.ints(n, -3, 3)
+	}
+	return e.uniform(n, -2, 2)
+}
+
+var poolTypes = sameAnd(1, mix(dtype.F32, dtype.F16), mix(dtype.BF16, dtype.F32))
+
+func testMaxPool(t *testing.T, dev device.Device) {
+	for _, ty := range poolTypes {
+		for _, c := range poolCases() {
+			for _, ties := range []bool{false, true} {
+				run(t, dev, fmt.Sprintf("%v/%s/ties=%v", ty, c.name, ties), func(e *env) {
+					s := c.s
+					x := e.poolInput(s.N*s.C*s.H*s.W, ties)
+					xb := e.put(ty.src[0], x)
+					got := e.twice(func(fill float32) [][]float32 {
+						yb := e.full(ty.dst, s.N*s.C*s.OH*s.OW, fill)
+						e.dev.MaxPool(yb, xb, s)
+						return [][]float32{e.get(yb)}
+					})[0]
+					arg := maxPoolRef(s, x)
+					want := make([]float32, len(arg))
+					for i, j := range arg {
+						want[i] = dtype.Round(ty.dst, x[j])
+					}
+					e.exact("y", got, want)
+				})
+			}
+		}
+	}
+}
+
+func testMaxPoolGrad(t *testing.T, dev device.Device) {
+	// dx; dy, x
+	types := sameAnd(2, mix(dtype.F32, dtype.F16, dtype.F16), mix(dtype.BF16, dtype.F32, dtype.BF16))
+	for _, ty := range types {
+		for _, c := range poolCases() {
+			for _, ties := range []bool{false, true} {
+				run(t, dev, fmt.Sprintf("%v/%s/ties=%v", ty, c.name, ties), func(e *env) {
+					s := c.s
+					n := s.N * s.C * s.H * s.W
+					x := e.poolInput(n, ties)
+					dy := e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
+					dyb, xb := e.put(ty.src[0], dy), e.put(ty.src[1], x)
+					got := e.twice(func(fill float32) [][]float32 {
+						db := e.full(ty.dst, n, fill)
+						e.dev.MaxPoolGrad(db, dyb, xb, s)
+						return [][]float32{e.get(db)}
+					})[0]
+					want := make([]float64, n)
+					for i, j := range maxPoolRef(s, x) {
+						want[j] += float64(dy[i])
+					}
+					e.near("dx", ty.dst, got, want, nil)
+				})
+			}
+		}
+	}
+}
+
+// The AvgPool divisor: PyTorch's count_include_pad=True divides by the
+// window clipped to the padded image, (min(h0+KH, H+PadH) - h0) times the
+// same across, with h0 = oh*StrideH - PadH. In floor mode (the only one
+// PoolShape has) a window never passes the padded edge, so that is always
+// KH*KW; the reference computes it anyway, so a ceil mode would be caught.
+func avgDivisor(s device.PoolShape, oh, ow int) float64 {
+	h0, w0 := oh*s.StrideH-s.PadH, ow*s.StrideW-s.PadW
+	h1, w1 := min(h0+s.KH, s.H+s.PadH), min(w0+s.KW, s.W+s.PadW)
+	return float64((h1 - h0) * (w1 - w0))
+}
+
+func testAvgPool(t *testing.T, dev device.Device) {
+	for _, ty := range poolTypes {
+		for _, c := range poolCases() {
+			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
+				s := c.s
+				hw, ohw := s.H*s.W, s.OH*s.OW
+				x := e.uniform(s.N*s.C*hw, -2, 2)
+				xb := e.put(ty.src[0], x)
+				got := e.twice(func(fill float32) [][]float32 {
+					yb := e.full(ty.dst, s.N*s.C*ohw, fill)
+					e.dev.AvgPool(yb, xb, s)
+					return [][]float32{e.get(yb)}
+				})[0]
+				want := make([]float64, s.N*s.C*ohw)
+				for p := range s.N * s.C {
+					for oh := range s.OH {
+						for ow := range s.OW {
+							var sum float64
+							poolWindow(s, oh, ow, func(j int) { sum += float64(x[p*hw+j]) })
+							want[p*ohw+oh*s.OW+ow] = sum / avgDivisor(s, oh, ow)
+						}
+					}
+				}
+				e.near("y", ty.dst, got, want, nil)
+			})
+		}
+	}
+}
+
+func testAvgPoolGrad(t *testing.T, dev device.Device) {
+	for _, ty := range poolTypes {
+		for _, c := range poolCases() {
+			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
+				s := c.s
+				hw, ohw := s.H*s.W, s.OH*s.OW
+				n := s.N * s.C * hw
+				dy := e.uniform(s.N*s.C*ohw, -1, 1)
+				dyb := e.put(ty.src[0], dy)
+				got := e.twice(func(fill float32) [][]float32 {
+					db := e.full(ty.dst, n, fill)
+					e.dev.AvgPoolGrad(db, dyb, s)
+					return [][]float32{e.get(db)}
+				})[0]
+				want := make([]float64, n)
+				for p := range s.N * s.C {
+					for oh := range s.OH {
+						for ow := range s.OW {
+							g := float64(dy[p*ohw+oh*s.OW+ow]) / avgDivisor(s, oh, ow)
+							poolWindow(s, oh, ow, func(j int) { want[p*hw+j] += g })
+						}
+					}
+				}
+				e.near("dx", ty.dst, got, want, nil)
+			})
+		}
+	}
+}
+
+// testAvgPoolAdjoint checks <AvgPool(x), y> == <x, AvgPoolGrad(y)>.
+func testAvgPoolAdjoint(t *testing.T, dev device.Device) {
+	for _, c := range poolCases() {
+		run(t, dev, c.name, func(e *env) {
+			s := c.s
+			n, m := s.N*s.C*s.H*s.W, s.N*s.C*s.OH*s.OW
+			x, y := e.uniform(n, -1, 1), e.uniform(m, -1, 1)
+			xb, yb := e.put(dtype.F32, x), e.put(dtype.F32, y)
+			px, gy := e.alloc(dtype.F32, m), e.alloc(dtype.F32, n)
+			e.dev.AvgPool(px, xb, s)
+			e.dev.AvgPoolGrad(gy, yb, s)
+			e.checkAdjoint("AvgPool, AvgPoolGrad", e.get(px), y, x, e.get(gy))
+		})
+	}
+}

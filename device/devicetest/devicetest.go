@@ -1,0 +1,430 @@
+// Package devicetest is the conformance suite every mixprec backend must
+// pass, in the manner of gonum's blas/testblas. A backend's test calls Run:
+//
+//	func TestConformance(t *testing.T) {
+//		devicetest.Run(t, func() device.Device { return mybackend.New() })
+//	}
+//
+// and every kernel of the device contract is checked, per dtype combination
+// and per shape, against plain float64 references written here, along with
+// the memory accounting (live and peak bytes by category and dtype) and the
+// panics on double Free and use after Free.
+//
+// The references are independent of the CPU backend, which this suite tests
+// like any other. Inputs are drawn with fixed seeds and rounded to their
+// storage dtype first, so a reference computes on exactly what the device
+// stores; its result is rounded to the destination dtype and compared with
+// DESIGN.md's one tolerance rule, |got-want| <= atol + rtol*|want| (see
+// Tolerance), widened only where a float32 accumulation or a float32
+// logsumexp is allowed to lose more, with the reason and the measured error
+// next to it. Kernels that only move or round values (Fill, Copy, Im2Col,
+// MaxPool, Argmax, UnscaleCheck's multiply, Dropout's mask) must match bit
+// for bit.
+//
+// Every kernel is run twice, first into a destination pre-filled with NaN
+// and then into one holding another value, and the two results must agree
+// bit for bit: kernels are deterministic and never read what they overwrite.
+//
+// What the contract leaves open is not tested: F32 subnormals (a GPU may
+// flush them), NaN inputs to Maximum, Minimum, Argmax and the pools, aliasing
+// other than Axpby's dst = x or y and Copy onto itself, nil gamma or beta in
+// BatchNorm, and zero-length buffers.
+package devicetest
+
+import (
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// Run runs the whole suite, one subtest per kernel group, then per dtype
+// combination and per case.
+//
+// open is called once per group and may return the same device every time
+// (a backend whose device is expensive to open should share one). The suite
+// frees every buffer it allocates, and its memory checks work on differences
+// from what the device held before, so the device may hold other buffers;
+// nothing else may use it while Run runs.
+func Run(t *testing.T, open func() device.Device) {
+	groups := []struct {
+		name string
+		fn   func(t *testing.T, dev device.Device)
+	}{
+		{"Memory", testMemory},
+		{"HostCopy", testHostCopy},
+		{"Fill", testFill},
+		{"Copy", testCopy},
+		{"Gemm", testGemm},
+		{"Axpby", testAxpby},
+		{"Binary", testBinary},
+		{"Unary", testUnary},
+		{"UnaryGrad", testUnaryGrad},
+		{"Reduce", testReduce},
+		{"Expand", testExpand},
+		{"ReduceExpandAdjoint", testReduceExpandAdjoint},
+		{"LogSoftmax", testLogSoftmax},
+		{"LogSoftmaxGrad", testLogSoftmaxGrad},
+		{"CrossEntropy", testCrossEntropy},
+		{"CrossEntropyGrad", testCrossEntropyGrad},
+		{"Argmax", testArgmax},
+		{"SGD", testSGD},
+		{"Adam", testAdam},
+		{"UnscaleCheck", testUnscaleCheck},
+		{"Im2Col", testIm2Col},
+		{"Col2Im", testCol2Im},
+		{"Im2ColAdjoint", testIm2ColAdjoint},
+		{"MaxPool", testMaxPool},
+		{"MaxPoolGrad", testMaxPoolGrad},
+		{"AvgPool", testAvgPool},
+		{"AvgPoolGrad", testAvgPoolGrad},
+		{"AvgPoolAdjoint", testAvgPoolAdjoint},
+		{"Moments", testMoments},
+		{"BatchNorm", testBatchNorm},
+		{"BatchNormGrad", testBatchNormGrad},
+		{"Dropout", testDropout},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			dev := open()
+			if dev == nil {
+				t.Fatal("open returned a nil device")
+			}
+			g.fn(t, dev)
+		})
+	}
+}
+
+// Tolerance returns the (atol, rtol) of DESIGN.md §6 for results stored as
+// dt: F32 (1e-5, 1e-4), F16 (1e-3, 1e-2), BF16 (1e-3, 2e-2).
+func Tolerance(dt dtype.DType) (atol, rtol float64) {
+	switch dt {
+	case dtype.F16:
+		return 1e-3, 1e-2
+	case dtype.BF16:
+		return 1e-3, 2e-2
+	}
+	return 1e-5, 1e-4
+}
+
+// Close reports whether got is within dt's tolerance of want:
+// |got-want| <= atol + rtol*|want|. A NaN matches only a NaN and an infinity
+// only itself.
+func Close(dt dtype.DType, got, want float64) bool {
+	atol, rtol := Tolerance(dt)
+	return within(got, want, atol, rtol, 0)
+}
+
+func within(got, want, atol, rtol, slack float64) bool {
+	switch {
+	case math.IsNaN(want):
+		return math.IsNaN(got)
+	case math.IsInf(want, 0) || math.IsInf(got, 0):
+		return got == want
+	}
+	return math.Abs(got-want) <= atol+rtol*math.Abs(want)+slack
+}
+
+// u32 is the unit roundoff of float32.
+const u32 = 1.0 / (1 << 24)
+
+// sumSlack is the extra absolute error allowed for a float32 sum of n terms
+// whose magnitudes add up to abs: sqrt(n)*u*abs. The rigorous worst case of
+// a sequential float32 loop is n*u*abs, far too loose to catch anything;
+// rounding errors of random-signed data grow like sqrt(n), and this bound is
+// about three standard deviations of that walk. A backend that accumulates
+// in float32 (the contract's minimum) passes; CPU, which sums in float64 or
+// in short float32 runs, stays far below it (see the measured errors at the
+// call sites). For the small sums of most cases it is below atol.
+func sumSlack(n int, abs float64) float64 {
+	return math.Sqrt(float64(max(n, 1))) * u32 * abs
+}
+
+// maxReports is how many mismatches one comparison reports one by one.
+const maxReports = 6
+
+// env is one test case's view of the device: a seeded generator, the
+// buffers it allocated (freed when the case ends), and comparisons that
+// name the case.
+type env struct {
+	t    *testing.T
+	dev  device.Device
+	rng  *rand.Rand
+	bufs []device.Buffer
+}
+
+// newEnv returns an env for t. The seed is a hash of the case's name without
+// the top-level test, so every backend sees the same inputs for a case and
+// adding a case does not change the others' inputs.
+func newEnv(t *testing.T, dev device.Device) *env {
+	name := t.Name()
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	e := &env{t: t, dev: dev, rng: rand.New(rand.NewPCG(h.Sum64(), 0x6d69787072656321))}
+	t.Cleanup(func() {
+		for _, b := range e.bufs {
+			dev.Free(b)
+		}
+	})
+	return e
+}
+
+// run runs body as subtest name with a fresh env, turning a panic in a
+// kernel into a failure of that case alone.
+func run(t *testing.T, dev device.Device, name string, body func(e *env)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		e := newEnv(t, dev)
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("%s: panic: %v\n%s", t.Name(), r, debug.Stack())
+			}
+		}()
+		body(e)
+	})
+}
+
+// alloc returns an uninitialised buffer freed when the case ends.
+func (e *env) alloc(dt dtype.DType, n int) device.Buffer {
+	b := e.dev.Alloc(dt, n, device.Temp)
+	e.bufs = append(e.bufs, b)
+	return b
+}
+
+// put rounds v in place to dt, so that the caller's reference sees exactly
+// what the device stores, and returns a new buffer holding it.
+func (e *env) put(dt dtype.DType, v []float32) device.Buffer {
+	roundTo(dt, v)
+	b := e.alloc(dt, len(v))
+	e.dev.CopyFromHost(b, v)
+	return b
+}
+
+// full returns a new buffer of n elements all set to v (through
+// CopyFromHost, not the Fill kernel under test).
+func (e *env) full(dt dtype.DType, n int, v float32) device.Buffer {
+	h := make([]float32, n)
+	for i := range h {
+		h[i] = v
+	}
+	return e.put(dt, h)
+}
+
+// get reads b back to the host.
+func (e *env) get(b device.Buffer) []float32 {
+	out := make([]float32, b.Len())
+	e.dev.CopyToHost(out, b)
+	return out
+}
+
+// uniform returns n values uniform in [lo, hi).
+func (e *env) uniform(n int, lo, hi float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(lo + (hi-lo)*e.rng.Float64())
+	}
+	return v
+}
+
+// signed returns n values whose magnitude is uniform in [lo, hi), with a
+// random sign: inputs kept away from zero (divisors, reciprocals).
+func (e *env) signed(n int, lo, hi float64) []float32 {
+	v := e.uniform(n, lo, hi)
+	for i := range v {
+		if e.rng.IntN(2) == 0 {
+			v[i] = -v[i]
+		}
+	}
+	return v
+}
+
+// roundTo rounds every element of v to dt in place.
+func roundTo(dt dtype.DType, v []float32) {
+	for i, x := range v {
+		v[i] = dtype.Round(dt, x)
+	}
+}
+
+// nan is the first pre-fill of every output, so a kernel that reads its
+// destination shows it; refill is the second.
+var nan = float32(math.NaN())
+
+const refill = -7.5
+
+// twice runs f twice, first with outputs to be pre-filled with NaN and then
+// with refill, and checks that its results agree bit for bit: kernels must
+// be deterministic and must not depend on what they overwrite. It returns
+// the first run's results.
+func (e *env) twice(f func(fill float32) [][]float32) [][]float32 {
+	e.t.Helper()
+	a := f(nan)
+	b := f(refill)
+	for k := range a {
+		bad := 0
+		for i := range a[k] {
+			if math.Float32bits(a[k][i]) != math.Float32bits(b[k][i]) && !(isNaN32(a[k][i]) && isNaN32(b[k][i])) {
+				if bad < maxReports {
+					e.t.Errorf("%s: output %d [%d]: two runs on the same inputs differ: %v (dst pre-filled with NaN), then %v (pre-filled with %v)",
+						e.t.Name(), k, i, a[k][i], b[k][i], float32(refill))
+				}
+				bad++
+			}
+		}
+		if bad > maxReports {
+			e.t.Errorf("%s: output %d: %d of %d elements differ between two runs", e.t.Name(), k, bad, len(a[k]))
+		}
+	}
+	return a
+}
+
+func isNaN32(f float32) bool { return f != f }
+
+// near checks got against the float64 reference want, rounded to dt, with
+// dt's tolerance plus slack[i] (slack may be nil).
+func (e *env) near(what string, dt dtype.DType, got []float32, want, slack []float64) {
+	e.t.Helper()
+	if len(got) != len(want) {
+		e.t.Fatalf("%s: %s: got %d values, want %d", e.t.Name(), what, len(got), len(want))
+	}
+	atol, rtol := Tolerance(dt)
+	bad := 0
+	for i := range want {
+		w := float64(dtype.Round(dt, float32(want[i])))
+		s := 0.0
+		if slack != nil {
+			s = slack[i]
+		}
+		g := float64(got[i])
+		if !within(g, w, atol, rtol, s) {
+			if bad < maxReports {
+				e.t.Errorf("%s: %s[%d]: got %v, want %v (exact %.9g; |diff| %.3g > tolerance %.3g)",
+					e.t.Name(), what, i, got[i], float32(w), want[i], math.Abs(g-w), atol+rtol*math.Abs(w)+s)
+			}
+			bad++
+		}
+	}
+	if bad > maxReports {
+		e.t.Errorf("%s: %s: %d of %d elements out of tolerance", e.t.Name(), what, bad, len(want))
+	}
+}
+
+// exact checks got bit for bit against want (a NaN matches any NaN).
+func (e *env) exact(what string, got, want []float32) {
+	e.t.Helper()
+	if len(got) != len(want) {
+		e.t.Fatalf("%s: %s: got %d values, want %d", e.t.Name(), what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		g, w := got[i], want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(isNaN32(g) && isNaN32(w)) {
+			if bad < maxReports {
+				e.t.Errorf("%s: %s[%d]: got %v (%#08x), want %v (%#08x) exactly",
+					e.t.Name(), what, i, g, math.Float32bits(g), w, math.Float32bits(w))
+			}
+			bad++
+		}
+	}
+	if bad > maxReports {
+		e.t.Errorf("%s: %s: %d of %d elements differ", e.t.Name(), what, bad, len(want))
+	}
+}
+
+// dtName names a combination of dtypes: "f16" or "f16,bf16->f32".
+func dtName(dst dtype.DType, src ...dtype.DType) string {
+	same := true
+	for _, s := range src {
+		same = same && s == dst
+	}
+	if same {
+		return dst.String()
+	}
+	parts := make([]string, len(src))
+	for i, s := range src {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, ",") + "->" + dst.String()
+}
+
+// dtCase is a destination dtype and the dtypes of the sources.
+type dtCase struct {
+	dst dtype.DType
+	src []dtype.DType
+}
+
+func (c dtCase) String() string { return dtName(c.dst, c.src...) }
+
+// sameAnd returns the three same-dtype combinations of nsrc sources
+// followed by the mixed ones given.
+func sameAnd(nsrc int, mixed ...dtCase) []dtCase {
+	var out []dtCase
+	for _, dt := range dtype.All {
+		src := make([]dtype.DType, nsrc)
+		for i := range src {
+			src[i] = dt
+		}
+		out = append(out, dtCase{dst: dt, src: src})
+	}
+	return append(out, mixed...)
+}
+
+func mix(dst dtype.DType, src ...dtype.DType) dtCase { return dtCase{dst: dst, src: src} }
+
+// widen returns v as float64s.
+func widen(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// dot is the float64 inner product.
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// absDot is sum |a_i b_i|, the scale of dot's rounding error.
+func absDot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += math.Abs(float64(a[i]) * float64(b[i]))
+	}
+	return s
+}
+
+// checkAdjoint checks <lhs, y> == <x, rhs>, the identity between a linear
+// map and its adjoint, in float64 with a relative tolerance of the F32 rule
+// against the terms' magnitudes.
+func (e *env) checkAdjoint(what string, lhs, y, x, rhs []float32) {
+	e.t.Helper()
+	l, r := dot(lhs, y), dot(x, rhs)
+	scale := absDot(lhs, y) + absDot(x, rhs)
+	_, rtol := Tolerance(dtype.F32)
+	if math.Abs(l-r) > rtol*scale {
+		e.t.Errorf("%s: %s: <A x, y> = %.9g but <x, A* y> = %.9g (|diff| %.3g > %.3g)", e.t.Name(), what, l, r, math.Abs(l-r), rtol*scale)
+	}
+}
+
+// mustPanic checks that f panics.
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: %s did not panic", t.Name(), what)
+		}
+	}()
+	f()
+}

@@ -1,0 +1,422 @@
+package devicetest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// sizes of elementwise cases: one element, an odd size, and one large
+// enough to be split into pieces (parallel on the CPU, many blocks on a GPU).
+var elemSizes = []int{1, 37, 50001}
+
+func testAxpby(t *testing.T, dev device.Device) {
+	types := sameAnd(2,
+		mix(dtype.F32, dtype.F16, dtype.BF16),
+		mix(dtype.F16, dtype.F32, dtype.F16),
+		mix(dtype.BF16, dtype.BF16, dtype.F32),
+		mix(dtype.F32, dtype.F16, dtype.F16),
+	)
+	scalars := []struct{ alpha, beta float32 }{{1, 1}, {2, -0.5}, {-1, 0.25}, {0.3, 0}}
+	for _, ty := range types {
+		for _, n := range elemSizes {
+			for _, s := range scalars {
+				run(t, dev, fmt.Sprintf("%v/n%d/a%v_b%v", ty, n, s.alpha, s.beta), func(e *env) {
+					x, y := e.uniform(n, -2, 2), e.uniform(n, -2, 2)
+					if s.beta == 0 {
+						// beta == 0 does not read y: a NaN there must not appear.
+						for i := range y {
+							y[i] = nan
+						}
+					}
+					xb, yb := e.put(ty.src[0], x), e.put(ty.src[1], y)
+					got := e.twice(func(fill float32) [][]float32 {
+						db := e.full(ty.dst, n, fill)
+						e.dev.Axpby(db, xb, yb, s.alpha, s.beta)
+						return [][]float32{e.get(db)}
+					})[0]
+					e.near("dst", ty.dst, got, axpbyRef(x, y, s.alpha, s.beta), nil)
+				})
+			}
+		}
+	}
+	for _, dt := range dtype.All {
+		for _, n := range []int{37, 50001} {
+			for _, alias := range []string{"x", "y"} {
+				run(t, dev, fmt.Sprintf("%v/n%d/dst=%s", dt, n, alias), func(e *env) {
+					x, y := e.uniform(n, -2, 2), e.uniform(n, -2, 2)
+					roundTo(dt, x)
+					roundTo(dt, y)
+					got := e.twice(func(float32) [][]float32 {
+						xb, yb := e.put(dt, append([]float32(nil), x...)), e.put(dt, append([]float32(nil), y...))
+						db := xb
+						if alias == "y" {
+							db = yb
+						}
+						e.dev.Axpby(db, xb, yb, 1.25, -0.75)
+						return [][]float32{e.get(db)}
+					})[0]
+					e.near("dst", dt, got, axpbyRef(x, y, 1.25, -0.75), nil)
+				})
+			}
+		}
+	}
+}
+
+func axpbyRef(x, y []float32, alpha, beta float32) []float64 {
+	want := make([]float64, len(x))
+	for i := range x {
+		want[i] = float64(alpha) * float64(x[i])
+		if beta != 0 {
+			want[i] += float64(beta) * float64(y[i])
+		}
+	}
+	return want
+}
+
+// binaryCase is one iteration space and how a and b are read through it.
+type binaryCase struct {
+	name   string
+	shape  []int
+	sa, sb []int
+	na, nb int // operand lengths
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// bcast is the case of a (shape as) and b (shape bs) broadcast to shape.
+func bcast(name string, shape, as, bs []int) binaryCase {
+	return binaryCase{name, shape, device.BroadcastStrides(as, shape), device.BroadcastStrides(bs, shape), numel(as), numel(bs)}
+}
+
+var binaryCases = []binaryCase{
+	bcast("same(5,7)", []int{5, 7}, []int{5, 7}, []int{5, 7}),
+	bcast("one(1)", []int{1}, []int{1}, []int{1}),
+	bcast("row(6,9)+(9)", []int{6, 9}, []int{6, 9}, []int{9}),
+	bcast("col(6,9)+(6,1)", []int{6, 9}, []int{6, 9}, []int{6, 1}),
+	bcast("scalar(4,5)+()", []int{4, 5}, []int{4, 5}, []int{}),
+	bcast("channel(2,3,4,5)+(1,3,1,1)", []int{2, 3, 4, 5}, []int{2, 3, 4, 5}, []int{1, 3, 1, 1}),
+	bcast("middle(3,5,4)+(3,1,4)", []int{3, 5, 4}, []int{3, 5, 4}, []int{3, 1, 4}),
+	bcast("left(9)+(6,9)", []int{6, 9}, []int{9}, []int{6, 9}),
+	bcast("leftcol(6,1)+(6,9)", []int{6, 9}, []int{6, 1}, []int{6, 9}),
+	bcast("outer(6,1)+(1,9)", []int{6, 9}, []int{6, 1}, []int{1, 9}),
+	// a is a (7,5) array read transposed: element (i, j) is a[j*5+i].
+	{"transposedA(5,7)", []int{5, 7}, []int{1, 5}, []int{7, 1}, 35, 35},
+	bcast("large(300,257)+(257)", []int{300, 257}, []int{300, 257}, []int{257}),
+	bcast("large(257,300)+(257,1)", []int{257, 300}, []int{257, 300}, []int{257, 1}),
+}
+
+var binaryOps = []device.BinaryOp{device.Add, device.Sub, device.Mul, device.Div, device.Maximum, device.Minimum}
+
+func binaryRef(op device.BinaryOp, x, y float64) float64 {
+	switch op {
+	case device.Add:
+		return x + y
+	case device.Sub:
+		return x - y
+	case device.Mul:
+		return x * y
+	case device.Div:
+		return x / y
+	case device.Maximum:
+		return math.Max(x, y)
+	case device.Minimum:
+		return math.Min(x, y)
+	}
+	panic("devicetest: no reference for " + op.String())
+}
+
+// walk calls f(i, offA, offB) for every element i of shape in row-major
+// order, with the offsets of a and b through strides sa and sb.
+func walk(shape, sa, sb []int, f func(i, oa, ob int)) {
+	idx := make([]int, len(shape))
+	total := numel(shape)
+	for i := range total {
+		oa, ob := 0, 0
+		for d := range shape {
+			oa += idx[d] * sa[d]
+			if sb != nil {
+				ob += idx[d] * sb[d]
+			}
+		}
+		f(i, oa, ob)
+		for d := len(shape) - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+func testBinary(t *testing.T, dev device.Device) {
+	types := sameAnd(2,
+		mix(dtype.F32, dtype.F16, dtype.BF16),
+		mix(dtype.F16, dtype.F32, dtype.F16),
+		mix(dtype.BF16, dtype.BF16, dtype.F32),
+	)
+	for _, op := range binaryOps {
+		for _, ty := range types {
+			for _, c := range binaryCases {
+				run(t, dev, fmt.Sprintf("%v/%v/%s", op, ty, c.name), func(e *env) {
+					a := e.uniform(c.na, -2, 2)
+					var b []float32
+					if op == device.Div {
+						b = e.signed(c.nb, 0.5, 2)
+					} else {
+						b = e.uniform(c.nb, -2, 2)
+					}
+					if op == device.Maximum || op == device.Minimum {
+						// Some ties, which either operand answers.
+						for i := 0; i < min(c.na, c.nb); i += 3 {
+							b[i] = a[i]
+						}
+					}
+					ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
+					n := numel(c.shape)
+					s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
+					got := e.twice(func(fill float32) [][]float32 {
+						db := e.full(ty.dst, n, fill)
+						e.dev.Binary(op, db, ab, bb, s)
+						return [][]float32{e.get(db)}
+					})[0]
+					want := make([]float64, n)
+					walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
+						want[i] = binaryRef(op, float64(a[oa]), float64(b[ob]))
+					})
+					e.near("dst", ty.dst, got, want, nil)
+				})
+			}
+		}
+	}
+}
+
+// unaryCase is a unary op with its parameter and an input domain where it
+// is defined and well conditioned.
+type unaryCase struct {
+	name   string
+	op     device.UnaryOp
+	alpha  float32
+	lo, hi float64
+	signed bool // magnitude in [lo, hi) with a random sign
+	ref    func(x, alpha float64) float64
+}
+
+var unaryCases = []unaryCase{
+	{"scale", device.Scale, -1.7, -3, 3, false, func(x, a float64) float64 { return a * x }},
+	{"addconst", device.AddConst, 0.3, -3, 3, false, func(x, a float64) float64 { return x + a }},
+	{"neg", device.Neg, 0, -3, 3, false, func(x, a float64) float64 { return -x }},
+	{"exp", device.Exp, 0, -4, 4, false, func(x, a float64) float64 { return math.Exp(x) }},
+	{"log", device.Log, 0, 0.05, 10, false, func(x, a float64) float64 { return math.Log(x) }},
+	{"sqrt", device.Sqrt, 0, 0, 10, false, func(x, a float64) float64 { return math.Sqrt(x) }},
+	{"rsqrt/eps", device.Rsqrt, 1e-5, 0.05, 10, false, func(x, a float64) float64 { return 1 / math.Sqrt(x+a) }},
+	{"rsqrt/0.5", device.Rsqrt, 0.5, 0, 4, false, func(x, a float64) float64 { return 1 / math.Sqrt(x+a) }},
+	{"square", device.Square, 0, -3, 3, false, func(x, a float64) float64 { return x * x }},
+	{"pow/1.5", device.Pow, 1.5, 0, 4, false, func(x, a float64) float64 { return math.Pow(x, a) }},
+	{"pow/-0.5", device.Pow, -0.5, 0.1, 4, false, func(x, a float64) float64 { return math.Pow(x, a) }},
+	{"pow/3", device.Pow, 3, -2, 2, false, func(x, a float64) float64 { return math.Pow(x, a) }},
+	{"relu", device.ReLU, 0, -3, 3, false, func(x, a float64) float64 { return math.Max(x, 0) }},
+	{"gelu", device.GELU, 0, -5, 5, false, func(x, a float64) float64 { return x * stdNormalCDF(x) }},
+	{"tanh", device.Tanh, 0, -5, 5, false, func(x, a float64) float64 { return math.Tanh(x) }},
+	{"sigmoid", device.Sigmoid, 0, -10, 10, false, func(x, a float64) float64 { return 1 / (1 + math.Exp(-x)) }},
+	{"recip", device.Recip, 0, 0.1, 4, true, func(x, a float64) float64 { return 1 / x }},
+}
+
+func stdNormalCDF(x float64) float64 { return 0.5 * (1 + math.Erf(x/math.Sqrt2)) }
+
+func stdNormalPDF(x float64) float64 { return math.Exp(-0.5*x*x) / math.Sqrt(2*math.Pi) }
+
+func testUnary(t *testing.T, dev device.Device) {
+	types := sameAnd(1,
+		mix(dtype.F32, dtype.F16),
+		mix(dtype.BF16, dtype.F32),
+		mix(dtype.F16, dtype.BF16),
+	)
+	for _, c := range unaryCases {
+		for _, ty := range types {
+			for _, n := range elemSizes {
+				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
+					var x []float32
+					if c.signed {
+						x = e.signed(n, c.lo, c.hi)
+					} else {
+						x = e.uniform(n, c.lo, c.hi)
+					}
+					if c.op == device.ReLU && n > 2 {
+						x[1] = 0
+					}
+					xb := e.put(ty.src[0], x)
+					got := e.twice(func(fill float32) [][]float32 {
+						db := e.full(ty.dst, n, fill)
+						e.dev.Unary(c.op, db, xb, c.alpha)
+						return [][]float32{e.get(db)}
+					})[0]
+					want := make([]float64, n)
+					for i, v := range x {
+						want[i] = c.ref(float64(v), float64(c.alpha))
+					}
+					e.near("dst", ty.dst, got, want, nil)
+				})
+			}
+		}
+	}
+}
+
+func testUnaryGrad(t *testing.T, dev device.Device) {
+	// dst; dy, in
+	types := sameAnd(2,
+		mix(dtype.F32, dtype.F16, dtype.BF16),
+		mix(dtype.BF16, dtype.F32, dtype.F32),
+		mix(dtype.F16, dtype.F16, dtype.F32),
+	)
+	cases := []struct {
+		name string
+		op   device.UnaryOp
+		// in maps a raw input x to what UnaryGrad reads: the forward
+		// output y for ReLU, Tanh and Sigmoid, x itself for GELU.
+		in    func(x float64) float64
+		deriv func(in float64) float64 // op' expressed in terms of in
+	}{
+		{"relu", device.ReLU, func(x float64) float64 { return math.Max(x, 0) },
+			func(y float64) float64 {
+				if y > 0 {
+					return 1
+				}
+				return 0
+			}},
+		{"tanh", device.Tanh, math.Tanh, func(y float64) float64 { return 1 - y*y }},
+		{"sigmoid", device.Sigmoid, func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+			func(y float64) float64 { return y * (1 - y) }},
+		{"gelu", device.GELU, func(x float64) float64 { return x },
+			func(x float64) float64 { return stdNormalCDF(x) + x*stdNormalPDF(x) }},
+	}
+	for _, c := range cases {
+		for _, ty := range types {
+			for _, n := range elemSizes {
+				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
+					x := e.uniform(n, -5, 5)
+					if n > 2 {
+						x[0] = 0
+					}
+					in := make([]float32, n)
+					for i, v := range x {
+						in[i] = float32(c.in(float64(v)))
+					}
+					dy := e.uniform(n, -2, 2)
+					dyb, inb := e.put(ty.src[0], dy), e.put(ty.src[1], in)
+					got := e.twice(func(fill float32) [][]float32 {
+						db := e.full(ty.dst, n, fill)
+						e.dev.UnaryGrad(c.op, db, dyb, inb)
+						return [][]float32{e.get(db)}
+					})[0]
+					want := make([]float64, n)
+					for i := range want {
+						want[i] = float64(dy[i]) * c.deriv(float64(in[i]))
+					}
+					e.near("dst", ty.dst, got, want, nil)
+				})
+			}
+		}
+	}
+}
+
+func testDropout(t *testing.T, dev device.Device) {
+	types := sameAnd(1, mix(dtype.F32, dtype.F16), mix(dtype.BF16, dtype.F32))
+	keys := []device.RandKey{{Seed: 1234, Offset: 0}, {Seed: 0x9e3779b97f4a7c15, Offset: 777}}
+	for _, ty := range types {
+		for _, n := range []int{1000, 50001} {
+			for _, p := range []float32{0, 0.1, 0.5, 0.9} {
+				for ki, key := range keys {
+					run(t, dev, fmt.Sprintf("%v/n%d/p%v/key%d", ty, n, p, ki), func(e *env) { checkDropout(e, ty, n, p, key) })
+				}
+			}
+		}
+		// p equal to one of the stream's numbers: that element is kept
+		// (Uniform >= p), which a backend comparing with > gets wrong.
+		key := keys[1]
+		p := device.Uniform(key, 123)
+		run(t, dev, fmt.Sprintf("%v/boundary/p=Uniform(key,123)=%v", ty, p), func(e *env) { checkDropout(e, ty, 1000, p, key) })
+	}
+	// Different streams give different masks: the offset and the seed both
+	// matter (a backend that ignored either would pass the checks above
+	// only by accident of the chosen keys, never here).
+	run(t, dev, "streams", func(e *env) {
+		n := 4096
+		sb := e.put(dtype.F32, e.signed(n, 0.5, 2))
+		mask := func(key device.RandKey) []bool {
+			db := e.alloc(dtype.F32, n)
+			e.dev.Dropout(db, sb, 0.5, key)
+			out := make([]bool, n)
+			for i, v := range e.get(db) {
+				out[i] = v != 0
+			}
+			return out
+		}
+		differ := func(a, b []bool) int {
+			d := 0
+			for i := range a {
+				if a[i] != b[i] {
+					d++
+				}
+			}
+			return d
+		}
+		m0 := mask(device.RandKey{Seed: 5, Offset: 0})
+		if d := differ(m0, mask(device.RandKey{Seed: 5, Offset: uint64(n)})); d < n/4 {
+			e.t.Errorf("%s: keys {5, 0} and {5, %d} give masks that differ in %d of %d elements, want about half", e.t.Name(), n, d, n)
+		}
+		if d := differ(m0, mask(device.RandKey{Seed: 6, Offset: 0})); d < n/4 {
+			e.t.Errorf("%s: keys {5, 0} and {6, 0} give masks that differ in %d of %d elements, want about half", e.t.Name(), d, n)
+		}
+		// Offset shifts the stream: element i of {5, 100} is element i+100 of {5, 0}.
+		if m := mask(device.RandKey{Seed: 5, Offset: 100}); differ(m[:n-100], m0[100:]) != 0 {
+			e.t.Errorf("%s: the mask of key {5, 100} is not the mask of key {5, 0} shifted by 100", e.t.Name())
+		}
+	})
+}
+
+func checkDropout(e *env, ty dtCase, n int, p float32, key device.RandKey) {
+	// No zeros in src, so a dropped element is told from a kept one.
+	src := e.signed(n, 0.5, 2)
+	sb := e.put(ty.src[0], src)
+	got := e.twice(func(fill float32) [][]float32 {
+		db := e.full(ty.dst, n, fill)
+		e.dev.Dropout(db, sb, p, key)
+		return [][]float32{e.get(db)}
+	})[0]
+	if p == 0 {
+		want := append([]float32(nil), src...)
+		roundTo(ty.dst, want)
+		e.exact("dst (p=0 is the identity)", got, want)
+		return
+	}
+	want := make([]float64, n)
+	bad := 0
+	for i := range n {
+		u := device.Uniform(key, uint64(i))
+		keep := u >= p
+		if keep {
+			want[i] = float64(src[i]) / (1 - float64(p))
+		}
+		if keep != (got[i] != 0) {
+			if bad < maxReports {
+				e.t.Errorf("%s: dst[%d] = %v, but Uniform(key, %d) = %v against p = %v says keep=%v", e.t.Name(), i, got[i], i, u, p, keep)
+			}
+			bad++
+		}
+	}
+	if bad > maxReports {
+		e.t.Errorf("%s: %d of %d mask elements wrong", e.t.Name(), bad, n)
+	}
+	e.near("dst", ty.dst, got, want, nil)
+}
