@@ -27,7 +27,7 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 		return fn(g, in)
 	}
 	rec := &recorder{src: g.rng}
-	c := &Graph{dev: g.dev, policy: g.policy, rng: rec, saveCat: device.Temp, noGrad: 1}
+	c := &Graph{dev: g.dev, policy: g.policy, rng: rec, saveCat: device.Temp, noGrad: 1, replay: g.replay}
 	outs := g.adoptOutputs(c, fn(c, in))
 	c.Release()
 	if !c.sawGrad {
@@ -38,7 +38,7 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 	}
 	keys := rec.keys
 	g.pushMulti(OpCheckpoint, outs, in, func(dys []*tensor.Tensor) {
-		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute}
+		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute, replay: true}
 		defer rc.Release()
 		leaves := make([]*Var, len(in))
 		for i, v := range in {

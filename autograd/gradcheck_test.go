@@ -102,6 +102,16 @@ func randHost(rng *rand.Rand, lo, hi float32, shape ...int) tensor.Host {
 	return tensor.UniformHost(rng, lo, hi, shape...)
 }
 
+// distinct returns values whose gaps exceed the finite-difference step, so
+// that a pooling window's maximum does not change under perturbation.
+func distinct(rng *rand.Rand, shape ...int) tensor.Host {
+	h := tensor.NewHost(shape...)
+	for i, j := range rng.Perm(len(h.Data)) {
+		h.Data[i] = float32(j)*0.01 - 0.3
+	}
+	return h
+}
+
 // awayFromZero returns values uniform in ±[lo, hi], for ops with a kink at 0.
 func awayFromZero(rng *rand.Rand, lo, hi float32, shape ...int) tensor.Host {
 	h := randHost(rng, lo, hi, shape...)
@@ -154,6 +164,33 @@ func TestGradients(t *testing.T) {
 		{"bmm", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.MatMul(v[0], v[1]) }, []tensor.Host{u(2, 3, 5), u(2, 5, 4)}},
 		{"linear", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Linear(v[0], v[1], v[2]) }, []tensor.Host{u(4, 5), u(3, 5), u(3)}},
 		{"linear/no-bias-3d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Linear(v[0], v[1], nil) }, []tensor.Host{u(2, 4, 5), u(3, 5)}},
+		{"conv2d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Conv2d(v[0], v[1], v[2], 1, 1) },
+			[]tensor.Host{u(2, 3, 5, 4), u(4, 3, 3, 3), u(4)}},
+		{"conv2d/stride2-nobias", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Conv2d(v[0], v[1], nil, 2, 0) },
+			[]tensor.Host{u(2, 2, 7, 6), u(3, 2, 3, 2)}},
+		{"conv2d/1x1", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Conv2d(v[0], v[1], v[2], 2, 0) },
+			[]tensor.Host{u(3, 4, 4, 4), u(2, 4, 1, 1), u(2)}},
+		{"maxpool", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.MaxPool2d(v[0], 2, 2, 0) },
+			[]tensor.Host{distinct(rng, 2, 3, 4, 6)}},
+		{"maxpool/3x3s2p1", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.MaxPool2d(v[0], 3, 2, 1) },
+			[]tensor.Host{distinct(rng, 1, 2, 5, 5)}},
+		{"avgpool", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.AvgPool2d(v[0], 3, 2, 1) },
+			[]tensor.Host{u(2, 2, 5, 6)}},
+		{"global-avgpool", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.GlobalAvgPool(v[0]) },
+			[]tensor.Host{u(2, 3, 4, 5)}},
+		{"batchnorm/train", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+			return g.BatchNorm(v[0], v[1], v[2], nil, nil, true, 0.1, 1e-5)
+		}, []tensor.Host{randHost(rng, -2, 3, 4, 3, 2, 2), pos(3), u(3)}},
+		{"batchnorm/train-1d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+			return g.BatchNorm(v[0], v[1], v[2], nil, nil, true, 0.1, 1e-5)
+		}, []tensor.Host{u(6, 4), pos(4), u(4)}},
+		{"batchnorm/eval", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+			rm := tensor.FromSlice(g.Device(), dtype.F32, device.Temp, []float32{0.1, -0.2, 0.3}, 3)
+			rv := tensor.FromSlice(g.Device(), dtype.F32, device.Temp, []float32{1.5, 0.5, 2}, 3)
+			defer rm.Release()
+			defer rv.Release()
+			return g.BatchNorm(v[0], v[1], v[2], rm, rv, false, 0.1, 1e-5)
+		}, []tensor.Host{u(2, 3, 2, 2), pos(3), u(3)}},
 		{"dropout", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 			// A fresh stream per evaluation gives every evaluation the same mask.
 			r := *dropRNG

@@ -72,6 +72,12 @@ func NewParam(name string, h tensor.Host) *Var {
 	return &Var{Name: name, requiresGrad: true, param: true, host: &h}
 }
 
+// NewBuffer returns module state that is saved and moved with the
+// parameters but not trained (batch normalisation's running statistics).
+func NewBuffer(name string, h tensor.Host) *Var {
+	return &Var{Name: name, param: true, host: &h}
+}
+
 // ParamOf wraps a tensor already on a device as a parameter.
 func ParamOf(name string, t *tensor.Tensor) *Var {
 	return &Var{Name: name, Value: t, requiresGrad: true, param: true}
@@ -143,6 +149,7 @@ type Graph struct {
 	rng      drawSource
 	saveCat  device.Category
 	sawGrad  bool
+	replay   bool // a checkpointed segment's recomputation: state updates already happened
 	backDone bool
 	released bool
 }
@@ -185,6 +192,11 @@ func (g *Graph) NoGrad(fn func()) {
 	defer func() { g.noGrad-- }()
 	fn()
 }
+
+// Recomputing reports whether the graph is re-running a checkpointed segment
+// for its backward pass; operations with side effects (running statistics)
+// must not apply them a second time.
+func (g *Graph) Recomputing() bool { return g.replay }
 
 // Len is the number of recorded operations.
 func (g *Graph) Len() int { return len(g.tape) }

@@ -145,6 +145,13 @@ func KaimingUniform(rng *rand.Rand, fanIn int, shape ...int) tensor.Host {
 	return tensor.UniformHost(rng, -bound, bound, shape...)
 }
 
+// HeUniform is kaiming_uniform_ with PyTorch's nonlinearity='relu': uniform
+// in ±√(6/fanIn), which keeps activations' variance through ReLU layers.
+func HeUniform(rng *rand.Rand, fanIn int, shape ...int) tensor.Host {
+	bound := float32(math.Sqrt(6 / float64(fanIn)))
+	return tensor.UniformHost(rng, -bound, bound, shape...)
+}
+
 // Forward computes x Wᵀ + b for x (..., In).
 func (l *Linear) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 	return g.Linear(x, l.W, l.B)

@@ -1,0 +1,311 @@
+package autograd
+
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// colBudget bounds the im2col workspace of one convolution chunk, in
+// elements: images are unrolled a chunk at a time so that the workspace
+// stays small whatever the batch.
+var colBudget = 1 << 22
+
+// Conv2d is a 2-D convolution (cross-correlation, as in PyTorch) of x
+// (N, C, H, W) with w (OC, C, KH, KW), plus b (OC) or nil, with equal stride
+// and zero padding in both dimensions. It runs as im2col followed by a GEMM
+// per chunk of images.
+func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
+	dt := g.computeType(OpConv, x, w, b)
+	x, w, b = g.as(x, dt), g.as(w, dt), g.as(b, dt)
+	xs, ws := x.Shape(), w.Shape()
+	if len(xs) != 4 || len(ws) != 4 || xs[1] != ws[1] || (b != nil && (len(b.Shape()) != 1 || b.Shape()[0] != ws[0])) || stride < 1 || pad < 0 {
+		var bs []int
+		if b != nil {
+			bs = b.Shape()
+		}
+		panic(fmt.Sprintf("autograd.Conv2d: input %v, weight %v, bias %v, stride %d, padding %d; want (N,C,H,W), (OC,C,KH,KW), (OC)", xs, ws, bs, stride, pad))
+	}
+	n, oc := xs[0], ws[0]
+	s := device.NewConvShape(n, xs[1], xs[2], xs[3], ws[2], ws[3], stride, pad)
+	if s.OH < 1 || s.OW < 1 {
+		panic(fmt.Sprintf("autograd.Conv2d: kernel %dx%d with padding %d does not fit input %v", ws[2], ws[3], pad, xs))
+	}
+	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
+	chunk := max(1, min(n, colBudget/max(ckk*ohw, 1)))
+	y := g.alloc(dt, n, oc, s.OH, s.OW)
+	biasSt := device.Strides{Shape: []int{n, oc, ohw}, A: []int{0, 1, 0}}
+	beta := float32(0)
+	if b != nil {
+		g.dev.Expand(y.Buffer(), buf(b), biasSt, 1)
+		beta = 1
+	}
+	g.eachChunk(dt, s, chunk, buf(x), func(col *tensor.Tensor, cs device.ConvShape) {
+		// y[i] (OC, OHW) = w (OC, CKK) @ col[i] (CKK, OHW), for each image i
+		g.dev.Gemm(y.Buffer(), buf(w), col.Buffer(), device.GemmParams{M: oc, N: ohw, K: ckk, Alpha: 1, Beta: beta,
+			Batch: cs.NB, StrideB: ckk * ohw, StrideC: oc * ohw, OffC: cs.N0 * oc * ohw})
+	})
+	out := g.result(y)
+	if !g.recording(x, w, b) {
+		return out
+	}
+	g.save(x.Value, w.Value)
+	g.push(OpConv, out, []*Var{x, w, b}, func(dy *tensor.Tensor) {
+		if b != nil && b.requiresGrad {
+			db := g.alloc(dt, oc)
+			g.dev.Reduce(db.Buffer(), dy.Buffer(), biasSt, 1)
+			g.accum(b, db)
+		}
+		var dw, dx *tensor.Tensor
+		if w.requiresGrad {
+			// Accumulate over images in F32 and round once at the end.
+			dw = g.alloc(dtype.F32, ws...)
+		}
+		if x.requiresGrad {
+			dx = g.alloc(dt, xs...)
+		}
+		if dw == nil && dx == nil {
+			return
+		}
+		var dcol *tensor.Tensor
+		if dx != nil {
+			// F32, so that Col2Im sums the overlapping windows before the
+			// one rounding to dt.
+			dcol = g.alloc(dtype.F32, chunk, ckk, ohw)
+			dcol.SetCategory(device.Workspace)
+			defer dcol.Release()
+		}
+		g.eachChunk(dt, s, chunk, buf(x), func(col *tensor.Tensor, cs device.ConvShape) {
+			if dw != nil {
+				for i := range cs.NB {
+					// dw (OC, CKK) += dy[n] (OC, OHW) @ col[i]ᵀ (OHW, CKK)
+					beta := float32(1)
+					if cs.N0+i == 0 {
+						beta = 0
+					}
+					g.dev.Gemm(dw.Buffer(), dy.Buffer(), col.Buffer(), device.GemmParams{TransB: true, M: oc, N: ckk, K: ohw,
+						Alpha: 1, Beta: beta, OffA: (cs.N0 + i) * oc * ohw, OffB: i * ckk * ohw})
+				}
+			}
+			if dx != nil {
+				// dcol[i] (CKK, OHW) = wᵀ (CKK, OC) @ dy[n] (OC, OHW)
+				g.dev.Gemm(dcol.Buffer(), buf(w), dy.Buffer(), device.GemmParams{TransA: true, M: ckk, N: ohw, K: oc, Alpha: 1,
+					Batch: cs.NB, StrideB: oc * ohw, StrideC: ckk * ohw, OffB: cs.N0 * oc * ohw})
+				g.dev.Col2Im(dx.Buffer(), dcol.Buffer(), cs)
+			}
+		}, dw != nil)
+		if dw != nil {
+			g.accum(w, dw)
+		}
+		if dx != nil {
+			g.accum(x, dx)
+		}
+	})
+	return out
+}
+
+// eachChunk unrolls the images of x chunk by chunk into a workspace and
+// calls fn with it; with needCol false it skips the unrolling (fn then only
+// uses the chunk's geometry).
+func (g *Graph) eachChunk(dt dtype.DType, s device.ConvShape, chunk int, x device.Buffer, fn func(col *tensor.Tensor, cs device.ConvShape), needCol ...bool) {
+	unroll := len(needCol) == 0 || needCol[0]
+	var col *tensor.Tensor
+	if unroll {
+		col = tensor.New(g.dev, dt, device.Workspace, chunk, s.C*s.KH*s.KW, s.OH*s.OW)
+		defer col.Release()
+	}
+	for n0 := 0; n0 < s.N; n0 += chunk {
+		cs := s
+		cs.N0, cs.NB = n0, min(chunk, s.N-n0)
+		if unroll {
+			g.dev.Im2Col(col.Buffer(), x, cs)
+		}
+		fn(col, cs)
+	}
+}
+
+// MaxPool2d takes the maximum over k x k windows with the given stride and
+// padding of x (N, C, H, W).
+func (g *Graph) MaxPool2d(x *Var, k, stride, pad int) *Var {
+	return g.pool(OpMaxPool, x, k, stride, pad)
+}
+
+// AvgPool2d averages k x k windows (padding counted as zeros, PyTorch's
+// default).
+func (g *Graph) AvgPool2d(x *Var, k, stride, pad int) *Var {
+	return g.pool(OpAvgPool, x, k, stride, pad)
+}
+
+func (g *Graph) pool(op Op, x *Var, k, stride, pad int) *Var {
+	dt := g.computeType(op, x)
+	x = g.as(x, dt)
+	xs := x.Shape()
+	if len(xs) != 4 || k < 1 || stride < 1 || pad < 0 || 2*pad > k {
+		panic(fmt.Sprintf("autograd.%v: input %v, kernel %d, stride %d, padding %d; want (N,C,H,W) and padding at most half the kernel", op, xs, k, stride, pad))
+	}
+	s := device.NewPoolShape(xs[0], xs[1], xs[2], xs[3], k, stride, pad)
+	if s.OH < 1 || s.OW < 1 {
+		panic(fmt.Sprintf("autograd.%v: window %d does not fit input %v", op, k, xs))
+	}
+	y := g.alloc(dt, s.N, s.C, s.OH, s.OW)
+	if op == OpMaxPool {
+		g.dev.MaxPool(y.Buffer(), buf(x), s)
+	} else {
+		g.dev.AvgPool(y.Buffer(), buf(x), s)
+	}
+	out := g.result(y)
+	if g.recording(x) {
+		if op == OpMaxPool {
+			g.save(x.Value)
+		}
+		g.push(op, out, []*Var{x}, func(dy *tensor.Tensor) {
+			dx := g.alloc(dt, xs...)
+			if op == OpMaxPool {
+				g.dev.MaxPoolGrad(dx.Buffer(), dy.Buffer(), buf(x), s)
+			} else {
+				g.dev.AvgPoolGrad(dx.Buffer(), dy.Buffer(), s)
+			}
+			g.accum(x, dx)
+		})
+	}
+	return out
+}
+
+// GlobalAvgPool averages each channel of x (N, C, H, W) over its H x W
+// positions, giving (N, C).
+func (g *Graph) GlobalAvgPool(x *Var) *Var {
+	dt := g.computeType(OpAvgPool, x)
+	x = g.as(x, dt)
+	xs := x.Shape()
+	if len(xs) != 4 {
+		panic(fmt.Sprintf("autograd.GlobalAvgPool: input %v; want (N,C,H,W)", xs))
+	}
+	hw := xs[2] * xs[3]
+	st := device.Strides{Shape: []int{xs[0] * xs[1], hw}, A: []int{1, 0}}
+	y := g.alloc(dt, xs[0], xs[1])
+	g.dev.Reduce(y.Buffer(), buf(x), st, 1/float32(hw))
+	out := g.result(y)
+	if g.recording(x) {
+		g.push(OpAvgPool, out, []*Var{x}, func(dy *tensor.Tensor) {
+			dx := g.alloc(dt, xs...)
+			g.dev.Expand(dx.Buffer(), dy.Buffer(), st, 1/float32(hw))
+			g.accum(x, dx)
+		})
+	}
+	return out
+}
+
+// BatchNorm normalises x (N, C, ...) per channel and applies the affine
+// gamma and beta (C, F32 parameters, or nil). In training mode it uses the
+// batch's statistics and updates runMean and runVar (F32, (C), may be nil)
+// with the given momentum, PyTorch's rule (the variance stored is the
+// unbiased one); in evaluation mode it uses them.
+//
+// Statistics and arithmetic are F32 whatever x's storage, and the output
+// keeps x's dtype: what cuDNN does under PyTorch's autocast, and what keeps
+// a low-precision network's activations low-precision.
+func (g *Graph) BatchNorm(x, gamma, beta *Var, runMean, runVar *tensor.Tensor, training bool, momentum, eps float32) *Var {
+	x.mustLive("BatchNorm")
+	g.computeType(OpBatchNorm, x, gamma, beta) // F32 under autocast: the kernels compute in F32
+	gamma, beta = g.as(gamma, dtype.F32), g.as(beta, dtype.F32)
+	xs := x.Shape()
+	if len(xs) < 2 {
+		panic(fmt.Sprintf("autograd.BatchNorm: input %v; want (N, C, ...)", xs))
+	}
+	n, c := xs[0], xs[1]
+	hw := tensor.Numel(xs[2:])
+	for _, v := range []*Var{gamma, beta} {
+		if v != nil && (len(v.Shape()) != 1 || v.Shape()[0] != c) {
+			panic(fmt.Sprintf("autograd.BatchNorm: input %v with affine parameter %v; want (%d)", xs, v.Shape(), c))
+		}
+	}
+	mean, invstd := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
+	if training {
+		m := n * hw
+		if m < 2 {
+			panic(fmt.Sprintf("autograd.BatchNorm: training needs more than one value per channel, input %v", xs))
+		}
+		variance := g.alloc(dtype.F32, c)
+		g.dev.Moments(mean.Buffer(), variance.Buffer(), buf(x), n, c, hw)
+		if runMean != nil && !g.replay {
+			g.dev.Axpby(runMean.Buffer(), runMean.Buffer(), mean.Buffer(), 1-momentum, momentum)
+		}
+		if runVar != nil && !g.replay {
+			g.dev.Axpby(runVar.Buffer(), runVar.Buffer(), variance.Buffer(), 1-momentum, momentum*float32(m)/float32(m-1))
+		}
+		g.dev.Unary(device.Rsqrt, invstd.Buffer(), variance.Buffer(), eps)
+		variance.Release()
+	} else {
+		if runMean == nil || runVar == nil {
+			panic("autograd.BatchNorm: evaluation mode needs running statistics")
+		}
+		g.dev.Copy(mean.Buffer(), 0, runMean.Buffer(), 0, c)
+		g.dev.Unary(device.Rsqrt, invstd.Buffer(), runVar.Buffer(), eps)
+	}
+	var gb, bb device.Buffer
+	if gamma != nil {
+		gb = buf(gamma)
+	}
+	if beta != nil {
+		bb = buf(beta)
+	}
+	y := g.alloc(x.DType(), xs...)
+	g.dev.BatchNorm(y.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, bb, n, c, hw)
+	out := g.result(y)
+	if !g.recording(x, gamma, beta) {
+		return out
+	}
+	if !training {
+		// Evaluation mode is an affine map per channel.
+		g.push(OpBatchNorm, out, []*Var{x, gamma, beta}, func(dy *tensor.Tensor) {
+			g.bnEvalGrad(dy, x, gamma, beta, mean, invstd, n, c, hw)
+		})
+		return out
+	}
+	g.save(x.Value, mean, invstd)
+	g.push(OpBatchNorm, out, []*Var{x, gamma, beta}, func(dy *tensor.Tensor) {
+		dx := g.alloc(x.DType(), xs...)
+		dgamma, dbeta := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
+		g.dev.BatchNormGrad(dx.Buffer(), dgamma.Buffer(), dbeta.Buffer(), dy.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, n, c, hw)
+		g.accum(x, dx)
+		g.accum(gamma, dgamma)
+		g.accum(beta, dbeta)
+	})
+	return out
+}
+
+// bnEvalGrad is the backward pass of BatchNorm with fixed statistics:
+// dx = dy·γ·invstd, dγ = Σ dy·x̂, dβ = Σ dy.
+func (g *Graph) bnEvalGrad(dy *tensor.Tensor, x, gamma, beta *Var, mean, invstd *tensor.Tensor, n, c, hw int) {
+	shape := []int{n, c, hw}
+	perC := device.Strides{Shape: shape, A: []int{0, 1, 0}, B: []int{0, 1, 0}}
+	full := device.ContiguousStrides(shape)
+	scale := g.alloc(dtype.F32, c) // γ·invstd
+	if gamma != nil {
+		g.dev.Binary(device.Mul, scale.Buffer(), buf(gamma), invstd.Buffer(), device.Strides{Shape: []int{c}, A: []int{1}, B: []int{1}})
+	} else {
+		g.dev.Copy(scale.Buffer(), 0, invstd.Buffer(), 0, c)
+	}
+	if x.requiresGrad {
+		dx := g.alloc(x.DType(), x.Shape()...)
+		g.dev.Binary(device.Mul, dx.Buffer(), dy.Buffer(), scale.Buffer(), device.Strides{Shape: shape, A: full, B: perC.B})
+		g.accum(x, dx)
+	}
+	if beta != nil && beta.requiresGrad {
+		db := g.alloc(dtype.F32, c)
+		g.dev.Reduce(db.Buffer(), dy.Buffer(), device.Strides{Shape: shape, A: perC.A}, 1)
+		g.accum(beta, db)
+	}
+	if gamma != nil && gamma.requiresGrad {
+		xhat := g.alloc(dtype.F32, shape...)
+		g.dev.BatchNorm(xhat.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), nil, nil, n, c, hw)
+		g.dev.Binary(device.Mul, xhat.Buffer(), xhat.Buffer(), dy.Buffer(), device.Strides{Shape: shape, A: full, B: full})
+		dg := g.alloc(dtype.F32, c)
+		g.dev.Reduce(dg.Buffer(), xhat.Buffer(), device.Strides{Shape: shape, A: perC.A}, 1)
+		xhat.Release()
+		g.accum(gamma, dg)
+	}
+	scale.Release()
+}

@@ -1,0 +1,9 @@
+package autograd
+
+// SetColBudget changes the im2col workspace bound and returns a function
+// restoring it, so tests can force convolutions into many chunks.
+func SetColBudget(n int) (restore func()) {
+	old := colBudget
+	colBudget = n
+	return func() { colBudget = old }
+}
