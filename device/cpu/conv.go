@@ -35,20 +35,22 @@ func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
 			for kw := range s.KW {
 				row := (i*kk + kh*s.KW + kw) * ohw
 				w := writeView(cb, row, row+ohw)
+				lo, hi := validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
 				for oh := range s.OH {
 					ih := oh*s.StrideH - s.PadH + kh
 					out := w.v[oh*s.OW : (oh+1)*s.OW]
-					if ih < 0 || ih >= s.H {
+					if ih < 0 || ih >= s.H || lo >= hi {
 						clear(out)
 						continue
 					}
 					src := plane.v[ih*s.W : (ih+1)*s.W]
-					for ow := range out {
-						iw := ow*s.StrideW - s.PadW + kw
-						if iw >= 0 && iw < s.W {
-							out[ow] = src[iw]
-						} else {
-							out[ow] = 0
+					clear(out[:lo])
+					clear(out[hi:])
+					if s.StrideW == 1 {
+						copy(out[lo:hi], src[lo-s.PadW+kw:])
+					} else {
+						for ow := lo; ow < hi; ow++ {
+							out[ow] = src[ow*s.StrideW-s.PadW+kw]
 						}
 					}
 				}
@@ -74,16 +76,22 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 			for kw := range s.KW {
 				row := (i*kk + kh*s.KW + kw) * ohw
 				r := read(cb, row, row+ohw)
+				lo, hi := validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
 				for oh := range s.OH {
 					ih := oh*s.StrideH - s.PadH + kh
-					if ih < 0 || ih >= s.H {
+					if ih < 0 || ih >= s.H || lo >= hi {
 						continue
 					}
 					dst := acc.v[ih*s.W : (ih+1)*s.W]
-					for ow, v := range r.v[oh*s.OW : (oh+1)*s.OW] {
-						iw := ow*s.StrideW - s.PadW + kw
-						if iw >= 0 && iw < s.W {
-							dst[iw] += v
+					src := r.v[oh*s.OW : (oh+1)*s.OW]
+					if s.StrideW == 1 {
+						d := dst[lo-s.PadW+kw : hi-s.PadW+kw]
+						for j, v := range src[lo:hi] {
+							d[j] += v
+						}
+					} else {
+						for ow := lo; ow < hi; ow++ {
+							dst[ow*s.StrideW-s.PadW+kw] += src[ow]
 						}
 					}
 				}
@@ -92,6 +100,24 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 		}
 		commit(db, (n*s.C+c)*hw, acc)
 	})
+}
+
+// validRange returns the output columns [lo, hi) whose input column
+// ow*stride - pad + k falls inside [0, size); the rest read padding.
+func validRange(outSize, stride, pad, k, size int) (lo, hi int) {
+	// ow*stride >= pad-k  and  ow*stride <= size-1+pad-k
+	lo = max(0, ceilDiv(pad-k, stride))
+	hi = min(outSize, floorDiv(size-1+pad-k, stride)+1)
+	return lo, max(lo, hi)
+}
+
+func ceilDiv(a, b int) int  { return -floorDiv(-a, b) }
+func floorDiv(a, b int) int {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
 }
 
 func checkPool(s device.PoolShape) {

@@ -175,6 +175,24 @@ func binaryRow(op device.BinaryOp, out, a, b []float32) {
 	}
 }
 
+// relu is max(v, 0) without a branch, which random signs would
+// mispredict: negative values (the sign bit set) become +0; NaN stays NaN
+// (as in PyTorch) unless it carries a sign bit.
+func relu(v float32) float32 {
+	b := math.Float32bits(v)
+	return math.Float32frombits(b &^ uint32(int32(b)>>31))
+}
+
+// positiveMask is all ones when y > 0 and zero otherwise (NaN included),
+// computed without a branch.
+func positiveMask(y float32) uint32 {
+	b := math.Float32bits(y)
+	m := uint32(-int32(b) >> 31)                         // ones when b != 0 and the sign bit is clear, or b == -0
+	m &^= uint32(int32(b) >> 31)                         // clear it for negative values and -0
+	m &^= uint32(int32(0x7f800000-(b&0x7fffffff)) >> 31) // and for NaN
+	return m
+}
+
 func binaryFunc(op device.BinaryOp) func(x, y float32) float32 {
 	switch op {
 	case device.Add:
@@ -232,11 +250,7 @@ func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
 		}
 	case device.ReLU:
 		for i, v := range x {
-			if v > 0 {
-				out[i] = v
-			} else {
-				out[i] = 0
-			}
+			out[i] = relu(v)
 		}
 	case device.Square:
 		for i, v := range x {
@@ -286,11 +300,7 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 		switch op {
 		case device.ReLU: // x is the output y; y > 0 exactly where the input was
 			for i := range g {
-				if x[i] > 0 {
-					o[i] = g[i]
-				} else {
-					o[i] = 0
-				}
+				o[i] = math.Float32frombits(math.Float32bits(g[i]) & positiveMask(x[i]))
 			}
 		case device.Tanh:
 			for i := range g {
@@ -379,8 +389,16 @@ func (d *Device) Expand(dst, src device.Buffer, s device.Strides, alpha float32)
 	d.checkLen("Expand", it.rows*it.L, db)
 	d.forRows(&it, func(r int) {
 		base, _ := it.bases(r)
-		v := readRow(sb, base, it.sa, it.L)
 		w := writeView(db, r*it.L, (r+1)*it.L)
+		if it.sa == 0 {
+			x := alpha * get(sb, base)
+			for j := range w.v {
+				w.v[j] = x
+			}
+			commit(db, r*it.L, w)
+			return
+		}
+		v := readRow(sb, base, it.sa, it.L)
 		if len(v.v) == 1 {
 			x := alpha * v.v[0]
 			for j := range w.v {

@@ -4,14 +4,22 @@ import (
 	"fmt"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/cpu/internal/gemm"
 	"github.com/mixprec/mixprec/dtype"
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
 )
 
+// operand describes a buffer's matrix starting at off with leading
+// dimension ld for the packed GEMM, which reads 16-bit storage directly.
+func operand(b *Buffer, off, ld int) gemm.Operand {
+	if b.dt == dtype.F32 {
+		return gemm.Operand{F32: b.f32, Off: off, LD: ld}
+	}
+	return gemm.Operand{U16: b.u16, BF16: b.dt == dtype.BF16, Off: off, LD: ld}
+}
+
 // Gemm computes dst = Alpha*op(a)*op(b) + Beta*dst for each batch entry.
-// 16-bit operands are widened to float32; a 16-bit dst is accumulated in
-// float32 and rounded once.
+// Operands of any dtype are widened as they are packed; a 16-bit dst is
+// accumulated in float32 and rounded once.
 func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 	cb, ab, bb := d.buf(dst, "Gemm"), d.buf(a, "Gemm"), d.buf(b, "Gemm")
 	nb := p.Batches()
@@ -27,40 +35,15 @@ func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 	if p.TransB {
 		ldb = k
 	}
-	ta, tb := blas.NoTrans, blas.NoTrans
-	if p.TransA {
-		ta = blas.Trans
-	}
-	if p.TransB {
-		tb = blas.Trans
-	}
 	for i := range nb {
 		oa, ob, oc := p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
-		av, bv := read(ab, oa, oa+m*k), read(bb, ob, ob+k*n)
 		var cv view
 		if p.Beta != 0 {
 			cv = read(cb, oc, oc+m*n)
-			if cv.tmp == nil && cb.dt == dtype.F32 {
-				cv = view{v: cb.f32[oc : oc+m*n]}
-			}
 		} else {
 			cv = writeView(cb, oc, oc+m*n)
 		}
-		if m > 0 && n > 0 {
-			if k == 0 || p.Alpha == 0 {
-				for j := range cv.v {
-					if p.Beta == 0 {
-						cv.v[j] = 0
-					} else {
-						cv.v[j] *= p.Beta
-					}
-				}
-			} else {
-				gonum.Implementation{}.Sgemm(ta, tb, m, n, k, p.Alpha, av.v, lda, bv.v, ldb, p.Beta, cv.v, n)
-			}
-		}
-		av.done()
-		bv.done()
+		gemm.Gemm(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, cv.v, max(n, 1))
 		commit(cb, oc, cv)
 	}
 }

@@ -213,6 +213,7 @@ type Summary struct {
 	TrainLoss      float64   `json:"train_loss"`
 	TestAccuracy   float64   `json:"test_accuracy"`
 	SamplesPerSec  float64   `json:"samples_per_sec"`
+	MsPerStep      float64   `json:"ms_per_step"`
 	WallSeconds    float64   `json:"wall_seconds"`
 	SkippedSteps   int       `json:"skipped_steps"`
 	FinalScale     float64   `json:"final_scale"`

@@ -1,0 +1,212 @@
+package gemm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// benchShape is a product the framework runs often.
+type benchShape struct {
+	name           string
+	transA, transB bool
+	m, n, k        int
+}
+
+// benchShapes are MLP training at batch 128 (784-256 layer: forward x·Wᵀ,
+// backward dX = dY·W and dW = dYᵀ·X, and the other transpose combinations),
+// one image of a 3x3 convolution as GEMM (64 filters, 32 channels, 24x24
+// output) with its two backward products, a wide layer, and squares.
+var benchShapes = []benchShape{
+	{"mlp-fwd-NT-128x256x784", false, true, 128, 256, 784},
+	{"mlp-NN-128x256x784", false, false, 128, 256, 784},
+	{"mlp-TN-128x256x784", true, false, 128, 256, 784},
+	{"mlp-TT-128x256x784", true, true, 128, 256, 784},
+	{"mlp-dX-NN-128x784x256", false, false, 128, 784, 256},
+	{"mlp-dW-TN-256x784x128", true, false, 256, 784, 128},
+	{"conv-fwd-NN-64x576x288", false, false, 64, 576, 288},
+	{"conv-dW-NT-64x288x576", false, true, 64, 288, 576},
+	{"conv-dX-TN-288x576x64", true, false, 288, 576, 64},
+	{"wide-NT-512x4096x4096", false, true, 512, 4096, 4096},
+	{"square-NN-1024", false, false, 1024, 1024, 1024},
+	{"square-NN-4096", false, false, 4096, 4096, 4096},
+}
+
+// benchOperand returns a rows x cols operand of random values in storage st.
+func benchOperand(rng *rand.Rand, st storage, rows, cols int) Operand {
+	op, _ := newOperand(rng, st, rows, cols, 0, 0)
+	return op
+}
+
+func reportGFLOPS(b *testing.B, m, n, k int) float64 {
+	gf := 2 * float64(m) * float64(n) * float64(k) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+	b.ReportMetric(gf, "GFLOP/s")
+	return gf
+}
+
+// BenchmarkGemm reports GFLOP/s for each shape with A and B both stored as
+// F32, F16 or BF16. On the square 1024 shape it also reports the fraction of
+// the measured FMA peak of the cores it may use (see BenchmarkPeak); run with
+// -cpu 1 for the single-core figure.
+func BenchmarkGemm(b *testing.B) {
+	for _, s := range benchShapes {
+		for _, st := range storages {
+			b.Run(fmt.Sprintf("%s/%s", s.name, st), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 1))
+				ar, ac := s.m, s.k
+				if s.transA {
+					ar, ac = s.k, s.m
+				}
+				br, bc := s.k, s.n
+				if s.transB {
+					br, bc = s.n, s.k
+				}
+				a := benchOperand(rng, st, ar, ac)
+				bb := benchOperand(rng, st, br, bc)
+				c := make([]float32, s.m*s.n)
+				Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, 0, c, s.n) // warm the pool
+				cpu := startCPU()
+				for b.Loop() {
+					Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, 0, c, s.n)
+				}
+				gf := reportGFLOPS(b, s.m, s.n, s.k)
+				cpu.report(b, 2*float64(s.m)*float64(s.n)*float64(s.k))
+				if s.name == "square-NN-1024" {
+					if peak := corePeak(); peak > 0 {
+						cores := min(runtime.GOMAXPROCS(0), runtime.NumCPU())
+						b.ReportMetric(gf/(peak*float64(cores)), "of-peak")
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGonumSgemm runs the same shapes through gonum's pure-Go Sgemm
+// (float32 only), the baseline this package must beat.
+func BenchmarkGonumSgemm(b *testing.B) {
+	impl := gonum.Implementation{}
+	for _, s := range benchShapes {
+		b.Run(s.name+"/F32", func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			a := make([]float32, s.m*s.k)
+			bb := make([]float32, s.k*s.n)
+			for i := range a {
+				a[i] = rng.Float32()
+			}
+			for i := range bb {
+				bb[i] = rng.Float32()
+			}
+			lda, ldb := s.k, s.n
+			ta, tb := blas.NoTrans, blas.NoTrans
+			if s.transA {
+				ta, lda = blas.Trans, s.m
+			}
+			if s.transB {
+				tb, ldb = blas.Trans, s.k
+			}
+			c := make([]float32, s.m*s.n)
+			for b.Loop() {
+				impl.Sgemm(ta, tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n)
+			}
+			reportGFLOPS(b, s.m, s.n, s.k)
+		})
+	}
+}
+
+// BenchmarkSmall shows the cost of small products, where packing and call
+// overhead dominate.
+func BenchmarkSmall(b *testing.B) {
+	for _, n := range []int{4, 8, 16, 32, 64} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			a := make([]float32, n*n)
+			bb := make([]float32, n*n)
+			c := make([]float32, n*n)
+			for b.Loop() {
+				Sgemm(false, false, n, n, n, 1, a, n, bb, n, 0, c, n)
+			}
+			reportGFLOPS(b, n, n, n)
+		})
+	}
+}
+
+// BenchmarkPeak reports one core's measured FMA throughput for each kernel's
+// instruction set: independent FMA chains with no loads, the ceiling no
+// GEMM on this core can pass.
+func BenchmarkPeak(b *testing.B) {
+	for _, p := range peakLoops() {
+		b.Run(p.name, func(b *testing.B) {
+			const iters = 1 << 16
+			for b.Loop() {
+				p.run(iters)
+			}
+			b.ReportMetric(float64(p.flops)*iters*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+var corePeakOnce = sync.OnceValue(func() float64 {
+	loops := peakLoops()
+	if len(loops) == 0 {
+		return 0
+	}
+	p := loops[len(loops)-1]
+	best := 0.0
+	for range 20 {
+		const iters = 1 << 18
+		start := time.Now()
+		p.run(iters)
+		best = max(best, float64(p.flops)*iters/time.Since(start).Seconds()/1e9)
+	}
+	return best
+})
+
+// corePeak is one core's measured FMA peak in GFLOP/s for the widest kernel's
+// instruction set, or 0 where there is no assembly.
+func corePeak() float64 { return corePeakOnce() }
+
+// BenchmarkImpl runs one MLP shape through every implementation this CPU
+// has, the fastest being the one Gemm uses: the AVX2 figures show what a CPU
+// without AVX-512 gets, the Go ones what other architectures get.
+func BenchmarkImpl(b *testing.B) {
+	s := benchShapes[0]
+	for _, im := range impls {
+		for _, st := range []storage{f32, f16} {
+			b.Run(fmt.Sprintf("%s/%s/%s", im.name, s.name, st), func(b *testing.B) {
+				withImpl(b, im)
+				rng := rand.New(rand.NewPCG(1, 1))
+				a := benchOperand(rng, st, s.m, s.k)
+				bb := benchOperand(rng, st, s.n, s.k)
+				c := make([]float32, s.m*s.n)
+				for b.Loop() {
+					Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, 0, c, s.n)
+				}
+				reportGFLOPS(b, s.m, s.n, s.k)
+			})
+		}
+	}
+}
+
+// BenchmarkTile measures each micro-kernel alone on packed panels that stay
+// in L1, with C resident too: the ceiling the blocking can approach.
+func BenchmarkTile(b *testing.B) {
+	for _, im := range impls {
+		for _, kc := range []int{64, 256} {
+			b.Run(fmt.Sprintf("%s/kc=%d", im.name, kc), func(b *testing.B) {
+				a := make([]float32, kc*im.mr)
+				bb := make([]float32, kc*im.nr)
+				c := make([]float32, im.mr*im.nr)
+				for b.Loop() {
+					im.tile(kc, a, bb, c, im.nr, 1, 1)
+				}
+				b.ReportMetric(2*float64(im.mr*im.nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -1,0 +1,392 @@
+// Package gemm is the CPU backend's single-precision matrix multiply: row-major
+// C = alpha*op(A)*op(B) + beta*C with float32 accumulation, where A and B may be
+// stored as float32, IEEE binary16 or bfloat16.
+//
+// It follows the Goto/BLIS design. Panels of op(A) and op(B) are packed into
+// contiguous float32 buffers sized for the caches, and the 16-bit operands are
+// widened while they are packed, so a half-precision GEMM costs about what a
+// float32 one does. A register-tiled micro-kernel multiplies the packed
+// panels: AVX-512 (12x32 tile) or AVX2+FMA (6x16) assembly on amd64, chosen
+// at init, and a Go 4x4 kernel elsewhere or with the purego build tag. There
+// is no separate path for tiny products: measured, the packed path is as fast
+// from 4x4x4 up (BenchmarkSmall), and one path keeps the bits uniform.
+//
+// Results are bitwise reproducible. Work is split over goroutines by rows and
+// columns of C only, never along k, and the k blocking depends on k alone, so
+// an element's bits depend on its row of op(A), its column of op(B), k, alpha,
+// beta and its old value, and not on m, n, GOMAXPROCS or how the work was
+// divided. The AVX-512 and AVX2 kernels agree bit for bit; the Go kernel
+// rounds products separately instead of fusing them (on amd64) and may differ
+// in the last bits.
+package gemm
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Operand is a row-major matrix operand in one of three storage types.
+type Operand struct {
+	F32  []float32 // set when the storage is float32
+	U16  []uint16  // set when the storage is 16-bit (F16 or BF16)
+	BF16 bool      // with U16: bfloat16 rather than binary16
+	Off  int       // element offset of the first element
+	LD   int       // leading dimension (row stride in elements)
+}
+
+// Gemm computes C = alpha*op(A)*op(B) + beta*C with C float32 (m x n,
+// row-major, ldc), op(A) m x k, op(B) k x n; transA/transB select A^T / B^T as
+// in cblas row-major, so A is stored m x k (k x m when transA) and B k x n
+// (n x k when transB).
+//
+// beta == 0 means C is not read (NaNs in C do not propagate), and alpha == 0
+// or k == 0 means A and B are not read, as in BLAS. Gemm panics, naming the
+// operand and the shapes, when a dimension is negative, a leading dimension is
+// too small, an operand is too short or has no (or two) storages. It returns
+// only after every goroutine it started has finished.
+func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	if ldc < max(1, n) {
+		panic(fmt.Sprintf("gemm: ldc=%d < max(1, n=%d)", ldc, n))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if need := (m-1)*ldc + n; len(c) < need {
+		panic(fmt.Sprintf("gemm: C is %dx%d with ldc=%d, needs %d elements, has %d", m, n, ldc, need, len(c)))
+	}
+	if alpha == 0 || k == 0 {
+		scaleC(c, m, n, ldc, beta)
+		return
+	}
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	checkOperand("A", a, ar, ac, m, n, k)
+	checkOperand("B", b, br, bc, m, n, k)
+
+	j := job{
+		im: active, transA: transA, transB: transB,
+		m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a, b: b, c: c, ldc: ldc,
+	}
+	// A multiple of 8 keeps the packing transposes on their 8x8 blocks.
+	j.kc = blockLen(k, j.im.kc, 8)
+	pm, pn := split(m, n, k, j.im.mr, j.im.nr, workers(m, n, k))
+	if pm*pn == 1 {
+		j.runRect(0, m, 0, n)
+		return
+	}
+	j.parallel(pm, pn)
+}
+
+// parallel runs a pm x pn grid of rectangles of C, one per goroutine, the
+// caller's goroutine taking the first. It has its own copy of the job so that
+// only the parallel path pays for the heap allocation the goroutines need.
+func (j job) parallel(pm, pn int) {
+	// Rectangles are whole micro-tiles apart, so every rectangle sees the
+	// same tile grid as a single goroutine would.
+	m, n := j.m, j.n
+	mt, nt := ceilDiv(m, j.im.mr), ceilDiv(n, j.im.nr)
+	var wg sync.WaitGroup
+	for w := pm*pn - 1; w >= 0; w-- {
+		im, in := w/pn, w%pn
+		m0, m1 := min(m, im*mt/pm*j.im.mr), min(m, (im+1)*mt/pm*j.im.mr)
+		n0, n1 := min(n, in*nt/pn*j.im.nr), min(n, (in+1)*nt/pn*j.im.nr)
+		if m0 == m1 || n0 == n1 {
+			continue
+		}
+		if w == 0 {
+			j.runRect(m0, m1, n0, n1)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.runRect(m0, m1, n0, n1)
+		}()
+	}
+	wg.Wait()
+}
+
+// Sgemm is Gemm for float32 operands with offset 0, in the argument order of
+// cblas_sgemm (row-major).
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	Gemm(transA, transB, m, n, k, alpha, Operand{F32: a, LD: lda}, Operand{F32: b, LD: ldb}, beta, c, ldc)
+}
+
+// checkOperand panics unless op can be read as a rows x cols matrix. The
+// message is only formatted on failure: Gemm must not allocate.
+func checkOperand(name string, op Operand, rows, cols, m, n, k int) {
+	fail := func(format string, args ...any) {
+		shape := fmt.Sprintf("gemm(m=%d n=%d k=%d): %s stored %dx%d", m, n, k, name, rows, cols)
+		panic(shape + fmt.Sprintf(format, args...))
+	}
+	if (op.F32 != nil) == (op.U16 != nil) {
+		fail(": exactly one of F32 and U16 must be set")
+	}
+	if op.LD < max(1, cols) {
+		fail(": LD=%d < max(1, %d)", op.LD, cols)
+	}
+	if op.Off < 0 {
+		fail(": negative Off=%d", op.Off)
+	}
+	have := len(op.F32) + len(op.U16)
+	if need := op.Off + (rows-1)*op.LD + cols; have < need {
+		fail(" with LD=%d Off=%d: needs %d elements, has %d", op.LD, op.Off, need, have)
+	}
+}
+
+// scaleC sets C = beta*C, with beta == 0 writing zeros without reading C.
+func scaleC(c []float32, m, n, ldc int, beta float32) {
+	if beta == 1 {
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// Parallelism knobs. minWorkPerWorker is the number of multiply-adds below
+// which another goroutine costs more (start, wake-up, its own packing) than it
+// saves; about 10 µs of one core's work.
+const minWorkPerWorker = 1 << 20
+
+// forceWorkers, when positive, replaces the worker count Gemm would choose; the
+// tests use it to run more goroutines than there are cores and show that the
+// result does not change.
+var forceWorkers int
+
+// workers returns how many goroutines an m x n x k product should use.
+func workers(m, n, k int) int {
+	if forceWorkers > 0 {
+		return forceWorkers
+	}
+	p := runtime.GOMAXPROCS(0)
+	work := m * n * k
+	return max(1, min(p, work/minWorkPerWorker))
+}
+
+// split chooses a pm x pn grid of at most p rectangles of C. Each rectangle
+// packs its own rows of op(A) and columns of op(B), so besides balancing the
+// multiply-adds the grid should keep that repeated packing small: the cost is
+// the largest rectangle's tile area plus, weighted by how much slower packing
+// is per element than the kernel is per multiply-add, its perimeter.
+func split(m, n, k, mr, nr, p int) (pm, pn int) {
+	const packWeight = 16
+	mt, nt := ceilDiv(m, mr), ceilDiv(n, nr)
+	pm, pn = 1, 1
+	best := -1
+	for i := 1; i <= min(p, mt); i++ {
+		jn := min(p/i, nt)
+		rows := ceilDiv(mt, i) * mr
+		cols := ceilDiv(nt, jn) * nr
+		cost := rows*cols + packWeight*(rows+cols)
+		if best < 0 || cost < best {
+			best, pm, pn = cost, i, jn
+		}
+	}
+	return pm, pn
+}
+
+// job is one Gemm call; runRect computes one rectangle of its C.
+type job struct {
+	im             *impl
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b           Operand
+	c              []float32
+	ldc            int
+	kc             int // k block length: a function of k alone, for reproducibility
+}
+
+// runRect computes C[m0:m1, n0:n1] with the classic five loops: n in blocks
+// of nc (packed B stays in L3), k in blocks of kc, m in blocks of mc (packed A
+// stays in L2), then micro-tiles nr wide and mr high.
+func (j *job) runRect(m0, m1, n0, n1 int) {
+	im := j.im
+	mr, nr := im.mr, im.nr
+	mc := blockLen(m1-m0, im.mc, mr)
+	nc := blockLen(n1-n0, im.nc, nr)
+	kc := j.kc
+
+	buf := bufPool.Get().(*buffers)
+	defer bufPool.Put(buf)
+	pa := buf.get(&buf.a, roundUp(mc, mr)*kc)
+	pb := buf.get(&buf.b, roundUp(nc, nr)*kc)
+	tmp := buf.get(&buf.tmp, mr*nr)
+
+	// Geometry of the packed operands: element (p, q) of a panel, p along m
+	// (or n) and q along k, lives at Off + p*sp + q*sq of the storage, and
+	// copy mode means p is the contiguous direction.
+	aCopy, asp, asq := false, j.a.LD, 1
+	if j.transA {
+		aCopy, asp, asq = true, 1, j.a.LD
+	}
+	bCopy, bsp, bsq := true, 1, j.b.LD
+	if j.transB {
+		bCopy, bsp, bsq = false, j.b.LD, 1
+	}
+
+	for jc := n0; jc < n1; jc += nc {
+		ncur := min(nc, n1-jc)
+		for pc := 0; pc < j.k; pc += kc {
+			kcur := min(kc, j.k-pc)
+			beta := j.beta
+			if pc > 0 {
+				beta = 1 // later k blocks add onto what the first one stored
+			}
+			im.pack(pb, &j.b, bCopy, bsp, bsq, jc, ncur, pc, kcur, nr)
+			for ic := m0; ic < m1; ic += mc {
+				mcur := min(mc, m1-ic)
+				im.pack(pa, &j.a, aCopy, asp, asq, ic, mcur, pc, kcur, mr)
+				j.macro(pa, pb, tmp, ic, mcur, jc, ncur, kcur, beta)
+			}
+		}
+	}
+}
+
+// macro runs the micro-kernels over one packed mc x kc block of A and kc x nc
+// block of B. Full tiles are written in place. An edge tile goes to the
+// smallest edge kernel that covers it, in place when it fits exactly, else
+// into tmp (the packed panels are zero-padded), whose valid part is merged
+// into C with the same roundings the kernels use.
+func (j *job) macro(pa, pb, tmp []float32, ic, mcur, jc, ncur, kc int, beta float32) {
+	im := j.im
+	mr, nr := im.mr, im.nr
+	for jr := 0; jr < ncur; jr += nr {
+		nv := min(nr, ncur-jr)
+		bp := pb[jr*kc : jr*kc+nr*kc]
+		for ir := 0; ir < mcur; ir += mr {
+			mv := min(mr, mcur-ir)
+			ap := pa[ir*kc : ir*kc+mr*kc]
+			off := (ic+ir)*j.ldc + jc + jr
+			if mv == mr && nv == nr {
+				im.tile(kc, ap, bp, j.c[off:], j.ldc, j.alpha, beta)
+				continue
+			}
+			tile, tm, tn := im.tile, mr, nr
+			if im.edge != nil {
+				ri, ci := 0, 0
+				for im.rows[ri] < mv {
+					ri++
+				}
+				for im.cols[ci] < nv {
+					ci++
+				}
+				tile, tm, tn = im.edge[ri][ci], im.rows[ri], im.cols[ci]
+			}
+			if tm == mv && tn == nv {
+				tile(kc, ap, bp, j.c[off:], j.ldc, j.alpha, beta)
+				continue
+			}
+			tile(kc, ap, bp, tmp, nr, 1, 0)
+			mergeTile(j.c[off:], j.ldc, tmp, nr, mv, nv, j.alpha, beta)
+		}
+	}
+}
+
+// mergeTile sets c = alpha*t + beta*c on an mv x nv tile, rounding each
+// product before the sum exactly as the assembly kernels do, so that an
+// element's bits do not depend on whether it fell in a full or an edge tile.
+// The explicit float32 conversions forbid the compiler to fuse them.
+func mergeTile(c []float32, ldc int, t []float32, ldt, mv, nv int, alpha, beta float32) {
+	for i := 0; i < mv; i++ {
+		crow := c[i*ldc : i*ldc+nv]
+		trow := t[i*ldt : i*ldt+nv]
+		if beta == 0 {
+			for x, v := range trow {
+				crow[x] = alpha * v
+			}
+			continue
+		}
+		for x, v := range trow {
+			crow[x] = float32(alpha*v) + float32(beta*crow[x])
+		}
+	}
+}
+
+// pack writes op's elements p in [p0, p0+np), q in [q0, q0+nq) as
+// ceil(np/r) panels of nq x r floats (q-major), zero-padding the last panel.
+// Element (p, q) is at op.Off + p*sp + q*sq; in copy mode p is the contiguous
+// direction (sp == 1) and a panel row is a copy, otherwise q is (sq == 1) and
+// the panel is a transpose. 16-bit elements are widened on the way.
+func (im *impl) pack(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r int) {
+	for pp := 0; pp < np; pp += r {
+		w := min(r, np-pp)
+		d := dst[pp*nq : pp*nq+r*nq]
+		base := op.Off + (p0+pp)*sp + q0*sq
+		switch {
+		case copyMode && op.F32 != nil:
+			im.copy2D(d, r, op.F32[base:], sq, nq, w)
+		case copyMode:
+			im.cvt2D(d, r, op.U16[base:], sq, nq, w, op.BF16)
+		case op.F32 != nil:
+			im.transpose(d, r, op.F32[base:], sp, w, nq)
+		default:
+			im.transpose16(d, r, op.U16[base:], sp, w, nq, op.BF16)
+		}
+		if w < r {
+			for q := 0; q < nq; q++ {
+				clear(d[q*r+w : q*r+r])
+			}
+		}
+	}
+}
+
+// buffers are one worker's packing buffers. They live in a sync.Pool so that
+// a training loop calling Gemm with the same shapes does not allocate.
+type buffers struct {
+	a, b, tmp []float32
+}
+
+var bufPool = sync.Pool{New: func() any { return new(buffers) }}
+
+// get returns (*s)[:n], reallocating when too small. The slice starts on a
+// 64-byte boundary so that the kernels' full-vector loads of packed B never
+// straddle cache lines.
+func (*buffers) get(s *[]float32, n int) []float32 {
+	if cap(*s) < n {
+		const align = 64 / 4
+		raw := make([]float32, n+align)
+		skip := int(uintptr(unsafe.Pointer(&raw[0]))%64) / 4
+		if skip != 0 {
+			skip = align - skip
+		}
+		*s = raw[skip : skip+n : skip+n]
+	}
+	return (*s)[:n]
+}
+
+// blockLen splits n into the fewest blocks of at most limit and returns the
+// block length, rounded up to a multiple of unit: equal blocks avoid a short,
+// inefficient last one (k = 784 with limit 256 and unit 8 becomes 3 x 200 +
+// 184 rather than 3 x 256 + 16).
+func blockLen(n, limit, unit int) int {
+	if n <= 0 {
+		return unit
+	}
+	nb := ceilDiv(n, limit)
+	return min(roundUp(ceilDiv(n, nb), unit), roundUp(limit, unit))
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func roundUp(a, b int) int { return ceilDiv(a, b) * b }

@@ -1,0 +1,97 @@
+package gemm
+
+// impl is one complete implementation: a micro-kernel, its tile shape and
+// cache blocking, and the packing primitives it is fed by. Every slice
+// argument is long enough for the block it describes; the assembly wrappers
+// check that before they take a pointer.
+type impl struct {
+	name       string
+	mr, nr     int // micro-tile: mr rows of C by nr columns
+	kc, mc, nc int // largest k, m and n blocks
+
+	// tile sets the mr x nr tile c = alpha*(a·b) + beta*c, a being kc steps
+	// of mr packed floats and b kc steps of nr; beta == 0 does not read c.
+	tile tileFn
+
+	// edge[i][j] is a kernel for a rows[i] x cols[j] tile at the bottom or
+	// right edge of C, reading the same packed panels as tile (rows and cols
+	// ascending, the last being mr and nr). Every element is computed with
+	// the same FMAs in the same order whichever kernel covers it, so edge
+	// kernels change the speed, never the bits. nil where tile is the only
+	// kernel.
+	rows, cols []int
+	edge       [][]tileFn
+
+	// Packing primitives, strides in elements. copy2D and cvt2D copy a
+	// rows x cols block (cvt2D widening binary16, or bfloat16 when bf16);
+	// transpose and transpose16 write dst[q*ldd+p] = src[p*lds+q] for
+	// p < rows, q < cols.
+	copy2D      func(dst []float32, ldd int, src []float32, lds int, rows, cols int)
+	cvt2D       func(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool)
+	transpose   func(dst []float32, ldd int, src []float32, lds int, rows, cols int)
+	transpose16 func(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool)
+}
+
+// tileFn is the signature of a micro-kernel; see impl.tile.
+type tileFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
+
+// goImpl is the pure-Go implementation: the fallback off amd64 and the
+// reference the assembly is tested against. A 4x4 tile keeps its sixteen
+// accumulators in registers on every 64-bit target Go supports.
+var goImpl = &impl{
+	name: "go",
+	mr:   4, nr: 4,
+	kc: 256, mc: 128, nc: 2048,
+	tile:        tileGo,
+	copy2D:      copy2DGo,
+	cvt2D:       cvt2DGo,
+	transpose:   transposeGo,
+	transpose16: transpose16Go,
+}
+
+// impls lists every implementation this CPU can run, slowest first; a
+// platform file's init appends its fast ones. active is the one Gemm uses.
+var (
+	impls  = []*impl{goImpl}
+	active = goImpl
+)
+
+// tileGo is the 4x4 micro-kernel in Go.
+func tileGo(kc int, a, b, c []float32, ldc int, alpha, beta float32) {
+	var c00, c01, c02, c03 float32
+	var c10, c11, c12, c13 float32
+	var c20, c21, c22, c23 float32
+	var c30, c31, c32, c33 float32
+	a = a[:4*kc]
+	b = b[:4*kc]
+	// Stepping the slices rather than indexing lets the compiler drop the
+	// bounds checks from the loop.
+	for len(a) >= 4 && len(b) >= 4 {
+		a0, a1, a2, a3 := a[0], a[1], a[2], a[3]
+		b0, b1, b2, b3 := b[0], b[1], b[2], b[3]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+		a, b = a[4:], b[4:]
+	}
+	t := [16]float32{
+		c00, c01, c02, c03,
+		c10, c11, c12, c13,
+		c20, c21, c22, c23,
+		c30, c31, c32, c33,
+	}
+	mergeTile(c, ldc, t[:], 4, 4, 4, alpha, beta)
+}

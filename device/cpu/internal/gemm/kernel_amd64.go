@@ -1,0 +1,248 @@
+//go:build !purego
+
+package gemm
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run gen.go
+
+// The assembly in kernel_amd64.s takes raw pointers; the wrappers below are
+// where the bounds are checked, once per call, before a pointer is taken.
+
+// Micro-kernels: kernAVX512xRxC computes an R x C tile from panels packed for
+// the 12x32 tile, kernAVX2xRxC from panels packed for the 6x16 one.
+
+//go:noescape
+func kernAVX512x12x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX512x12x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX512x8x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX512x8x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX512x4x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX512x4x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX2x6x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX2x6x8(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX2x4x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX2x4x8(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX2x2x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernAVX2x2x8(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+// Packing helpers, one per source type (see gen.go for what each does).
+
+//go:noescape
+func cvt2DF32(dst *float32, ldd int, src *float32, lds int, rows, cols int)
+
+//go:noescape
+func cvt2DF16(dst *float32, ldd int, src *uint16, lds int, rows, cols int)
+
+//go:noescape
+func cvt2DBF16(dst *float32, ldd int, src *uint16, lds int, rows, cols int)
+
+//go:noescape
+func tr8F32(dst *float32, ldd int, src *float32, lds int, n8 int)
+
+//go:noescape
+func tr8F16(dst *float32, ldd int, src *uint16, lds int, n8 int)
+
+//go:noescape
+func tr8BF16(dst *float32, ldd int, src *uint16, lds int, n8 int)
+
+//go:noescape
+func tr4F32(dst *float32, ldd int, src *float32, lds int, n4 int)
+
+//go:noescape
+func tr4F16(dst *float32, ldd int, src *uint16, lds int, n4 int)
+
+//go:noescape
+func tr4BF16(dst *float32, ldd int, src *uint16, lds int, n4 int)
+
+//go:noescape
+func panel32F32(dst *float32, src *float32, lds int, rows int)
+
+//go:noescape
+func panel32F16(dst *float32, src *uint16, lds int, rows int)
+
+//go:noescape
+func panel32BF16(dst *float32, src *uint16, lds int, rows int)
+
+//go:noescape
+func fmaPeakAVX512(n int)
+
+//go:noescape
+func fmaPeakAVX2(n int)
+
+// tileFunc wraps an assembly kernel for an mr x nr tile whose panels are
+// packed sa floats (A) and sb floats (B) per k step.
+func tileFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, alpha, beta float32)) tileFn {
+	return func(kc int, a, b, c []float32, ldc int, alpha, beta float32) {
+		_ = a[(kc-1)*sa+mr-1]
+		_ = b[(kc-1)*sb+nr-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		kern(kc, &a[0], &b[0], &c[0], ldc, alpha, beta)
+	}
+}
+
+// span2D is how many elements a rows x cols block with stride ld covers.
+func span2D(ld, rows, cols int) int { return (rows-1)*ld + cols }
+
+// asmHelpers returns an implementation's packing helpers; panel32 says whether
+// the AVX-512 routines for full 32-wide panels may be used.
+type asmHelpers struct{ panel32 bool }
+
+func (h asmHelpers) copy2D(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	_ = dst[span2D(ldd, rows, cols)-1]
+	_ = src[span2D(lds, rows, cols)-1]
+	if h.panel32 && ldd == 32 && cols == 32 {
+		panel32F32(&dst[0], &src[0], lds, rows)
+		return
+	}
+	cvt2DF32(&dst[0], ldd, &src[0], lds, rows, cols)
+}
+
+func (h asmHelpers) cvt2D(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	_ = dst[span2D(ldd, rows, cols)-1]
+	_ = src[span2D(lds, rows, cols)-1]
+	switch {
+	case h.panel32 && ldd == 32 && cols == 32 && bf16:
+		panel32BF16(&dst[0], &src[0], lds, rows)
+	case h.panel32 && ldd == 32 && cols == 32:
+		panel32F16(&dst[0], &src[0], lds, rows)
+	case bf16:
+		cvt2DBF16(&dst[0], ldd, &src[0], lds, rows, cols)
+	default:
+		cvt2DF16(&dst[0], ldd, &src[0], lds, rows, cols)
+	}
+}
+
+func (asmHelpers) transpose(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+	transposeAsm(dst, ldd, src, lds, rows, cols, tr8F32, tr4F32, transposeGo)
+}
+
+func (asmHelpers) transpose16(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool) {
+	if bf16 {
+		transposeAsm(dst, ldd, src, lds, rows, cols, tr8BF16, tr4BF16, transposeBF16Go)
+		return
+	}
+	transposeAsm(dst, ldd, src, lds, rows, cols, tr8F16, tr4F16, transposeF16Go)
+}
+
+// transposeAsm does 8- and then 4-row groups with the shuffle kernels and
+// leaves the last rows and columns (fewer than 4 of either) to Go.
+func transposeAsm[T float32 | uint16](dst []float32, ldd int, src []T, lds int, rows, cols int,
+	tr8, tr4 func(dst *float32, ldd int, src *T, lds int, n int),
+	tail func(dst []float32, ldd int, src []T, lds int, rows, cols int)) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	// dst is written as cols rows of the rows-wide block, src read as rows
+	// rows of cols.
+	_ = dst[span2D(ldd, cols, rows)-1]
+	_ = src[span2D(lds, rows, cols)-1]
+	p := 0
+	for ; p+8 <= rows; p += 8 {
+		q := cols &^ 7
+		if q > 0 {
+			tr8(&dst[p], ldd, &src[p*lds], lds, q/8)
+		}
+		if q < cols {
+			tail(dst[q*ldd+p:], ldd, src[p*lds+q:], lds, 8, cols-q)
+		}
+	}
+	if p+4 <= rows {
+		q := cols &^ 3
+		if q > 0 {
+			tr4(&dst[p], ldd, &src[p*lds], lds, q/4)
+		}
+		if q < cols {
+			tail(dst[q*ldd+p:], ldd, src[p*lds+q:], lds, 4, cols-q)
+		}
+		p += 4
+	}
+	if p < rows {
+		tail(dst[p:], ldd, src[p*lds:], lds, rows-p, cols)
+	}
+}
+
+// avx2Impl needs AVX2, FMA and F16C (Haswell, Zen 1 and later). Its 6x16
+// tile is BLIS's: twelve accumulators, two B vectors and two broadcasts fill
+// the sixteen Y registers. Its kc is avx512Impl's, which with the same FMA
+// order per element makes the two agree bit for bit (TestAsmImplsBits).
+var avx2Impl = &impl{
+	name: "avx2",
+	mr:   6, nr: 16,
+	kc: 256, mc: 144, nc: 4080,
+	tile: tileFunc(6, 16, 6, 16, kernAVX2x6x16),
+	rows: []int{2, 4, 6},
+	cols: []int{8, 16},
+	edge: [][]tileFn{
+		{tileFunc(2, 8, 6, 16, kernAVX2x2x8), tileFunc(2, 16, 6, 16, kernAVX2x2x16)},
+		{tileFunc(4, 8, 6, 16, kernAVX2x4x8), tileFunc(4, 16, 6, 16, kernAVX2x4x16)},
+		{tileFunc(6, 8, 6, 16, kernAVX2x6x8), tileFunc(6, 16, 6, 16, kernAVX2x6x16)},
+	},
+	copy2D:      asmHelpers{}.copy2D,
+	cvt2D:       asmHelpers{}.cvt2D,
+	transpose:   asmHelpers{}.transpose,
+	transpose16: asmHelpers{}.transpose16,
+}
+
+// avx512Impl adds AVX-512F. The 12x32 tile (the row-major form of BLIS's
+// 32x12 SKX kernel) uses 24 of the 32 Z registers as accumulators: two FMAs
+// per broadcast keep both FMA pipes busy with one load per two FMAs. kc = 256
+// keeps a 32 KiB B micro-panel in L1 while A streams from L2.
+var avx512Impl = &impl{
+	name: "avx512",
+	mr:   12, nr: 32,
+	kc: 256, mc: 240, nc: 4096,
+	tile: tileFunc(12, 32, 12, 32, kernAVX512x12x32),
+	rows: []int{4, 8, 12},
+	cols: []int{16, 32},
+	edge: [][]tileFn{
+		{tileFunc(4, 16, 12, 32, kernAVX512x4x16), tileFunc(4, 32, 12, 32, kernAVX512x4x32)},
+		{tileFunc(8, 16, 12, 32, kernAVX512x8x16), tileFunc(8, 32, 12, 32, kernAVX512x8x32)},
+		{tileFunc(12, 16, 12, 32, kernAVX512x12x16), tileFunc(12, 32, 12, 32, kernAVX512x12x32)},
+	},
+	copy2D:      asmHelpers{panel32: true}.copy2D,
+	cvt2D:       asmHelpers{panel32: true}.cvt2D,
+	transpose:   asmHelpers{}.transpose,
+	transpose16: asmHelpers{}.transpose16,
+}
+
+func init() {
+	// HasAVX2 and HasAVX512F include the OS's consent to save the wider
+	// registers; F16C and FMA are checked separately. AVX-512BW is needed
+	// only to widen 16 bfloat16 values at once (VPMOVZXWD into Z).
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
+		impls = append(impls, avx2Impl)
+		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
+			impls = append(impls, avx512Impl)
+		}
+	}
+	active = impls[len(impls)-1]
+}

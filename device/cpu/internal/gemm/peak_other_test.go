@@ -1,0 +1,13 @@
+//go:build !amd64 || purego
+
+package gemm
+
+// peakLoop is an FMA throughput loop: run(n) does n iterations of flops each.
+type peakLoop struct {
+	name  string
+	flops int
+	run   func(n int)
+}
+
+// peakLoops is empty: without assembly there is no peak loop to measure.
+func peakLoops() []peakLoop { return nil }
