@@ -111,7 +111,7 @@ func validRange(outSize, stride, pad, k, size int) (lo, hi int) {
 	return lo, max(lo, hi)
 }
 
-func ceilDiv(a, b int) int  { return -floorDiv(-a, b) }
+func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 func floorDiv(a, b int) int {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
