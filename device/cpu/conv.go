@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
 )
 
 // forPlanes runs fn(i) for i in [0, planes), each plane about size elements.
@@ -22,43 +23,64 @@ func checkConv(s device.ConvShape) {
 }
 
 // Im2Col unrolls images [N0, N0+NB) of x into col (NB, C*KH*KW, OH*OW).
+// It moves values without arithmetic, so when x and col share a dtype it
+// copies raw storage, 16-bit included, without widening.
 func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
 	cb, xb := d.buf(col, "Im2Col"), d.buf(x, "Im2Col")
 	checkConv(s)
 	hw, ohw, kk := s.H*s.W, s.OH*s.OW, s.KH*s.KW
 	d.checkLen("Im2Col", s.N*s.C*hw, xb)
 	d.checkLen("Im2Col", s.NB*s.C*kk*ohw, cb)
-	d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
-		n, c := s.N0+i/s.C, i%s.C
-		plane := read(xb, (n*s.C+c)*hw, (n*s.C+c+1)*hw)
-		for kh := range s.KH {
-			for kw := range s.KW {
-				row := (i*kk + kh*s.KW + kw) * ohw
-				w := writeView(cb, row, row+ohw)
-				lo, hi := validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
-				for oh := range s.OH {
-					ih := oh*s.StrideH - s.PadH + kh
-					out := w.v[oh*s.OW : (oh+1)*s.OW]
-					if ih < 0 || ih >= s.H || lo >= hi {
-						clear(out)
-						continue
-					}
-					src := plane.v[ih*s.W : (ih+1)*s.W]
-					clear(out[:lo])
-					clear(out[hi:])
-					if s.StrideW == 1 {
-						copy(out[lo:hi], src[lo-s.PadW+kw:])
-					} else {
-						for ow := lo; ow < hi; ow++ {
-							out[ow] = src[ow*s.StrideW-s.PadW+kw]
-						}
+	switch {
+	case cb.dt == xb.dt && cb.dt == dtype.F32:
+		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
+			p := (s.N0*s.C + i) * hw
+			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s)
+		})
+	case cb.dt == xb.dt:
+		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
+			p := (s.N0*s.C + i) * hw
+			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s)
+		})
+	default:
+		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
+			p := (s.N0*s.C + i) * hw
+			plane := read(xb, p, p+hw)
+			w := writeView(cb, i*kk*ohw, (i+1)*kk*ohw)
+			unrollPlane(w.v, plane.v, s)
+			plane.done()
+			commit(cb, i*kk*ohw, w)
+		})
+	}
+}
+
+// unrollPlane writes the KH*KW rows of one input plane's im2col block.
+func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape) {
+	ohw := s.OH * s.OW
+	for kh := range s.KH {
+		for kw := range s.KW {
+			row := dst[(kh*s.KW+kw)*ohw : (kh*s.KW+kw+1)*ohw]
+			lo, hi := validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
+			for oh := range s.OH {
+				ih := oh*s.StrideH - s.PadH + kh
+				out := row[oh*s.OW : (oh+1)*s.OW]
+				if ih < 0 || ih >= s.H || lo >= hi {
+					clear(out)
+					continue
+				}
+				src := plane[ih*s.W : (ih+1)*s.W]
+				clear(out[:lo])
+				clear(out[hi:])
+				if s.StrideW == 1 {
+					copy(out[lo:hi], src[lo-s.PadW+kw:])
+				} else {
+					for ow := lo; ow < hi; ow++ {
+						out[ow] = src[ow*s.StrideW-s.PadW+kw]
 					}
 				}
-				commit(cb, row, w)
 			}
 		}
-		plane.done()
-	})
+	}
 }
 
 // Col2Im overwrites images [N0, N0+NB) of dx with the adjoint of Im2Col.

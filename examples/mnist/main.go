@@ -20,15 +20,15 @@ import (
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
+	_ "github.com/mixprec/mixprec/cudaops" // the CUDA backend, used when a GPU opens
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	_ "github.com/mixprec/mixprec/device/cpu" // the CPU backend
-	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/train"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
-	"github.com/mixprec/mixprec/tensor"
 )
 
 func main() {
@@ -87,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	train, test, err := load(*dataset, f.Data)
+	trainSet, testSet, err := load(*dataset, f.Data)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if m.flatten {
-		train, test = train.Reshape(784), test.Reshape(784)
+		trainSet, testSet = trainSet.Reshape(784), testSet.Reshape(784)
 	}
 	lr := m.lr
 	if f.LR > 0 {
@@ -147,7 +147,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	dev.ResetPeak()
-	perEpoch := datasets.NumBatches(train, f.Batch)
+	perEpoch := datasets.NumBatches(trainSet, f.Batch)
 	steps, trainTime, lastLoss := 0, 0.0, 0.0
 	var peak device.MemStats // over training steps only, not evaluation
 	var acc float64
@@ -157,7 +157,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		bar := cli.NewProgress(stderr, fmt.Sprintf("epoch %d/%d", epoch+1, f.Epochs), perEpoch)
 		start := time.Now()
 		sum, n := 0.0, 0
-		for b := range datasets.Batches(train, f.Batch, datasets.Shuffle(f.Seed), datasets.Epoch(epoch)) {
+		for b := range datasets.Batches(trainSet, f.Batch, datasets.Shuffle(f.Seed), datasets.Epoch(epoch)) {
 			g := autograd.NewGraph(dev)
 			if useAMP {
 				amp.Autocast(g, lowType)
@@ -185,8 +185,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		trainTime += time.Since(start).Seconds()
 		bar.Done()
 		lastLoss = sum / float64(max(n, 1))
-		peak = maxPeak(peak, dev.MemStats())
-		acc = evaluate(dev, m.net, test, useAMP, lowType)
+		peak = train.MaxPeak(peak, dev.MemStats())
+		acc = train.Evaluate(dev, m.net, testSet, 1000, useAMP, lowType)
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss,
 			100*acc, float64(steps*f.Batch)/trainTime)
@@ -194,7 +194,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	samples := min(steps*f.Batch, steps/perEpoch*train.Len()+steps%perEpoch*f.Batch)
+	samples := min(steps*f.Batch, steps/perEpoch*trainSet.Len()+steps%perEpoch*f.Batch)
 	s := cli.Summary{Model: f.Model, Data: *dataset, Device: dev.Name(), AMP: f.AMP, Checkpoint: f.Checkpoint,
 		Epochs: f.Epochs, Steps: steps, TrainLoss: lastLoss, TestAccuracy: acc,
 		SamplesPerSec: float64(samples) / trainTime, MsPerStep: 1000 * trainTime / float64(max(steps, 1)), WallSeconds: time.Since(wall).Seconds(),
@@ -208,18 +208,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
 	return nil
-}
-
-// maxPeak keeps, per figure, the larger peak of a and b.
-func maxPeak(a, b device.MemStats) device.MemStats {
-	a.Peak.Total = max(a.Peak.Total, b.Peak.Total)
-	for i := range a.Peak.ByCategory {
-		a.Peak.ByCategory[i] = max(a.Peak.ByCategory[i], b.Peak.ByCategory[i])
-	}
-	for i := range a.Peak.ByDType {
-		a.Peak.ByDType[i] = max(a.Peak.ByDType[i], b.Peak.ByDType[i])
-	}
-	return a
 }
 
 // load reads the chosen data set from the data directory.
@@ -236,28 +224,4 @@ func load(name, dataFlag string) (train, test *datasets.Dataset, err error) {
 		return datasets.LoadFashionMNIST(dir)
 	}
 	return nil, nil, fmt.Errorf("-dataset %q: want mnist or fashion", name)
-}
-
-// evaluate returns the accuracy of net on d, in evaluation mode and without
-// recording gradients.
-func evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, useAMP bool, low dtype.DType) float64 {
-	nn.SetTraining(net, false)
-	correct := 0
-	for b := range datasets.Batches(d, 1000) {
-		g := autograd.NewGraph(dev, autograd.WithoutGrad())
-		if useAMP {
-			amp.Autocast(g, low)
-		}
-		logits := net.Forward(g, g.Input(b.X))
-		pred := tensor.New(dev, logits.DType(), 0, len(b.Y))
-		dev.Argmax(pred.Buffer(), logits.Value.Buffer(), len(b.Y), logits.Shape()[1])
-		for i, p := range pred.ToHost() {
-			if int32(p) == b.Y[i] {
-				correct++
-			}
-		}
-		pred.Release()
-		g.Release()
-	}
-	return float64(correct) / float64(d.Len())
 }

@@ -81,7 +81,7 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 	}
 	// A multiple of 8 keeps the packing transposes on their 8x8 blocks.
 	j.kc = blockLen(k, j.im.kc, 8)
-	pm, pn := split(m, n, k, j.im.mr, j.im.nr, workers(m, n, k))
+	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
 	if pm*pn == 1 {
 		j.runRect(0, m, 0, n)
 		return
@@ -163,43 +163,50 @@ func scaleC(c []float32, m, n, ldc int, beta float32) {
 	}
 }
 
-// Parallelism knobs. minWorkPerWorker is the number of multiply-adds below
-// which another goroutine costs more (start, wake-up, its own packing) than it
-// saves; about 10 µs of one core's work.
-const minWorkPerWorker = 1 << 20
-
-// forceWorkers, when positive, replaces the worker count Gemm would choose; the
-// tests use it to run more goroutines than there are cores and show that the
-// result does not change.
+// forceWorkers, when positive, makes Gemm use that many goroutines (as far as
+// C has micro-tiles to give them) whatever the cost model says; the tests use
+// it to run more goroutines than there are cores and show that the result
+// does not change.
 var forceWorkers int
 
-// workers returns how many goroutines an m x n x k product should use.
-func workers(m, n, k int) int {
+// The cost model of grid, in units of one multiply-add of the micro-kernel.
+// Packing an element (a load, maybe a widening, a shuffle, a store) costs
+// about packCost of them (BenchmarkTile against the packing share in CPU
+// profiles). Starting and joining a goroutine costs about spawnCost, a
+// microsecond or two, paid serially by the caller.
+const (
+	packCost  = 16
+	spawnCost = 1 << 17
+)
+
+// grid chooses how to split C among goroutines: a pm x pn grid of
+// rectangles, at most GOMAXPROCS of them. Each rectangle packs its own rows
+// of op(A) and columns of op(B), so more rectangles mean more packing in
+// total as well as less work each; grid minimises the estimated time of the
+// largest rectangle, k·(rows·cols + packCost·(rows+cols)), plus the goroutine
+// starts. Small products (a few hundred thousand multiply-adds) stay on the
+// calling goroutine.
+func grid(m, n, k, mr, nr int) (pm, pn int) {
 	if forceWorkers > 0 {
-		return forceWorkers
+		return split(m, n, k, mr, nr, forceWorkers, 0)
 	}
-	p := runtime.GOMAXPROCS(0)
-	work := m * n * k
-	return max(1, min(p, work/minWorkPerWorker))
+	return split(m, n, k, mr, nr, runtime.GOMAXPROCS(0), spawnCost)
 }
 
-// split chooses a pm x pn grid of at most p rectangles of C. Each rectangle
-// packs its own rows of op(A) and columns of op(B), so besides balancing the
-// multiply-adds the grid should keep that repeated packing small: the cost is
-// the largest rectangle's tile area plus, weighted by how much slower packing
-// is per element than the kernel is per multiply-add, its perimeter.
-func split(m, n, k, mr, nr, p int) (pm, pn int) {
-	const packWeight = 16
+// split is grid for at most p rectangles, each goroutine start costing
+// spawn. With spawn == 0 it uses as many rectangles as the tiles allow.
+func split(m, n, k, mr, nr, p, spawn int) (pm, pn int) {
 	mt, nt := ceilDiv(m, mr), ceilDiv(n, nr)
 	pm, pn = 1, 1
 	best := -1
 	for i := 1; i <= min(p, mt); i++ {
-		jn := min(p/i, nt)
-		rows := ceilDiv(mt, i) * mr
-		cols := ceilDiv(nt, jn) * nr
-		cost := rows*cols + packWeight*(rows+cols)
-		if best < 0 || cost < best {
-			best, pm, pn = cost, i, jn
+		for j := 1; j <= min(p/i, nt); j++ {
+			rows := ceilDiv(mt, i) * mr
+			cols := ceilDiv(nt, j) * nr
+			cost := k*(rows*cols+packCost*(rows+cols)) + spawn*(i*j-1)
+			if best < 0 || cost < best {
+				best, pm, pn = cost, i, j
+			}
 		}
 	}
 	return pm, pn

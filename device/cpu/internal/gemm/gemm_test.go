@@ -571,23 +571,30 @@ func TestPanics(t *testing.T) {
 	}
 }
 
-// TestSplit checks the grid choice on a few shapes: every grid uses at most p
-// goroutines, and a short, wide C is split along n.
+// TestSplit checks the grid choice: never more rectangles than goroutines
+// allowed, none for small products, a short wide C split along n, and all
+// goroutines used when starting them is free.
 func TestSplit(t *testing.T) {
 	tests := []struct {
-		m, n, k, mr, nr, p int
-		pm, pn             int
+		m, n, k, p, spawn int
+		pm, pn            int
 	}{
-		{128, 256, 784, 12, 32, 1, 1, 1},
-		{128, 256, 784, 12, 32, 2, 1, 2},
-		{4096, 64, 64, 12, 32, 2, 2, 1},
-		{1024, 1024, 1024, 12, 32, 16, 4, 4},
-		{5, 5, 5, 12, 32, 8, 1, 1},
+		{128, 256, 784, 1, spawnCost, 1, 1},
+		{128, 256, 784, 2, spawnCost, 1, 2},
+		{4096, 64, 64, 2, spawnCost, 2, 1},
+		{1024, 1024, 1024, 16, spawnCost, 4, 4},
+		{40, 40, 40, 8, spawnCost, 1, 1},     // 64k multiply-adds: not worth a goroutine
+		{5, 5, 5, 8, 0, 1, 1},                // one tile cannot be split
+		{100, 100, 10, 8, 0, 2, 4},           // free goroutines: use them all
+		{128, 256, 784, 64, spawnCost, 4, 4}, // 16, not 64: more would pack more than they save
 	}
 	for _, tt := range tests {
-		pm, pn := split(tt.m, tt.n, tt.k, tt.mr, tt.nr, tt.p)
+		pm, pn := split(tt.m, tt.n, tt.k, 12, 32, tt.p, tt.spawn)
 		if pm != tt.pm || pn != tt.pn {
-			t.Errorf("split(%d, %d, %d, %d, %d, %d) = %d x %d, want %d x %d", tt.m, tt.n, tt.k, tt.mr, tt.nr, tt.p, pm, pn, tt.pm, tt.pn)
+			t.Errorf("split(%d, %d, %d, 12, 32, p=%d, spawn=%d) = %d x %d, want %d x %d", tt.m, tt.n, tt.k, tt.p, tt.spawn, pm, pn, tt.pm, tt.pn)
+		}
+		if pm*pn > tt.p {
+			t.Errorf("split(%d, %d, %d, p=%d) uses %d goroutines", tt.m, tt.n, tt.k, tt.p, pm*pn)
 		}
 	}
 }

@@ -1,0 +1,72 @@
+// Package testdev gives tests every device this machine has: the CPU
+// backend always, and the CUDA backend when a GPU opens. A test written as
+//
+//	testdev.Each(t, func(t *testing.T, dev device.Device) { ... })
+//
+// runs once per device, as subtests named after the devices ("cpu",
+// "cuda:0"), so the same assertions hold the CPU and the GPU to the same
+// results. Without a GPU, the CUDA subtest is absent and the reason is
+// logged once per process.
+package testdev
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/mixprec/mixprec/device"
+
+	// Both backends are linked in here, so every test binary using this
+	// package finds them through device.Open.
+	_ "github.com/mixprec/mixprec/cudaops"
+	_ "github.com/mixprec/mixprec/device/cpu"
+)
+
+var (
+	once    sync.Once
+	devices []device.Device
+	cudaErr error
+	logged  sync.Once
+)
+
+func probe() {
+	once.Do(func() {
+		// The CPU backend is the registry's, like the CUDA one, so that
+		// every test in a process shares one device per backend.
+		c, err := device.Open("cpu")
+		if err != nil {
+			panic(err) // linked in above: a build mistake
+		}
+		devices = append(devices, c)
+		d, err := device.Open("cuda")
+		if err != nil {
+			cudaErr = err
+			return
+		}
+		devices = append(devices, d)
+	})
+}
+
+// Devices returns the CPU device and, when a GPU opens, the CUDA device.
+func Devices() []device.Device {
+	probe()
+	return append([]device.Device(nil), devices...)
+}
+
+// CUDAError is why the CUDA backend did not open, or nil when it did.
+func CUDAError() error {
+	probe()
+	return cudaErr
+}
+
+// Each runs fn as a subtest for every device of Devices, named after the
+// device. When CUDA is unavailable it says why, once per test binary.
+func Each(t *testing.T, fn func(t *testing.T, dev device.Device)) {
+	t.Helper()
+	probe()
+	if cudaErr != nil {
+		logged.Do(func() { t.Logf("testdev: CUDA skipped: %v", cudaErr) })
+	}
+	for _, d := range devices {
+		t.Run(d.Name(), func(t *testing.T) { fn(t, d) })
+	}
+}
