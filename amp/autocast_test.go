@@ -50,12 +50,26 @@ func TestOpDTypes(t *testing.T) {
 			x := g.Input(tensor.UniformHost(rng, 0.1, 1, 3, 6))
 			lin := g.Linear(x, w, b)
 			xl := g.Cast(x, low)
+			img := g.Input(tensor.UniformHost(rng, -1, 1, 2, 3, 6, 6))
+			cw := autograd.ParamOf("cw", tensor.Uniform(dev, dtype.F32, device.Param, rng, -1, 1, 4, 3, 3, 3))
+			gamma := autograd.ParamOf("gamma", tensor.Full(dev, dtype.F32, device.Param, 1, 4))
+			beta := autograd.ParamOf("beta", tensor.Zeros(dev, dtype.F32, device.Param, 4))
+			defer cw.Value.Release()
+			defer gamma.Value.Release()
+			defer beta.Value.Release()
+			conv := g.Conv2d(img, cw, nil, 1, 1)
+			bn := g.BatchNorm(conv, gamma, beta, nil, nil, true, 0.1, 1e-5)
 			cases := []struct {
 				name string
 				v    *autograd.Var
 				want dtype.DType
 			}{
 				{"linear", lin, low},
+				{"conv", conv, low},
+				{"batch norm keeps its input's storage (statistics in f32)", bn, low},
+				{"max pool keeps its input's dtype", g.MaxPool2d(conv, 2, 2, 0), low},
+				{"global average pool keeps its input's dtype", g.GlobalAvgPool(conv), low},
+				{"residual add of two low", g.Add(conv, conv), low},
 				{"matmul", g.MatMul(x, g.Reshape(x, 6, 3)), low},
 				{"relu keeps its input's dtype", g.ReLU(lin), low},
 				{"gelu keeps its input's dtype", g.GELU(lin), low},

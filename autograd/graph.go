@@ -106,6 +106,31 @@ func (v *Var) To(dev device.Device) {
 	}
 }
 
+// InitialValues returns a copy of the values of a parameter not yet placed
+// on a device (nil once it is).
+func (v *Var) InitialValues() []float32 {
+	if v.host == nil {
+		return nil
+	}
+	return append([]float32(nil), v.host.Data...)
+}
+
+// SetValues overwrites a parameter's values (on its device, or the initial
+// values if it has none yet); data must have one value per element.
+func (v *Var) SetValues(data []float32) {
+	if !v.param {
+		panic("autograd: SetValues on " + v.String() + ", which is not a parameter")
+	}
+	if n := tensor.Numel(v.Shape()); n != len(data) {
+		panic(fmt.Sprintf("autograd: SetValues of %d values into %v of shape %v", len(data), v, v.Shape()))
+	}
+	if v.Value == nil {
+		copy(v.host.Data, data)
+		return
+	}
+	v.Value.Device().CopyFromHost(v.Value.Buffer(), data)
+}
+
 // ZeroGrad sets a parameter's gradient to zero, keeping its memory.
 func (v *Var) ZeroGrad() {
 	if v.Grad != nil {

@@ -47,6 +47,7 @@ type model struct {
 	optim    string
 	lr       float64
 	momentum float32
+	oneCycle bool // one-cycle learning-rate schedule peaking at lr
 }
 
 // build makes the named network with the optimiser settings that train it
@@ -63,7 +64,7 @@ func build(name string, rng *rand.Rand) (model, error) {
 	case "wide":
 		m.optim, m.lr, m.momentum = "sgd", 0.02, 0.9
 	case "cnn":
-		m.optim, m.lr = "adamw", 1e-3
+		m.optim, m.lr, m.oneCycle = "adamw", 3e-3, true
 	default:
 		m.optim, m.lr = "adamw", 1e-3
 	}
@@ -146,8 +147,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log("(%s)", scaler.Note())
 	}
 
-	dev.ResetPeak()
 	perEpoch := datasets.NumBatches(trainSet, f.Batch)
+	schedule := optim.Constant(float32(lr))
+	if m.oneCycle {
+		total := perEpoch * f.Epochs
+		if f.MaxSteps > 0 {
+			total = min(total, f.MaxSteps)
+		}
+		schedule = optim.OneCycle(float32(lr), total, 0.25, 25, 1e4)
+	}
+	dev.ResetPeak()
 	steps, trainTime, lastLoss := 0, 0.0, 0.0
 	var peak device.MemStats // over training steps only, not evaluation
 	var acc float64
@@ -158,6 +167,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		start := time.Now()
 		sum, n := 0.0, 0
 		for b := range datasets.Batches(trainSet, f.Batch, datasets.Shuffle(f.Seed), datasets.Epoch(epoch)) {
+			optim.Apply(opt, schedule, steps)
 			g := autograd.NewGraph(dev)
 			if useAMP {
 				amp.Autocast(g, lowType)
