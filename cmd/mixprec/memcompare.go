@@ -251,5 +251,9 @@ func printTable(w io.Writer, rep mcReport) {
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "%*s", col, fmt.Sprintf("%.4f", r.FinalLoss))
 	}
+	fmt.Fprintf(w, "\n%-12s", "skipped")
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "%*s", col, fmt.Sprintf("%d of %d", r.Skipped, rep.Steps+1))
+	}
 	fmt.Fprintf(w, "\n\nratios are to the fp32 column; checkpointed columns use %d segments; the loss is on synthetic data after %d steps\n", rep.Segments, rep.Steps+1)
 }
