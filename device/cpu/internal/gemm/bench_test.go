@@ -52,8 +52,10 @@ func reportGFLOPS(b *testing.B, m, n, k int) float64 {
 
 // BenchmarkGemm reports GFLOP/s for each shape with A and B both stored as
 // F32, F16 or BF16. On the square 1024 shape it also reports the fraction of
-// the measured FMA peak of the cores it may use (see BenchmarkPeak); run with
-// -cpu 1 for the single-core figure.
+// the measured FMA peak of the cores it may use (see BenchmarkPeak). For the
+// single-core figures set GOMAXPROCS=1 in the environment rather than passing
+// -cpu 1: with -cpu 1,2 and -count, the first -cpu 1 run of a benchmark has
+// been seen to run with GOMAXPROCS 2.
 func BenchmarkGemm(b *testing.B) {
 	for _, s := range benchShapes {
 		for _, st := range storages {

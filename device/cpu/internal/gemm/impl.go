@@ -36,8 +36,9 @@ type impl struct {
 type tileFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
 
 // goImpl is the pure-Go implementation: the fallback off amd64 and the
-// reference the assembly is tested against. A 4x4 tile keeps its sixteen
-// accumulators in registers on every 64-bit target Go supports.
+// reference the assembly is tested against. Its 4x4 tile's sixteen
+// accumulators and eight operands fit the 32 floating-point registers of
+// arm64 and most other targets (amd64 has 16, but it has the assembly).
 var goImpl = &impl{
 	name: "go",
 	mr:   4, nr: 4,
