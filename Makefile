@@ -7,7 +7,7 @@ MNIST   := $(DATA)/mnist/train-images-idx3-ubyte.gz
 BIN     := $(CURDIR)/bin
 export MIXPREC_DATA := $(DATA)
 
-.PHONY: all data mnist test test-short lint bench bench-peer build clean
+.PHONY: all data mnist test test-short lint bench bench-peer build clean kernels check-kernels cuda-bundle test-cuda
 
 all: build
 
@@ -52,3 +52,21 @@ bench-peer: data
 
 clean:
 	rm -rf $(BIN)
+
+## kernels: compile cudaops/kernels/*.cu with nvcc to the committed, embedded PTX (compute_70 and compute_80)
+kernels:
+	sh tools/cuda/build-kernels.sh cudaops/ptx
+
+## check-kernels: the committed PTX is exactly what the sources compile to, and ptxas accepts it for sm_70, sm_80 and sm_90 (installs nvidia-cuda-toolkit when nvcc is missing)
+check-kernels:
+	sh tools/cuda/check-kernels.sh
+
+## cuda-bundle: test binaries, programs, MNIST and run.sh for a GPU machine without Go, in ./cuda-bundle (run: sh cuda-bundle/run.sh LOGDIR)
+cuda-bundle: data
+	sh tools/cuda/bundle.sh cuda-bundle
+
+## test-cuda: on a machine with a GPU and Go, the CUDA backend's tests and every device-parametrised test, failing (not skipping) without a GPU
+test-cuda: data
+	$(GO) run ./cmd/mixprec device
+	MIXPREC_REQUIRE_CUDA=1 $(GO) test -count=1 -v -run 'TestConformance|TestAgainstCPU|TestDeterministic|TestInfo' ./cudaops/
+	MIXPREC_REQUIRE_CUDA=1 $(GO) test -count=1 ./cudaops/ ./internal/testdev/ ./autograd/ ./amp/ ./nn/... ./optim/ ./examples/...

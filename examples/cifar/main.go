@@ -22,6 +22,7 @@ import (
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
+	_ "github.com/mixprec/mixprec/cudaops" // the CUDA backend, used when a GPU is present
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	_ "github.com/mixprec/mixprec/device/cpu" // the CPU backend

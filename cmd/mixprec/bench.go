@@ -1,0 +1,184 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/mixprec/mixprec/cudaops"
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// matmulResult is one dtype's figures; a zero rate means not measured.
+type matmulResult struct {
+	DType      string  `json:"dtype"`
+	CPUTFLOPS  float64 `json:"cpu_tflops"`
+	GPUTFLOPS  float64 `json:"gpu_tflops"`
+	Speedup    float64 `json:"speedup"`
+	CPUSeconds float64 `json:"cpu_seconds_per_gemm"`
+	GPUSeconds float64 `json:"gpu_seconds_per_gemm"`
+}
+
+type matmulReport struct {
+	N              int            `json:"n"`
+	CPUN           int            `json:"cpu_n"`
+	Reps           int            `json:"reps"`
+	CPUReps        int            `json:"cpu_reps"`
+	GPU            string         `json:"gpu,omitempty"`
+	GPUUnavailable string         `json:"gpu_unavailable,omitempty"`
+	Results        []matmulResult `json:"results"`
+}
+
+// cmdBench runs `mixprec bench matmul`: square GEMMs (C = A*B, every
+// operand of one dtype, as torch.mm) through the device interface on the
+// CPU backend and on the GPU, reporting TFLOP/s (2n^3 per GEMM) and the
+// ratio. The CPU runs a smaller size by default, since n=4096 takes minutes
+// there; rates of different sizes compare fairly once both are large
+// enough to keep the machine busy.
+func cmdBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "matmul" {
+		fmt.Fprintln(stderr, "usage: mixprec bench matmul [-n 4096] [-dtypes f32,f16,bf16] [-reps 20] [-cpu-n 2048] [-cpu-reps 3] [-json]")
+		return errors.New("unknown benchmark: want matmul")
+	}
+	fs := flag.NewFlagSet("bench matmul", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 4096, "matrix size on the GPU")
+	dtypes := fs.String("dtypes", "f32,f16,bf16", "comma-separated dtypes")
+	reps := fs.Int("reps", 20, "timed GEMMs per dtype on the GPU, after 3 warm-up ones")
+	cpuN := fs.Int("cpu-n", 2048, "matrix size on the CPU (0: skip the CPU)")
+	cpuReps := fs.Int("cpu-reps", 3, "timed GEMMs per dtype on the CPU, after one warm-up")
+	gpuOnly := fs.Bool("gpu-only", false, "skip the CPU")
+	asJSON := fs.Bool("json", false, "print the results as one JSON object")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *n < 1 || *reps < 1 || *cpuN < 0 || *cpuReps < 1 {
+		return fmt.Errorf("-n %d, -reps %d, -cpu-n %d, -cpu-reps %d: want positive sizes and counts", *n, *reps, *cpuN, *cpuReps)
+	}
+	if *gpuOnly {
+		*cpuN = 0
+	}
+	var dts []dtype.DType
+	for _, s := range strings.Split(*dtypes, ",") {
+		dt, err := dtype.Parse(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("-dtypes: %w", err)
+		}
+		dts = append(dts, dt)
+	}
+
+	rep := matmulReport{N: *n, CPUN: *cpuN, Reps: *reps, CPUReps: *cpuReps}
+	cpuDev, err := device.Open("cpu")
+	if err != nil {
+		return err
+	}
+	var gpuDev *cudaops.Device
+	if d, err := device.Open("cuda"); err != nil {
+		rep.GPUUnavailable = strings.TrimPrefix(err.Error(), "device cuda: ")
+	} else {
+		gpuDev = d.(*cudaops.Device)
+		rep.GPU = gpuDev.Info().Name
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "matmul: C = A*B, square, every operand in the dtype; TFLOP/s = 2n^3 / time\n")
+		if *cpuN > 0 {
+			fmt.Fprintf(stdout, "cpu: n=%d, %d GEMMs per dtype\n", *cpuN, *cpuReps)
+		}
+		if gpuDev != nil {
+			fmt.Fprintf(stdout, "gpu: %s, n=%d, %d GEMMs per dtype (CUDA events)\n", rep.GPU, *n, *reps)
+		} else {
+			fmt.Fprintf(stdout, "gpu: unavailable: %s\n", rep.GPUUnavailable)
+		}
+	}
+	for _, dt := range dts {
+		r := matmulResult{DType: dt.String()}
+		if *cpuN > 0 {
+			sec, err := timeGemm(cpuDev, dt, *cpuN, *cpuReps, 1, func(fn func()) (time.Duration, error) {
+				start := time.Now()
+				fn()
+				return time.Since(start), cpuDev.Sync()
+			})
+			if err != nil {
+				return err
+			}
+			r.CPUSeconds, r.CPUTFLOPS = sec, flops(*cpuN)/sec/1e12
+		}
+		if gpuDev != nil {
+			sec, err := timeGemm(gpuDev, dt, *n, *reps, 3, gpuDev.Time)
+			if err != nil {
+				return err
+			}
+			r.GPUSeconds, r.GPUTFLOPS = sec, flops(*n)/sec/1e12
+		}
+		if r.CPUTFLOPS > 0 && r.GPUTFLOPS > 0 {
+			r.Speedup = r.GPUTFLOPS / r.CPUTFLOPS
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	fmt.Fprintf(stdout, "%-6s %12s %12s %10s\n", "dtype", "CPU TFLOP/s", "GPU TFLOP/s", "GPU/CPU")
+	for _, r := range rep.Results {
+		fmt.Fprintf(stdout, "%-6s %12s %12s %10s\n", r.DType, tflops(r.CPUTFLOPS), tflops(r.GPUTFLOPS), speedup(r.Speedup))
+	}
+	return nil
+}
+
+func flops(n int) float64 { return 2 * float64(n) * float64(n) * float64(n) }
+
+func tflops(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	if v < 0.1 {
+		return fmt.Sprintf("%.4f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func speedup(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fx", v)
+}
+
+// timeGemm returns the seconds one n x n GEMM in dt takes on dev: warm
+// untimed GEMMs, then reps timed by clock (which runs its argument and
+// measures it).
+func timeGemm(dev device.Device, dt dtype.DType, n, reps, warm int, clock func(func()) (time.Duration, error)) (float64, error) {
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(dt)))
+	host := make([]float32, n*n)
+	bufs := make([]device.Buffer, 3)
+	for i := range bufs {
+		bufs[i] = dev.Alloc(dt, n*n, device.Temp)
+		defer dev.Free(bufs[i])
+		for j := range host {
+			host[j] = float32(rng.Float64()*2 - 1)
+		}
+		dev.CopyFromHost(bufs[i], host)
+	}
+	p := device.GemmParams{M: n, N: n, K: n, Alpha: 1}
+	for range warm {
+		dev.Gemm(bufs[2], bufs[0], bufs[1], p)
+	}
+	if err := dev.Sync(); err != nil {
+		return 0, err
+	}
+	d, err := clock(func() {
+		for range reps {
+			dev.Gemm(bufs[2], bufs[0], bufs[1], p)
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v GEMM: %w", dev.Name(), dt, err)
+	}
+	return d.Seconds() / float64(reps), nil
+}

@@ -1,0 +1,128 @@
+package cudaops
+
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// Gemm computes dst = Alpha*op(a)*op(b) + Beta*dst for each batch entry
+// with cuBLAS, accumulating in float32.
+//
+// cuBLAS is column-major; a row-major C = A*B is the column-major
+// C^T = B^T*A^T, so the operands swap and the transposes stay with them.
+// cublasGemmEx takes both inputs in one dtype and C in that dtype or F32:
+// inputs of different dtypes are widened to F32 first (exactly), and a
+// result dtype cuBLAS cannot write for those inputs (an F32 product into
+// F16, F16 inputs into BF16) goes through an F32 temporary, rounded once
+// on the way out. Temporaries come from the allocator's cache and are not
+// accounted, as the CPU backend's scratch memory is not.
+func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
+	d.enter()
+	defer d.leave()
+	cb, ab, bb := d.buf(dst, "Gemm"), d.buf(a, "Gemm"), d.buf(b, "Gemm")
+	nb := p.Batches()
+	m, n, k := p.M, p.N, p.K
+	last := func(off, stride, size int) int { return off + (nb-1)*stride + size }
+	if m < 0 || n < 0 || k < 0 || p.Batch < 0 || p.OffA < 0 || p.OffB < 0 || p.OffC < 0 ||
+		p.StrideA < 0 || p.StrideB < 0 || p.StrideC < 0 ||
+		last(p.OffA, p.StrideA, m*k) > ab.n || last(p.OffB, p.StrideB, k*n) > bb.n || last(p.OffC, p.StrideC, m*n) > cb.n {
+		panic(fmt.Sprintf("cudaops: Gemm %+v out of range of buffers a[%d] b[%d] c[%d]", p, ab.n, bb.n, cb.n))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if nb > 1 && p.StrideC < m*n {
+		// Batch entries of C overlap (a shared C accumulating): the CPU
+		// runs them in order, and so must we, one call each; a batched
+		// cuBLAS call would race on C.
+		q := p
+		q.Batch = 1
+		for i := range nb {
+			q.OffA, q.OffB, q.OffC = p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
+			d.gemm(cb, ab, bb, q)
+		}
+		return
+	}
+	d.gemm(cb, ab, bb, p)
+}
+
+// gemm is Gemm after the checks, for batch entries whose C do not overlap.
+func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
+	nb := p.Batches()
+	m, n, k := p.M, p.N, p.K
+	if k == 0 || p.Alpha == 0 {
+		// No product: C = Beta*C (0 when Beta is 0), as the CPU backend does.
+		d.launch(d.ks.gemmScale, gridFor(nb*m*n), ptr(cb), dt(cb), pInt(p.OffC), pInt(p.StrideC),
+			pInt(m*n), pInt(nb), pF32(p.Beta))
+		return
+	}
+
+	in := ab.dt
+	if ab.dt != bb.dt {
+		in = dtype.F32
+	}
+	var temps []*Buffer
+	defer func() {
+		for _, t := range temps {
+			d.freeBlock(t.ptr, t.size)
+		}
+	}()
+	temp := func(n int) *Buffer {
+		t := &Buffer{dev: d, dt: dtype.F32, n: n}
+		var err error
+		if t.ptr, t.size, err = d.allocBlock(device.Bytes(dtype.F32, n)); err != nil {
+			panic(fmt.Sprintf("cudaops: Gemm: temporary of %d floats: %v", n, err))
+		}
+		temps = append(temps, t)
+		return t
+	}
+	// operand returns the address of an input's first matrix, widened to
+	// F32 (the whole span its batch covers, so its strides still hold)
+	// when the inputs' dtypes differ.
+	operand := func(x *Buffer, off, stride, size int) uint64 {
+		if x.dt == in {
+			return x.addr(off)
+		}
+		span := (nb-1)*stride + size
+		t := temp(span)
+		d.copyBlocks(t, 0, 0, x, off, 0, span, 1)
+		return t.ptr
+	}
+	aPtr := operand(ab, p.OffA, p.StrideA, m*k)
+	bPtr := operand(bb, p.OffB, p.StrideB, k*n)
+
+	cPtr, ct, strideC := cb.addr(p.OffC), cb.dt, p.StrideC
+	var ctmp *Buffer
+	if !(cb.dt == dtype.F32 || cb.dt == in) {
+		ctmp = temp(nb * m * n)
+		if p.Beta != 0 {
+			d.copyBlocks(ctmp, 0, m*n, cb, p.OffC, p.StrideC, m*n, nb)
+		}
+		cPtr, ct, strideC = ctmp.ptr, dtype.F32, m*n
+	}
+
+	lda, ldb := k, n // row-major leading dimensions, as the CPU backend's
+	if p.TransA {
+		lda = m
+	}
+	if p.TransB {
+		ldb = k
+	}
+	call := &gemmCall{
+		transA: p.TransB, transB: p.TransA,
+		m: n, n: m, k: k,
+		alpha: p.Alpha, beta: p.Beta,
+		a: bPtr, at: in, lda: ldb, sa: int64(p.StrideB),
+		b: aPtr, bt: in, ldb: lda, sb: int64(p.StrideA),
+		c: cPtr, ct: ct, ldc: n, sc: int64(strideC),
+		batch: nb,
+	}
+	if err := d.g.gemm(call); err != nil {
+		panic(fmt.Sprintf("cudaops: Gemm %+v (%v, %v -> %v): %v", p, ab.dt, bb.dt, cb.dt, err))
+	}
+	if ctmp != nil {
+		d.copyBlocks(cb, p.OffC, p.StrideC, ctmp, 0, m*n, m*n, nb)
+	}
+}

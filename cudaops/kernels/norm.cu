@@ -1,0 +1,89 @@
+// norm.cu: batch-norm statistics (Moments), BatchNorm and BatchNormGrad.
+// The per-channel sums run one block per channel, each thread summing a
+// fixed stride of the channel's n*hw elements in float and a fixed tree
+// combining them: deterministic, and two-pass for the variance, which a
+// one-pass E[x^2]-E[x]^2 in float would lose when the mean is large.
+#include "common.cuh"
+
+// The element t in [0, n*hw) of channel ch sits at (t/hw*c + ch)*hw + t%hw.
+__device__ __forceinline__ int chan_index(int t, int ch, int c, int hw) {
+	int i = t / hw;
+	return (i * c + ch) * hw + (t - i * hw);
+}
+
+// mp_moments: mean[ch] and the biased variance[ch] of x (n, c, hw), both F32.
+extern "C" __global__ void mp_moments(float* mean, float* var, const void* x, int xdt, int n, int c, int hw) {
+	__shared__ float sh[BLOCK];
+	int m = n * hw;
+	for (int ch = blockIdx.x; ch < c; ch += gridDim.x) {
+		float s = 0.0f;
+		for (int t = threadIdx.x; t < m; t += blockDim.x) {
+			s += ld(x, xdt, chan_index(t, ch, c, hw));
+		}
+		float mu = block_sum(s, sh) / (float)m;
+		float q = 0.0f;
+		for (int t = threadIdx.x; t < m; t += blockDim.x) {
+			float d = ld(x, xdt, chan_index(t, ch, c, hw)) - mu;
+			q += d * d;
+		}
+		q = block_sum(q, sh);
+		if (threadIdx.x == 0) {
+			mean[ch] = mu;
+			var[ch] = q / (float)m;
+		}
+	}
+}
+
+// mp_batchnorm: y = x*scale + shift with scale = invstd*gamma and shift =
+// beta - mean*scale, the CPU's operations in the CPU's order. gamma and
+// beta may be null (1 and 0).
+extern "C" __global__ void mp_batchnorm(void* y, int ydt, const void* x, int xdt, const float* mean,
+                                        const float* invstd, const float* gamma, const float* beta,
+                                        int c, int hw, int total) {
+	GRID_STRIDE(idx, total) {
+		int ch = (idx / hw) % c;
+		float g = gamma ? gamma[ch] : 1.0f;
+		float b = beta ? beta[ch] : 0.0f;
+		float scale = invstd[ch] * g;
+		float shift = b - mean[ch] * scale;
+		st(y, ydt, idx, ld(x, xdt, idx) * scale + shift);
+	}
+}
+
+// mp_batchnorm_grad: per channel, sdy = sum dy and sdyx = sum dy*xhat, then
+// dx = gamma*invstd/m * (m*dy - sdy - xhat*sdyx). dgamma = sdyx and dbeta =
+// sdy are written when not null; gamma may be null (1).
+extern "C" __global__ void mp_batchnorm_grad(void* dx, int ddt, float* dgamma, float* dbeta,
+                                             const void* dy, int gdt, const void* x, int xdt,
+                                             const float* mean, const float* invstd, const float* gamma,
+                                             int n, int c, int hw) {
+	__shared__ float sh[BLOCK];
+	int m = n * hw;
+	float fm = (float)m;
+	for (int ch = blockIdx.x; ch < c; ch += gridDim.x) {
+		float mu = mean[ch], is = invstd[ch];
+		float sdy = 0.0f, sdyx = 0.0f;
+		for (int t = threadIdx.x; t < m; t += blockDim.x) {
+			int j = chan_index(t, ch, c, hw);
+			float g = ld(dy, gdt, j);
+			sdy += g;
+			sdyx += g * ((ld(x, xdt, j) - mu) * is);
+		}
+		sdy = block_sum(sdy, sh);
+		sdyx = block_sum(sdyx, sh);
+		if (threadIdx.x == 0) {
+			if (dgamma) {
+				dgamma[ch] = sdyx;
+			}
+			if (dbeta) {
+				dbeta[ch] = sdy;
+			}
+		}
+		float k = (gamma ? gamma[ch] : 1.0f) * is / fm;
+		for (int t = threadIdx.x; t < m; t += blockDim.x) {
+			int j = chan_index(t, ch, c, hw);
+			float xhat = (ld(x, xdt, j) - mu) * is;
+			st(dx, ddt, j, k * ((fm * ld(dy, gdt, j) - sdy) - xhat * sdyx));
+		}
+	}
+}

@@ -1,0 +1,64 @@
+#!/bin/sh
+# bundle.sh OUT: builds into OUT (make cuda-bundle: ./cuda-bundle, which git
+# ignores) everything a GPU machine without Go needs to check the CUDA
+# backend, and OUT/run.sh, which runs it all (see tools/cuda/run-bundle.sh).
+#
+# Binaries are static Go (CGO_ENABLED=0; libcuda and cuBLAS are opened at
+# run time), stripped (-s -w) and shipped as OUT/payload.tar.gz (bin/ and
+# tests/, 50 MiB unpacked, 20 packed; run.sh unpacks them into a temporary
+# folder) to keep the bundle well under 60 MiB. They are built with
+# -trimpath: a test finds testdata/ through its source path, which
+# -trimpath makes relative (github.com/mixprec/mixprec/...), so run.sh runs
+# the tests from OUT/src where that path exists.
+set -eu
+out=${1:?usage: bundle.sh OUT}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+GO=${GO:-go}
+cd "$root"
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/tests" "$out/src/github.com/mixprec/mixprec" "$out/data"
+out=$(cd "$out" && pwd)
+trap 'rm -rf "$out/bin" "$out/tests"' EXIT
+export CGO_ENABLED=0
+
+# Test binaries: the CUDA backend's (conformance and CPU comparison), the
+# device helper, and the packages whose tests run on every device.
+for pkg in cudaops internal/testdev autograd amp nn optim examples/mnist; do
+	name=$(echo "$pkg" | tr / -)
+	$GO test -c -trimpath -ldflags="-s -w" -o "$out/tests/$name.test" "./$pkg"
+	if [ ! -f "$out/tests/$name.test" ]; then
+		echo "bundle: ./$pkg has no tests; skipped"
+	fi
+done
+
+# Programs.
+$GO build -trimpath -ldflags="-s -w" -o "$out/bin/mixprec" ./cmd/mixprec
+$GO build -trimpath -ldflags="-s -w" -o "$out/bin/mnist" ./examples/mnist
+if [ -f examples/cifar/main.go ]; then
+	$GO build -trimpath -ldflags="-s -w" -o "$out/bin/cifar" ./examples/cifar
+fi
+
+# Data and support files.
+if [ ! -f data/mnist/train-images-idx3-ubyte.gz ]; then
+	echo "bundle: data/mnist is missing; run make data" >&2
+	exit 1
+fi
+cp -r data/mnist "$out/data/mnist"
+cp -r testdata "$out/src/github.com/mixprec/mixprec/testdata"
+(cd "$out" && tar czf payload.tar.gz bin tests && rm -rf bin tests)
+cp tools/cuda/torch_mm.py "$out/torch_mm.py"
+cp tools/cuda/run-bundle.sh "$out/run.sh"
+chmod +x "$out/run.sh" "$out/torch_mm.py"
+cat >"$out/README" <<TXT
+mixprec CUDA bundle, built $(date -u +%Y-%m-%dT%H:%MZ) from $(git rev-parse --short HEAD 2>/dev/null || echo "an unknown commit")$(git diff --quiet 2>/dev/null || echo " with local changes").
+Run:  sh run.sh LOGDIR     (about 3 to 8 minutes; one log per step and LOGDIR/summary.txt)
+The binaries (bin/mixprec, bin/mnist, tests/*.test) are in payload.tar.gz; run.sh
+unpacks them into a temporary folder. To use them by hand: tar xzf payload.tar.gz
+TXT
+
+size=$(du -sk "$out" | cut -f1)
+echo "bundle: $out, $((size / 1024)) MiB"
+if [ "$size" -gt $((60 * 1024)) ]; then
+	echo "bundle: over the 60 MiB budget" >&2
+	exit 1
+fi

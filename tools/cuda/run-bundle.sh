@@ -1,0 +1,143 @@
+#!/bin/sh
+# run.sh LOGDIR: runs the CUDA bundle's checks in a fixed order, each with a
+# time limit, writing LOGDIR/NN-step.log per step and LOGDIR/summary.txt
+# (each step's exit status and seconds, then the key figures: test
+# results, MNIST accuracy on the GPU and the CPU, GEMM TFLOP/s of mixprec
+# and torch.mm and their F16 ratio). The whole run stays within a budget
+# of 470 s (MIXPREC_BUNDLE_BUDGET): each step has its own time limit, cut
+# to what is left of the budget, and steps that find it spent are skipped
+# and say so. A normal run takes two to four minutes.
+#
+# Environment: MIXPREC_PYTHON picks the Python with PyTorch (default: the
+# first of /opt/torch/.venv/bin/python and python3); MIXPREC_CUBLAS a
+# folder with libcublas.so.N when the automatic search misses it.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+logs=${1:?usage: run.sh LOGDIR}
+mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)
+summary=$logs/summary.txt
+budget=${MIXPREC_BUNDLE_BUDGET:-470}
+export MIXPREC_DATA="$here/data"
+export MIXPREC_REQUIRE_CUDA=1
+py=${MIXPREC_PYTHON:-}
+if [ -z "$py" ]; then
+	if [ -x /opt/torch/.venv/bin/python ]; then py=/opt/torch/.venv/bin/python; else py=python3; fi
+fi
+start=$(date +%s)
+: >"$summary"
+echo "mixprec CUDA bundle run, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n)" >>"$summary"
+cat "$here/README" 2>/dev/null | head -1 >>"$summary"
+
+# step NAME LIMIT DIR CMD...: runs CMD in DIR with a time limit, logging
+# to NAME.log, and records its status in the summary.
+step() {
+	name=$1 limit=$2 dir=$3
+	shift 3
+	left=$((budget - ($(date +%s) - start)))
+	if [ "$left" -lt 10 ]; then
+		printf '%-22s skipped: the run is over its %ds budget\n' "$name" "$budget" >>"$summary"
+		return
+	fi
+	# No step may run past the budget.
+	[ "$limit" -gt "$left" ] && limit=$left
+	log=$logs/$name.log
+	echo "== $name: $*" | tee "$log"
+	t0=$(date +%s)
+	(cd "$dir" && timeout -k 10 "$limit" "$@") >>"$log" 2>&1
+	rc=$?
+	t1=$(date +%s)
+	note=""
+	[ $rc -eq 124 ] && note=" (timed out after ${limit}s)"
+	printf '%-22s rc=%-3d %4ds%s\n' "$name" "$rc" $((t1 - t0)) "$note" >>"$summary"
+	echo "== $name: rc=$rc in $((t1 - t0))s$note" | tee -a "$log"
+}
+
+# The binaries travel packed; unpack them next to nothing else, and remove
+# them when done.
+bins=$here
+if [ ! -x "$here/bin/mixprec" ]; then
+	bins=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-bundle.XXXXXX")
+	trap 'rm -rf "$bins"' EXIT
+	tar xzf "$here/payload.tar.gz" -C "$bins" || { echo "run.sh: cannot unpack payload.tar.gz" | tee -a "$summary"; exit 1; }
+fi
+src=$here/src
+T=$bins/tests
+B=$bins/bin
+step 01-nvidia-smi 15 "$here" nvidia-smi
+step 02-device 30 "$here" "$B/mixprec" device
+step 03-cudaops-tests 150 "$src" "$T/cudaops.test" -test.v -test.timeout 140s \
+	-test.run 'TestConformance|TestAgainstCPU|TestDeterministic|TestInfo|TestOpenWithoutGPU|TestCublasLoads|TestNoDriver|TestPTX|Example'
+step 04-testdev-tests 30 "$src" "$T/internal-testdev.test" -test.v -test.timeout 25s
+for p in autograd amp nn optim; do
+	[ -x "$T/$p.test" ] && step "05-$p-tests" 40 "$src" "$T/$p.test" -test.short -test.v -test.timeout 35s
+done
+step 06-mnist-tests 60 "$src" "$T/examples-mnist.test" -test.short -test.v -test.timeout 55s
+step 07-mnist-cuda-f16 60 "$here" "$B/mnist" -device cuda -amp f16 -epochs 3 -json
+step 08-bench-matmul 60 "$here" "$B/mixprec" bench matmul -json
+step 09-torch-mm 60 "$here" "$py" "$here/torch_mm.py" --json
+step 10-mnist-cpu-f16 90 "$here" "$B/mnist" -device cpu -amp f16 -epochs 3 -json
+if "$B/mixprec" memcompare -h 2>&1 | grep -q -- '-device'; then
+	step 11-memcompare-cuda 90 "$here" "$B/mixprec" memcompare -device cuda -png "$logs/memcompare.png"
+else
+	printf '%-22s skipped: this mixprec memcompare has no -device flag\n' 11-memcompare-cuda >>"$summary"
+fi
+
+# Key figures.
+{
+	echo
+	echo "== device"
+	grep -v '^==' "$logs/02-device.log" 2>/dev/null
+	echo
+	echo "== tests (counts of subtests)"
+	for f in "$logs"/0[3-6]-*.log; do
+		[ -f "$f" ] || continue
+		printf '%-28s pass %5d  fail %4d  skip %4d\n' "$(basename "$f" .log)" \
+			"$(grep -c -- '--- PASS' "$f")" "$(grep -c -- '--- FAIL' "$f")" "$(grep -c -- '--- SKIP' "$f")"
+	done
+	grep -h -- '--- FAIL' "$logs"/0[3-6]-*.log 2>/dev/null | head -20
+	echo
+	echo "== MNIST, 3 epochs, -amp f16 (last JSON line)"
+	for f in 07-mnist-cuda-f16 10-mnist-cpu-f16; do
+		printf '%s: ' "$f"
+		grep '^{' "$logs/$f.log" 2>/dev/null | tail -1 || echo
+	done
+	echo
+	echo "== GEMM"
+	grep '^{' "$logs/08-bench-matmul.log" 2>/dev/null | tail -1
+	grep '^{' "$logs/09-torch-mm.log" 2>/dev/null | tail -1
+} >>"$summary"
+# The F16 ratio, and the accuracies side by side, when a Python is around.
+if command -v "$py" >/dev/null 2>&1; then
+	"$py" - "$logs" >>"$summary" 2>&1 <<'PY'
+import json, os, sys
+logs = sys.argv[1]
+def last_json(name):
+    try:
+        lines = [l for l in open(os.path.join(logs, name + ".log")) if l.startswith("{")]
+        return json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        return None
+mp, tm = last_json("08-bench-matmul"), last_json("09-torch-mm")
+if mp and tm:
+    ours = {r["dtype"]: r["gpu_tflops"] for r in mp.get("results", [])}
+    theirs = {r["dtype"]: r["tflops"] for r in tm.get("results", [])}
+    print()
+    print("== mixprec bench matmul vs torch.mm (n=%d)" % mp["n"])
+    for dt in ours:
+        if dt in theirs and theirs[dt] > 0:
+            print("%-5s mixprec %8.2f TFLOP/s  torch.mm %8.2f TFLOP/s  ratio %.2f" % (dt, ours[dt], theirs[dt], ours[dt] / theirs[dt]))
+    if "f16" in ours and theirs.get("f16"):
+        r = ours["f16"] / theirs["f16"]
+        print("F16 at least 60%% of torch.mm: %s (%.0f%%)" % ("PASS" if r >= 0.6 else "FAIL", 100 * r))
+gpu, cpu = last_json("07-mnist-cuda-f16"), last_json("10-mnist-cpu-f16")
+if gpu and cpu:
+    print()
+    print("== MNIST -amp f16 -epochs 3: test accuracy cuda %.4f, cpu %.4f (difference %.4f); samples/s cuda %.0f, cpu %.0f"
+          % (gpu["test_accuracy"], cpu["test_accuracy"], gpu["test_accuracy"] - cpu["test_accuracy"],
+             gpu.get("samples_per_sec", 0), cpu.get("samples_per_sec", 0)))
+PY
+fi
+echo "total $(( $(date +%s) - start ))s" >>"$summary"
+echo
+cat "$summary"
