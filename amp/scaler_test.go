@@ -2,6 +2,7 @@ package amp_test
 
 import (
 	"errors"
+	"github.com/mixprec/mixprec/internal/testdev"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -169,26 +170,27 @@ func bitsEqual(a, b []float32) bool {
 // TestUnscaleMultipliesByReciprocal checks the unscaled values and that
 // Step after Unscale does not unscale twice, so clipping can go between.
 func TestUnscaleThenClipThenStep(t *testing.T) {
-	dev := cpu.New()
-	p := autograd.ParamOf("p", tensor.Zeros(dev, dtype.F32, device.Param, 2))
-	opt := optim.NewSGD([]*autograd.Var{p}, optim.LR(1))
-	s := amp.NewGradScaler(amp.InitScale(1024))
-	setGrad(dev, p, 3*1024, 4*1024) // unscaled norm 5
-	if err := s.Unscale(opt); err != nil {
-		t.Fatal(err)
-	}
-	if got := p.Grad.ToHost(); got[0] != 3 || got[1] != 4 {
-		t.Fatalf("unscaled gradient %v, want [3 4]", got)
-	}
-	if norm := optim.ClipGradNorm(opt.Params(), 1); math.Abs(norm-5) > 1e-6 {
-		t.Errorf("norm before clipping %v, want 5", norm)
-	}
-	if stepped, err := s.Step(opt); err != nil || !stepped {
-		t.Fatalf("Step = %v, %v", stepped, err)
-	}
-	if got := p.Value.ToHost(); math.Abs(float64(got[0]+0.6)) > 1e-6 || math.Abs(float64(got[1]+0.8)) > 1e-6 {
-		t.Errorf("parameters after clipped step %v, want [-0.6 -0.8]", got)
-	}
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		p := autograd.ParamOf("p", tensor.Zeros(dev, dtype.F32, device.Param, 2))
+		opt := optim.NewSGD([]*autograd.Var{p}, optim.LR(1))
+		s := amp.NewGradScaler(amp.InitScale(1024))
+		setGrad(dev, p, 3*1024, 4*1024) // unscaled norm 5
+		if err := s.Unscale(opt); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Grad.ToHost(); got[0] != 3 || got[1] != 4 {
+			t.Fatalf("unscaled gradient %v, want [3 4]", got)
+		}
+		if norm := optim.ClipGradNorm(opt.Params(), 1); math.Abs(norm-5) > 1e-6 {
+			t.Errorf("norm before clipping %v, want 5", norm)
+		}
+		if stepped, err := s.Step(opt); err != nil || !stepped {
+			t.Fatalf("Step = %v, %v", stepped, err)
+		}
+		if got := p.Value.ToHost(); math.Abs(float64(got[0]+0.6)) > 1e-6 || math.Abs(float64(got[1]+0.8)) > 1e-6 {
+			t.Errorf("parameters after clipped step %v, want [-0.6 -0.8]", got)
+		}
+	})
 }
 
 // TestMisuse checks the errors PyTorch raises as RuntimeError.
@@ -278,54 +280,55 @@ func TestBF16ScalerDisabled(t *testing.T) {
 // starting from a loss scale of 2^24, whose first gradients overflow F16:
 // the scaler must back off, skip those steps, and training must converge.
 func TestRecoversFromHugeScale(t *testing.T) {
-	dev := cpu.New()
-	rng := rand.New(rand.NewPCG(11, 12))
-	const n, in, classes = 512, 16, 4
-	centers := tensor.NormalHost(rng, 0, 3, classes, in)
-	x := tensor.NewHost(n, in)
-	y := make([]int32, n)
-	for i := range n {
-		y[i] = int32(i % classes)
-		for j := range in {
-			x.Data[i*in+j] = centers.Data[int(y[i])*in+j] + float32(rng.NormFloat64())
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		rng := rand.New(rand.NewPCG(11, 12))
+		const n, in, classes = 512, 16, 4
+		centers := tensor.NormalHost(rng, 0, 3, classes, in)
+		x := tensor.NewHost(n, in)
+		y := make([]int32, n)
+		for i := range n {
+			y[i] = int32(i % classes)
+			for j := range in {
+				x.Data[i*in+j] = centers.Data[int(y[i])*in+j] + float32(rng.NormFloat64())
+			}
 		}
-	}
-	w1 := autograd.NewParam("w1", tensor.UniformHost(rng, -0.25, 0.25, 32, in))
-	w2 := autograd.NewParam("w2", tensor.UniformHost(rng, -0.18, 0.18, classes, 32))
-	params := []*autograd.Var{w1, w2}
-	for _, p := range params {
-		p.To(dev)
-	}
-	opt := optim.NewSGD(params, optim.LR(0.1), optim.Momentum(0.9))
-	s := amp.NewGradScaler(amp.InitScale(1 << 24))
-	var first, last float32
-	for step := range 150 {
-		g := autograd.NewGraph(dev)
-		amp.Autocast(g, dtype.F16)
-		logits := g.Linear(g.ReLU(g.Linear(g.Input(x), w1, nil)), w2, nil)
-		loss := g.CrossEntropy(logits, y)
-		g.Backward(s.Scale(g, loss))
-		if _, err := s.Step(opt); err != nil {
-			t.Fatal(err)
+		w1 := autograd.NewParam("w1", tensor.UniformHost(rng, -0.25, 0.25, 32, in))
+		w2 := autograd.NewParam("w2", tensor.UniformHost(rng, -0.18, 0.18, classes, 32))
+		params := []*autograd.Var{w1, w2}
+		for _, p := range params {
+			p.To(dev)
 		}
-		if err := s.Update(); err != nil {
-			t.Fatal(err)
+		opt := optim.NewSGD(params, optim.LR(0.1), optim.Momentum(0.9))
+		s := amp.NewGradScaler(amp.InitScale(1 << 24))
+		var first, last float32
+		for step := range 150 {
+			g := autograd.NewGraph(dev)
+			amp.Autocast(g, dtype.F16)
+			logits := g.Linear(g.ReLU(g.Linear(g.Input(x), w1, nil)), w2, nil)
+			loss := g.CrossEntropy(logits, y)
+			g.Backward(s.Scale(g, loss))
+			if _, err := s.Step(opt); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Update(); err != nil {
+				t.Fatal(err)
+			}
+			opt.ZeroGrad()
+			if step == 0 {
+				first = loss.Value.Item()
+			}
+			last = loss.Value.Item()
+			g.Release()
 		}
-		opt.ZeroGrad()
-		if step == 0 {
-			first = loss.Value.Item()
+		if s.Skipped() == 0 || s.Skipped() > 20 {
+			t.Errorf("skipped %d steps; want a few while the scale backs off from 2^24", s.Skipped())
 		}
-		last = loss.Value.Item()
-		g.Release()
-	}
-	if s.Skipped() == 0 || s.Skipped() > 20 {
-		t.Errorf("skipped %d steps; want a few while the scale backs off from 2^24", s.Skipped())
-	}
-	if s.LossScale() >= 1<<24 {
-		t.Errorf("scale %v did not back off from 2^24", s.LossScale())
-	}
-	if !(last < 0.1 && last < first/10) {
-		t.Errorf("loss %v -> %v; want convergence below 0.1", first, last)
-	}
-	t.Logf("loss %.4f -> %.4f, %d skipped, final scale %v", first, last, s.Skipped(), s.LossScale())
+		if s.LossScale() >= 1<<24 {
+			t.Errorf("scale %v did not back off from 2^24", s.LossScale())
+		}
+		if !(last < 0.1 && last < first/10) {
+			t.Errorf("loss %v -> %v; want convergence below 0.1", first, last)
+		}
+		t.Logf("loss %.4f -> %.4f, %d skipped, final scale %v", first, last, s.Skipped(), s.LossScale())
+	})
 }

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"fmt"
+	"github.com/mixprec/mixprec/internal/testdev"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -68,41 +69,42 @@ func runOnce(t *testing.T, dev device.Device, low dtype.DType, forward func(g *a
 // and BF16 autocast, with dropout active, for 1 segment, about √n segments,
 // n segments, and nested segments.
 func TestCheckpointBitwise(t *testing.T) {
-	dev := cpu.New()
-	plain := func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var { return m.Forward(g, x) }
-	segs := func(n int) func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
-		return func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
-			return nn.CheckpointSequential(g, m.Layers, n, x)
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		plain := func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var { return m.Forward(g, x) }
+		segs := func(n int) func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
+			return func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
+				return nn.CheckpointSequential(g, m.Layers, n, x)
+			}
 		}
-	}
-	nested := func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
-		half := len(m.Layers) / 2
-		inner := nn.NewSequential(nn.Checkpoint(nn.NewSequential(m.Layers[:3]...)), nn.NewSequential(m.Layers[3:half]...))
-		outer := nn.NewSequential(nn.Checkpoint(inner), nn.Checkpoint(nn.NewSequential(m.Layers[half:]...)))
-		return outer.Forward(g, x)
-	}
-	for _, low := range dtype.All {
-		want := runOnce(t, dev, low, plain)
-		for _, c := range []struct {
-			name string
-			f    func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var
-		}{{"1 segment", segs(1)}, {"sqrt n segments", segs(0)}, {"n segments", segs(19)}, {"nested", nested}} {
-			t.Run(fmt.Sprintf("%v/%s", low, c.name), func(t *testing.T) {
-				got := runOnce(t, dev, low, c.f)
-				if len(got) != len(want) {
-					t.Fatalf("%d values, want %d", len(got), len(want))
-				}
-				for i := range got {
-					if got[i] != want[i] {
-						t.Fatalf("value %d differs: %v vs %v without checkpointing", i, math.Float32frombits(got[i]), math.Float32frombits(want[i]))
+		nested := func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
+			half := len(m.Layers) / 2
+			inner := nn.NewSequential(nn.Checkpoint(nn.NewSequential(m.Layers[:3]...)), nn.NewSequential(m.Layers[3:half]...))
+			outer := nn.NewSequential(nn.Checkpoint(inner), nn.Checkpoint(nn.NewSequential(m.Layers[half:]...)))
+			return outer.Forward(g, x)
+		}
+		for _, low := range dtype.All {
+			want := runOnce(t, dev, low, plain)
+			for _, c := range []struct {
+				name string
+				f    func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var
+			}{{"1 segment", segs(1)}, {"sqrt n segments", segs(0)}, {"n segments", segs(19)}, {"nested", nested}} {
+				t.Run(fmt.Sprintf("%v/%s", low, c.name), func(t *testing.T) {
+					got := runOnce(t, dev, low, c.f)
+					if len(got) != len(want) {
+						t.Fatalf("%d values, want %d", len(got), len(want))
 					}
-				}
-			})
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("value %d differs: %v vs %v without checkpointing", i, math.Float32frombits(got[i]), math.Float32frombits(want[i]))
+						}
+					}
+				})
+			}
 		}
-	}
-	if live := dev.MemStats().Live.Total; live != 0 {
-		t.Errorf("%d bytes still live after all runs", live)
-	}
+		if live := dev.MemStats().Live.Total; live != 0 {
+			t.Errorf("%d bytes still live after all runs", live)
+		}
+	})
 }
 
 func TestSplit(t *testing.T) {
@@ -119,23 +121,24 @@ func TestSplit(t *testing.T) {
 // TestCheckpointParamsWithoutInputGrad: a segment whose input does not
 // require grad still sends gradients to its parameters.
 func TestCheckpointParamsWithoutInputGrad(t *testing.T) {
-	dev := cpu.New()
-	rng := rand.New(rand.NewPCG(1, 5))
-	l := nn.NewLinear(4, 3, rng)
-	nn.To(l, dev)
-	g := autograd.NewGraph(dev)
-	x := g.Input(tensor.UniformHost(rng, -1, 1, 2, 4))
-	g.Backward(g.Sum(nn.Checkpoint(l).Forward(g, x)))
-	if l.W.Grad == nil || l.B.Grad == nil {
-		t.Fatal("parameters of a checkpointed segment got no gradient when its input needs none")
-	}
-	// d sum(xWᵀ+b)/db = number of rows.
-	for _, v := range l.B.Grad.ToHost() {
-		if v != 2 {
-			t.Errorf("bias gradient %v, want 2", v)
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		rng := rand.New(rand.NewPCG(1, 5))
+		l := nn.NewLinear(4, 3, rng)
+		nn.To(l, dev)
+		g := autograd.NewGraph(dev)
+		x := g.Input(tensor.UniformHost(rng, -1, 1, 2, 4))
+		g.Backward(g.Sum(nn.Checkpoint(l).Forward(g, x)))
+		if l.W.Grad == nil || l.B.Grad == nil {
+			t.Fatal("parameters of a checkpointed segment got no gradient when its input needs none")
 		}
-	}
-	g.Release()
+		// d sum(xWᵀ+b)/db = number of rows.
+		for _, v := range l.B.Grad.ToHost() {
+			if v != 2 {
+				t.Errorf("bias gradient %v, want 2", v)
+			}
+		}
+		g.Release()
+	})
 }
 
 func TestCheckpointMisuse(t *testing.T) {

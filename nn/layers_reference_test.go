@@ -2,12 +2,12 @@ package nn_test
 
 import (
 	"fmt"
+	"github.com/mixprec/mixprec/internal/testdev"
 	"testing"
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/device/cpu"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/reftest"
 	"github.com/mixprec/mixprec/nn"
@@ -60,121 +60,123 @@ var layerOps = map[string]func(g *autograd.Graph, in []*autograd.Var) *autograd.
 // For the 16-bit runs the reference is PyTorch's float64 result on inputs
 // rounded to that dtype: the layer's arithmetic is what is under test.
 func TestLayersMatchPyTorch(t *testing.T) {
-	var refs map[string]layerRef
-	reftest.Load(t, "layers", &refs)
-	dev := cpu.New()
-	for name, ref := range refs {
-		op, ok := layerOps[name]
-		if !ok {
-			t.Errorf("no op for reference case %q", name)
-			continue
-		}
-		for _, dt := range dtype.All {
-			t.Run(fmt.Sprintf("%s/%v", name, dt), func(t *testing.T) {
-				g := autograd.NewGraph(dev)
-				defer g.Release()
-				var in, leaves []*autograd.Var
-				for _, a := range ref.Inputs {
-					v := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, a.Host()), true)
-					defer v.Value.Release()
-					leaves = append(leaves, v)
-					if dt != dtype.F32 {
-						// Run the op itself in dt: cast its input there first.
-						in = append(in, g.Cast(v, dt))
-					} else {
-						in = append(in, v)
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		var refs map[string]layerRef
+		reftest.Load(t, "layers", &refs)
+		for name, ref := range refs {
+			op, ok := layerOps[name]
+			if !ok {
+				t.Errorf("no op for reference case %q", name)
+				continue
+			}
+			for _, dt := range dtype.All {
+				t.Run(fmt.Sprintf("%s/%v", name, dt), func(t *testing.T) {
+					g := autograd.NewGraph(dev)
+					defer g.Release()
+					var in, leaves []*autograd.Var
+					for _, a := range ref.Inputs {
+						v := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, a.Host()), true)
+						defer v.Value.Release()
+						leaves = append(leaves, v)
+						if dt != dtype.F32 {
+							// Run the op itself in dt: cast its input there first.
+							in = append(in, g.Cast(v, dt))
+						} else {
+							in = append(in, v)
+						}
 					}
-				}
-				out := op(g, in)
-				r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.R.Host()), false)
-				defer r.Value.Release()
-				g.Backward(g.Sum(g.Mul(out, r)))
-				tol := reftest.TolFor(dt)
-				want := ref.want(dt)
-				reftest.Compare(t, "out", out.Value.ToHost(), want.Out, tol)
-				for i, w := range want.Grads {
-					// Gradients reach the F32 leaves through the casts:
-					// they were computed in dt and rounded to it.
-					reftest.Compare(t, fmt.Sprintf("grad %d", i), leaves[i].Grad.ToHost(), w, tol)
-				}
-			})
+					out := op(g, in)
+					r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.R.Host()), false)
+					defer r.Value.Release()
+					g.Backward(g.Sum(g.Mul(out, r)))
+					tol := reftest.TolFor(dt)
+					want := ref.want(dt)
+					reftest.Compare(t, "out", out.Value.ToHost(), want.Out, tol)
+					for i, w := range want.Grads {
+						// Gradients reach the F32 leaves through the casts:
+						// they were computed in dt and rounded to it.
+						reftest.Compare(t, fmt.Sprintf("grad %d", i), leaves[i].Grad.ToHost(), w, tol)
+					}
+				})
+			}
 		}
-	}
+	})
 }
 
 // TestBatchNormMatchesPyTorch checks BatchNorm2d in training mode (output,
 // input and parameter gradients, updated running statistics) and then in
 // evaluation mode, in F32 and under F16 and BF16 autocast.
 func TestBatchNormMatchesPyTorch(t *testing.T) {
-	type result struct {
-		Out         reftest.Array `json:"out"`
-		DX          reftest.Array `json:"dx"`
-		DWeight     reftest.Array `json:"dweight"`
-		DBias       reftest.Array `json:"dbias"`
-		RunningMean reftest.Array `json:"running_mean"`
-		RunningVar  reftest.Array `json:"running_var"`
-		EvalOut     reftest.Array `json:"eval_out"`
-	}
-	var ref struct {
-		X      reftest.Array `json:"x"`
-		Weight reftest.Array `json:"weight"`
-		Bias   reftest.Array `json:"bias"`
-		R      reftest.Array `json:"r"`
-		EvalX  reftest.Array `json:"eval_x"`
-		Before struct {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		type result struct {
+			Out         reftest.Array `json:"out"`
+			DX          reftest.Array `json:"dx"`
+			DWeight     reftest.Array `json:"dweight"`
+			DBias       reftest.Array `json:"dbias"`
 			RunningMean reftest.Array `json:"running_mean"`
 			RunningVar  reftest.Array `json:"running_var"`
-		} `json:"before"`
-		result
-		F16  result `json:"f16"`
-		BF16 result `json:"bf16"`
-	}
-	reftest.Load(t, "batchnorm", &ref)
-	dev := cpu.New()
-	for _, dt := range dtype.All {
-		t.Run(dt.String(), func(t *testing.T) {
-			bn := nn.NewBatchNorm2d(3)
-			bn.Weight = autograd.NewParam("weight", ref.Weight.Host())
-			bn.Bias = autograd.NewParam("bias", ref.Bias.Host())
-			bn.RunningMean = autograd.NewBuffer("running_mean", ref.Before.RunningMean.Host())
-			bn.RunningVar = autograd.NewBuffer("running_var", ref.Before.RunningVar.Host())
-			nn.To(bn, dev)
-			defer nn.Release(bn)
-			g := autograd.NewGraph(dev)
-			if dt != dtype.F32 {
-				amp.Autocast(g, dt)
-			}
-			x := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.X.Host()), true)
-			defer x.Value.Release()
-			xin := x
-			if dt != dtype.F32 {
-				xin = g.Cast(x, dt) // as a low-precision conv output would arrive
-			}
-			out := bn.Forward(g, xin)
-			if out.DType() != xin.DType() {
-				t.Errorf("output dtype %v, want the input's %v", out.DType(), xin.DType())
-			}
-			r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.R.Host()), false)
-			defer r.Value.Release()
-			g.Backward(g.Sum(g.Mul(out, r)))
-			tol := reftest.TolFor(dt)
-			want := map[dtype.DType]result{dtype.F32: ref.result, dtype.F16: ref.F16, dtype.BF16: ref.BF16}[dt]
-			reftest.Compare(t, "out", out.Value.ToHost(), want.Out, tol)
-			reftest.Compare(t, "dx", x.Grad.ToHost(), want.DX, tol)
-			reftest.Compare(t, "dweight", bn.Weight.Grad.ToHost(), want.DWeight, tol)
-			reftest.Compare(t, "dbias", bn.Bias.Grad.ToHost(), want.DBias, tol)
-			reftest.Compare(t, "running_mean", bn.RunningMean.Value.ToHost(), want.RunningMean, tol)
-			reftest.Compare(t, "running_var", bn.RunningVar.Value.ToHost(), want.RunningVar, tol)
-			g.Release()
+			EvalOut     reftest.Array `json:"eval_out"`
+		}
+		var ref struct {
+			X      reftest.Array `json:"x"`
+			Weight reftest.Array `json:"weight"`
+			Bias   reftest.Array `json:"bias"`
+			R      reftest.Array `json:"r"`
+			EvalX  reftest.Array `json:"eval_x"`
+			Before struct {
+				RunningMean reftest.Array `json:"running_mean"`
+				RunningVar  reftest.Array `json:"running_var"`
+			} `json:"before"`
+			result
+			F16  result `json:"f16"`
+			BF16 result `json:"bf16"`
+		}
+		reftest.Load(t, "batchnorm", &ref)
+		for _, dt := range dtype.All {
+			t.Run(dt.String(), func(t *testing.T) {
+				bn := nn.NewBatchNorm2d(3)
+				bn.Weight = autograd.NewParam("weight", ref.Weight.Host())
+				bn.Bias = autograd.NewParam("bias", ref.Bias.Host())
+				bn.RunningMean = autograd.NewBuffer("running_mean", ref.Before.RunningMean.Host())
+				bn.RunningVar = autograd.NewBuffer("running_var", ref.Before.RunningVar.Host())
+				nn.To(bn, dev)
+				defer nn.Release(bn)
+				g := autograd.NewGraph(dev)
+				if dt != dtype.F32 {
+					amp.Autocast(g, dt)
+				}
+				x := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.X.Host()), true)
+				defer x.Value.Release()
+				xin := x
+				if dt != dtype.F32 {
+					xin = g.Cast(x, dt) // as a low-precision conv output would arrive
+				}
+				out := bn.Forward(g, xin)
+				if out.DType() != xin.DType() {
+					t.Errorf("output dtype %v, want the input's %v", out.DType(), xin.DType())
+				}
+				r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.R.Host()), false)
+				defer r.Value.Release()
+				g.Backward(g.Sum(g.Mul(out, r)))
+				tol := reftest.TolFor(dt)
+				want := map[dtype.DType]result{dtype.F32: ref.result, dtype.F16: ref.F16, dtype.BF16: ref.BF16}[dt]
+				reftest.Compare(t, "out", out.Value.ToHost(), want.Out, tol)
+				reftest.Compare(t, "dx", x.Grad.ToHost(), want.DX, tol)
+				reftest.Compare(t, "dweight", bn.Weight.Grad.ToHost(), want.DWeight, tol)
+				reftest.Compare(t, "dbias", bn.Bias.Grad.ToHost(), want.DBias, tol)
+				reftest.Compare(t, "running_mean", bn.RunningMean.Value.ToHost(), want.RunningMean, tol)
+				reftest.Compare(t, "running_var", bn.RunningVar.Value.ToHost(), want.RunningVar, tol)
+				g.Release()
 
-			nn.SetTraining(bn, false)
-			g = autograd.NewGraph(dev, autograd.WithoutGrad())
-			defer g.Release()
-			xe := g.Input(ref.EvalX.Host())
-			if dt != dtype.F32 {
-				xe = g.Cast(xe, dt)
-			}
-			reftest.Compare(t, "eval out", bn.Forward(g, xe).Value.ToHost(), want.EvalOut, tol)
-		})
-	}
+				nn.SetTraining(bn, false)
+				g = autograd.NewGraph(dev, autograd.WithoutGrad())
+				defer g.Release()
+				xe := g.Input(ref.EvalX.Host())
+				if dt != dtype.F32 {
+					xe = g.Cast(xe, dt)
+				}
+				reftest.Compare(t, "eval out", bn.Forward(g, xe).Value.ToHost(), want.EvalOut, tol)
+			})
+		}
+	})
 }
