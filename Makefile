@@ -7,7 +7,7 @@ MNIST   := $(DATA)/mnist/train-images-idx3-ubyte.gz
 BIN     := $(CURDIR)/bin
 export MIXPREC_DATA := $(DATA)
 
-.PHONY: all data mnist test test-short lint bench bench-peer build clean kernels check-kernels cuda-bundle test-cuda
+.PHONY: all data mnist test test-short lint bench bench-peer build clean generate reference kernels check-kernels cuda-bundle test-cuda
 
 all: build
 
@@ -38,10 +38,22 @@ lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run ./tools/layercheck
+	$(GO) generate ./...
+	@git diff --quiet -- '*.s' || { echo "generated files differ from what make generate produces:"; git diff --stat -- '*.s'; exit 1; }
 
-## bench: Go benchmarks (GEMM GFLOP/s, training steps)
+## bench: Go benchmarks: CPU GEMM GFLOP/s (and the fraction of the measured FMA peak), training steps in samples/s
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./device/cpu/... ./nn/models/
+	$(GO) test -run '^$$' -bench 'Gemm/(mlp-fwd|conv-fwd|square-NN-1024|wide)|Peak' -benchtime 1s ./device/cpu/internal/gemm/
+	$(GO) test -run '^$$' -bench 'TrainStep' -benchtime 10x ./nn/models/
+
+## generate: regenerate generated files (the GEMM assembly); they must come out byte for byte as committed
+generate:
+	$(GO) generate ./...
+
+## reference: recompute testdata/torch_reference.json with PyTorch (installs Debian's python3-torch if needed)
+reference:
+	sh tools/install-peer.sh
+	/usr/bin/python3 tools/reference/torch_reference.py testdata/torch_reference.json
 
 ## bench-peer: our examples and the PyTorch peers on the same machine, with ratios
 bench-peer: data
