@@ -157,7 +157,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		schedule = optim.OneCycle(float32(lr), total, 0.25, 25, 1e4)
 	}
 	dev.ResetPeak()
-	steps, trainTime, lastLoss := 0, 0.0, 0.0
+	steps, samples, trainTime, lastLoss := 0, 0, 0.0, 0.0
 	var peak device.MemStats // over training steps only, not evaluation
 	var acc float64
 	wall := time.Now()
@@ -187,6 +187,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			sum += l
 			n++
 			steps++
+			samples += len(b.Y)
 			bar.Update(n, fmt.Sprintf("loss %.4f", sum/float64(n)))
 			if f.MaxSteps > 0 && steps >= f.MaxSteps {
 				break
@@ -199,12 +200,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		acc = train.Evaluate(dev, m.net, testSet, 1000, useAMP, lowType)
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss,
-			100*acc, float64(steps*f.Batch)/trainTime)
+			100*acc, float64(samples)/trainTime)
 		if f.MaxSteps > 0 && steps >= f.MaxSteps {
 			break
 		}
 	}
-	samples := min(steps*f.Batch, steps/perEpoch*trainSet.Len()+steps%perEpoch*f.Batch)
 	s := cli.Summary{Model: f.Model, Data: *dataset, Device: dev.Name(), AMP: f.AMP, Checkpoint: f.Checkpoint,
 		Epochs: f.Epochs, Steps: steps, TrainLoss: lastLoss, TestAccuracy: acc,
 		SamplesPerSec: float64(samples) / trainTime, MsPerStep: 1000 * trainTime / float64(max(steps, 1)), WallSeconds: time.Since(wall).Seconds(),
