@@ -47,26 +47,45 @@ func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
 	pb, gb := bs[0], bs[1]
 	d.parallel(pb.n, func(lo, hi int) {
 		ps, gs := pb.f32[lo:hi], gb.f32[lo:hi]
-		var ms []float32
-		if h.Momentum != 0 {
-			ms = bs[2].f32[lo:hi]
+		if h.Momentum == 0 {
+			gs = gs[:len(ps)]
+			if h.WeightDecay == 0 {
+				for i, g := range gs {
+					ps[i] -= h.LR * g
+				}
+				return
+			}
+			for i, g := range gs {
+				ps[i] -= h.LR * (g + h.WeightDecay*ps[i])
+			}
+			return
+		}
+		ms := bs[2].f32[lo:hi]
+		ms, gs = ms[:len(ps)], gs[:len(ps)]
+		// The common case, hoisted out of the general loop: plain momentum
+		// after the first step, no weight decay.
+		if !h.First && !h.Nesterov && h.WeightDecay == 0 {
+			damp := 1 - h.Dampening
+			for i := range ps {
+				ms[i] = h.Momentum*ms[i] + damp*gs[i]
+				ps[i] -= h.LR * ms[i]
+			}
+			return
 		}
 		for i := range ps {
 			gi := gs[i]
 			if h.WeightDecay != 0 {
 				gi += h.WeightDecay * ps[i]
 			}
-			if h.Momentum != 0 {
-				if h.First {
-					ms[i] = gi
-				} else {
-					ms[i] = h.Momentum*ms[i] + (1-h.Dampening)*gi
-				}
-				if h.Nesterov {
-					gi += h.Momentum * ms[i]
-				} else {
-					gi = ms[i]
-				}
+			if h.First {
+				ms[i] = gi
+			} else {
+				ms[i] = h.Momentum*ms[i] + (1-h.Dampening)*gi
+			}
+			if h.Nesterov {
+				gi += h.Momentum * ms[i]
+			} else {
+				gi = ms[i]
 			}
 			ps[i] -= h.LR * gi
 		}
