@@ -166,16 +166,43 @@ func (d *Device) MaxPool(y, x device.Buffer, s device.PoolShape) {
 	d.checkLen("MaxPool", s.N*s.C*ohw, yb)
 	d.forPlanes(s.N*s.C, hw, func(i int) {
 		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*ohw, (i+1)*ohw)
-		for oh := range s.OH {
-			h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
-			for ow := range s.OW {
-				w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
-				out.v[oh*s.OW+ow] = in.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)]
+		if is2x2(s) {
+			for oh := range s.OH {
+				for ow := range s.OW {
+					out.v[oh*s.OW+ow] = in.v[argmax2x2(in.v, s.W, 2*oh, 2*ow)]
+				}
+			}
+		} else {
+			for oh := range s.OH {
+				h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
+				for ow := range s.OW {
+					w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
+					out.v[oh*s.OW+ow] = in.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)]
+				}
 			}
 		}
 		in.done()
 		commit(yb, i*ohw, out)
 	})
+}
+
+// is2x2 reports the common pooling geometry that gets a fast path: 2x2
+// windows, stride 2, no padding.
+func is2x2(s device.PoolShape) bool {
+	return s.KH == 2 && s.KW == 2 && s.StrideH == 2 && s.StrideW == 2 && s.PadH == 0 && s.PadW == 0
+}
+
+// argmax2x2 is argmaxWindow for the 2x2 window at (h, w), with the same
+// first-maximum and NaN rules.
+func argmax2x2(v []float32, width, h, w int) int {
+	j := h*width + w
+	best := j
+	for _, k := range [3]int{j + 1, j + width, j + width + 1} {
+		if x := v[k]; x > v[best] || (x != x && v[best] == v[best]) {
+			best = k
+		}
+	}
+	return best
 }
 
 // argmaxWindow returns the index of the first maximum (NaN counts as the
@@ -203,11 +230,19 @@ func (d *Device) MaxPoolGrad(dx, dy, x device.Buffer, s device.PoolShape) {
 	d.forPlanes(s.N*s.C, hw, func(i int) {
 		in, g, out := read(xb, i*hw, (i+1)*hw), read(gb, i*ohw, (i+1)*ohw), writeView(db, i*hw, (i+1)*hw)
 		clear(out.v)
-		for oh := range s.OH {
-			h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
-			for ow := range s.OW {
-				w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
-				out.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)] += g.v[oh*s.OW+ow]
+		if is2x2(s) {
+			for oh := range s.OH {
+				for ow := range s.OW {
+					out.v[argmax2x2(in.v, s.W, 2*oh, 2*ow)] += g.v[oh*s.OW+ow]
+				}
+			}
+		} else {
+			for oh := range s.OH {
+				h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
+				for ow := range s.OW {
+					w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
+					out.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)] += g.v[oh*s.OW+ow]
+				}
 			}
 		}
 		in.done()
