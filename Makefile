@@ -7,7 +7,7 @@ MNIST   := $(DATA)/mnist/train-images-idx3-ubyte.gz
 BIN     := $(CURDIR)/bin
 export MIXPREC_DATA := $(DATA)
 
-.PHONY: all data mnist test test-short lint bench bench-peer build clean generate reference kernels check-kernels cuda-bundle test-cuda
+.PHONY: all data mnist test test-long test-short lint bench bench-peer build clean generate reference kernels check-kernels cuda-bundle test-cuda
 
 all: build
 
@@ -28,6 +28,10 @@ mnist: data
 test: data
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
+
+## test-long: also the slow acceptance runs (the MNIST CNN for two epochs in f32 and f16)
+test-long: data
+	MIXPREC_LONG=1 $(GO) test -count=1 -timeout 60m -run 'Accuracy' -v ./examples/...
 
 ## test-short: the suite without long training tests
 test-short:

@@ -86,3 +86,70 @@ func cropFlip(dst []float32, shape []int, pad, top, left int, flip bool) {
 		}
 	}
 }
+
+// RandomShift translates each image by up to max pixels in each direction
+// (uniformly, independently for rows and columns), filling the uncovered
+// strip with fill: torchvision's RandomAffine(translate=...) with integer
+// shifts. For MNIST, fill is the normalised black, (0 - mean) / std.
+// Samples must have shape [C H W] or [H W].
+//
+// The draws from rng are the row shift, then the column shift (each
+// rng.IntN(2*max+1) - max).
+func RandomShift(max int, fill float32) AugmentFunc {
+	if max < 0 {
+		panic(fmt.Sprintf("datasets: RandomShift(%d): max must be >= 0", max))
+	}
+	return func(dst []float32, shape []int, rng *rand.Rand) {
+		dy := rng.IntN(2*max+1) - max
+		dx := rng.IntN(2*max+1) - max
+		shift(dst, shape, dy, dx, fill)
+	}
+}
+
+// shift moves the image in dst down by dy rows and right by dx columns in
+// place, filling what is uncovered with fill.
+func shift(dst []float32, shape []int, dy, dx int, fill float32) {
+	var c, h, w int
+	switch len(shape) {
+	case 2:
+		c, h, w = 1, shape[0], shape[1]
+	case 3:
+		c, h, w = shape[0], shape[1], shape[2]
+	default:
+		panic(fmt.Sprintf("datasets: RandomShift needs samples of shape [C H W] or [H W], got %v", shape))
+	}
+	if len(dst) != c*h*w {
+		panic(fmt.Sprintf("datasets: RandomShift: %d values for a sample of shape %v", len(dst), shape))
+	}
+	for ch := range c {
+		plane := dst[ch*h*w : (ch+1)*h*w]
+		// Visit rows so that each source row is read before it is
+		// overwritten: bottom-up when moving down, top-down when moving up.
+		for k := range h {
+			y := k
+			if dy > 0 {
+				y = h - 1 - k
+			}
+			row := plane[y*w : (y+1)*w]
+			sy := y - dy
+			if sy < 0 || sy >= h || dx >= w || -dx >= w {
+				for i := range row {
+					row[i] = fill
+				}
+				continue
+			}
+			src := plane[sy*w : (sy+1)*w]
+			if dx >= 0 {
+				copy(row[dx:], src[:w-dx])
+				for i := range dx {
+					row[i] = fill
+				}
+			} else {
+				copy(row, src[-dx:])
+				for i := w + dx; i < w; i++ {
+					row[i] = fill
+				}
+			}
+		}
+	}
+}

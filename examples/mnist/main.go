@@ -48,6 +48,7 @@ type model struct {
 	lr       float64
 	momentum float32
 	oneCycle bool // one-cycle learning-rate schedule peaking at lr
+	shift    int  // random translation by up to this many pixels (images only)
 }
 
 // build makes the named network with the optimiser settings that train it
@@ -64,7 +65,7 @@ func build(name string, rng *rand.Rand) (model, error) {
 	case "wide":
 		m.optim, m.lr, m.momentum = "sgd", 0.02, 0.9
 	case "cnn":
-		m.optim, m.lr, m.oneCycle = "adamw", 3e-3, true
+		m.optim, m.lr, m.oneCycle, m.shift = "adamw", 3e-3, true, 2
 	default:
 		m.optim, m.lr = "adamw", 1e-3
 	}
@@ -147,6 +148,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log("(%s)", scaler.Note())
 	}
 
+	batchOpts := func(epoch int) []datasets.Option {
+		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch)}
+		if m.shift > 0 {
+			// Fill the uncovered strip with the normalised black background.
+			mean, std := float32(datasets.MNISTMean), float32(datasets.MNISTStd)
+			if *dataset == "fashion" {
+				mean, std = datasets.FashionMNISTMean, datasets.FashionMNISTStd
+			}
+			opts = append(opts, datasets.Augment(datasets.RandomShift(m.shift, -mean/std)))
+		}
+		return opts
+	}
 	perEpoch := datasets.NumBatches(trainSet, f.Batch)
 	schedule := optim.Constant(float32(lr))
 	if m.oneCycle {
@@ -166,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		bar := cli.NewProgress(stderr, fmt.Sprintf("epoch %d/%d", epoch+1, f.Epochs), perEpoch)
 		start := time.Now()
 		sum, n := 0.0, 0
-		for b := range datasets.Batches(trainSet, f.Batch, datasets.Shuffle(f.Seed), datasets.Epoch(epoch)) {
+		for b := range datasets.Batches(trainSet, f.Batch, batchOpts(epoch)...) {
 			optim.Apply(opt, schedule, steps)
 			g := autograd.NewGraph(dev)
 			if useAMP {

@@ -128,3 +128,24 @@ func TestAccuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestCNNAccuracy is issue acceptance for the CNN: two epochs reach 99%
+// test accuracy, and F16 autocast lands within 0.3 points. It trains for
+// about ten minutes on two cores, so it runs only with MIXPREC_LONG=1
+// (make test-long).
+func TestCNNAccuracy(t *testing.T) {
+	if testing.Short() || os.Getenv("MIXPREC_LONG") == "" {
+		t.Skip("trains the CNN for two epochs twice; set MIXPREC_LONG=1 (make test-long)")
+	}
+	d := dataDir(t)
+	base := runJSON(t, "-data", d, "-model", "cnn", "-epochs", "2")
+	t.Logf("cnn fp32: accuracy %.4f, %.0f samples/s, %.1f ms/step", base.TestAccuracy, base.SamplesPerSec, base.MsPerStep)
+	if base.TestAccuracy < 0.99 {
+		t.Errorf("cnn fp32 accuracy %.4f, want >= 0.99", base.TestAccuracy)
+	}
+	s := runJSON(t, "-data", d, "-model", "cnn", "-epochs", "2", "-amp", "f16")
+	t.Logf("cnn f16: accuracy %.4f, %d/%d steps skipped, %.0f samples/s", s.TestAccuracy, s.SkippedSteps, s.Steps, s.SamplesPerSec)
+	if math.Abs(s.TestAccuracy-base.TestAccuracy) > 0.003 {
+		t.Errorf("cnn f16 accuracy %.4f is more than 0.3 points from fp32's %.4f", s.TestAccuracy, base.TestAccuracy)
+	}
+}
