@@ -55,20 +55,20 @@ def main():
         for _ in range(a.repeat):
             for amp in our_amps:
                 s = run([binary] + ours[1:] + ["-data", a.data, "-amp", amp, "-json"], env)
-                figures.setdefault(("mixprec", amp), []).append(s["samples_per_sec"])
+                figures.setdefault(("mixprec", amp), []).append((s["samples_per_sec"], s.get("ms_per_step", 0)))
             for amp in peer_amps:
                 s = run(["/usr/bin/python3", os.path.join(HERE, "peers", peer[0])] + peer[1:] +
                         ["--amp", amp, "--threads", str(a.threads), "--json"], env)
-                figures.setdefault(("torch", amp), []).append(s["samples_per_sec"])
+                figures.setdefault(("torch", amp), []).append((s["samples_per_sec"], s.get("ms_per_step", 0)))
                 torch_version = s.get("framework", "torch")
-        med = {k: statistics.median(v) for k, v in figures.items()}
-        base = med[("torch", "off")]
-        for (who, amp), v in sorted(med.items(), key=lambda kv: (kv[0][0] != "mixprec", kv[0][1])):
+        med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in figures.items()}
+        base = med[("torch", "off")][0]
+        for (who, amp), (v, ms) in sorted(med.items(), key=lambda kv: (kv[0][0] != "mixprec", kv[0][1])):
             name = "mixprec" if who == "mixprec" else torch_version
-            rows.append((w, name, amp, v, v / base))
-    print(f"{'workload':8} {'framework':22} {'amp':5} {'samples/s':>10} {'vs torch fp32':>14}")
-    for w, name, amp, v, r in rows:
-        print(f"{w:8} {name:22} {amp:5} {v:10.0f} {r:13.2f}x")
+            rows.append((w, name, amp, v, ms, v / base))
+    print(f"{'workload':8} {'framework':22} {'amp':5} {'samples/s':>10} {'ms/step':>8} {'vs torch fp32':>14}")
+    for w, name, amp, v, ms, r in rows:
+        print(f"{w:8} {name:22} {amp:5} {v:10.0f} {ms:8.1f} {r:13.2f}x")
 
 
 if __name__ == "__main__":
