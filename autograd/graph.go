@@ -396,10 +396,17 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 		panic(fmt.Sprintf("autograd: gradient of shape %v for %v", t.Shape(), v))
 	}
 	if v.param {
-		if v.Grad == nil {
+		switch {
+		case v.Grad == nil && t.DType() == v.DType() && !t.IsView():
+			// The first gradient of the step: take the buffer over rather
+			// than copy it (the graph's Release then skips it).
+			v.Grad = t.Move(v.Shape()...)
+			v.Grad.SetCategory(device.Grad)
+			return
+		case v.Grad == nil:
 			v.Grad = tensor.New(g.dev, v.DType(), device.Grad, v.Shape()...)
 			g.dev.Copy(v.Grad.Buffer(), 0, t.Buffer(), 0, t.Numel())
-		} else {
+		default:
 			g.dev.Axpby(v.Grad.Buffer(), v.Grad.Buffer(), t.Buffer(), 1, 1)
 		}
 		t.Release()
