@@ -59,6 +59,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if f.Model != "resnet20" {
 		return fmt.Errorf("-model %q: want resnet20", f.Model)
 	}
+	if f.Optimizer != "" && f.Optimizer != "sgd" {
+		return fmt.Errorf("-optim %q: the CIFAR recipe is SGD with Nesterov momentum", f.Optimizer)
+	}
 	tag := ""
 	if *synthetic {
 		tag = "[synthetic data] "
@@ -75,7 +78,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var trainSet, testSet *datasets.Dataset
 	if *synthetic {
-		trainSet = datasets.Synthetic(50000, []int{3, 32, 32}, 10, f.Seed)
+		n := 50000
+		if f.MaxSteps > 0 {
+			n = min(n, f.MaxSteps*f.Batch) // generate only what the run will use
+		}
+		trainSet = datasets.Synthetic(n, []int{3, 32, 32}, 10, f.Seed)
 		// Accuracy on random labels means nothing; a small test set keeps
 		// the measurement about training.
 		testSet = datasets.Synthetic(1000, []int{3, 32, 32}, 10, f.Seed+1)
