@@ -42,7 +42,7 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 		g.dev.Expand(y.Buffer(), buf(b), biasSt, 1)
 		beta = 1
 	}
-	g.eachChunk(dt, s, chunk, buf(x), func(col *tensor.Tensor, cs device.ConvShape) {
+	g.eachChunk(dt, s, chunk, buf(x), true, func(col *tensor.Tensor, cs device.ConvShape) {
 		// y[i] (OC, OHW) = w (OC, CKK) @ col[i] (CKK, OHW), for each image i
 		g.dev.Gemm(y.Buffer(), buf(w), col.Buffer(), device.GemmParams{M: oc, N: ohw, K: ckk, Alpha: 1, Beta: beta,
 			Batch: cs.NB, StrideB: ckk * ohw, StrideC: oc * ohw, OffC: cs.N0 * oc * ohw})
@@ -77,7 +77,7 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 			dcol.SetCategory(device.Workspace)
 			defer dcol.Release()
 		}
-		g.eachChunk(dt, s, chunk, buf(x), func(col *tensor.Tensor, cs device.ConvShape) {
+		g.eachChunk(dt, s, chunk, buf(x), dw != nil, func(col *tensor.Tensor, cs device.ConvShape) {
 			if dw != nil {
 				for i := range cs.NB {
 					// dw (OC, CKK) += dy[n] (OC, OHW) @ col[i]ᵀ (OHW, CKK)
@@ -95,7 +95,7 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 					Batch: cs.NB, StrideB: oc * ohw, StrideC: ckk * ohw, OffB: cs.N0 * oc * ohw})
 				g.dev.Col2Im(dx.Buffer(), dcol.Buffer(), cs)
 			}
-		}, dw != nil)
+		})
 		if dw != nil {
 			g.accum(w, dw)
 		}
@@ -106,11 +106,10 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	return out
 }
 
-// eachChunk unrolls the images of x chunk by chunk into a workspace and
-// calls fn with it; with needCol false it skips the unrolling (fn then only
-// uses the chunk's geometry).
-func (g *Graph) eachChunk(dt dtype.DType, s device.ConvShape, chunk int, x device.Buffer, fn func(col *tensor.Tensor, cs device.ConvShape), needCol ...bool) {
-	unroll := len(needCol) == 0 || needCol[0]
+// eachChunk calls fn for each chunk of images of x, with the chunk unrolled
+// into a workspace when unroll is set (otherwise fn gets nil and uses only
+// the chunk's geometry).
+func (g *Graph) eachChunk(dt dtype.DType, s device.ConvShape, chunk int, x device.Buffer, unroll bool, fn func(col *tensor.Tensor, cs device.ConvShape)) {
 	var col *tensor.Tensor
 	if unroll {
 		col = tensor.New(g.dev, dt, device.Workspace, chunk, s.C*s.KH*s.KW, s.OH*s.OW)

@@ -82,7 +82,7 @@ func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
 	case OpMul:
 		g.save(a.Value, b.Value)
 	case OpDiv:
-		g.save(a.Value, b.Value)
+		g.save(b.Value, y) // da = dy/b and db = -(dy/b)·y need no a
 	}
 	g.push(op, out, []*Var{a, b}, func(dy *tensor.Tensor) {
 		switch op {
@@ -122,9 +122,6 @@ func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
 			}
 		}
 	})
-	if op == OpDiv {
-		g.save(y)
-	}
 	return out
 }
 

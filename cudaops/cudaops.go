@@ -293,14 +293,6 @@ func (d *Device) buf(b device.Buffer, op string) *Buffer {
 	return cb
 }
 
-// bufOrNil is buf for an optional operand.
-func (d *Device) bufOrNil(b device.Buffer, op string) *Buffer {
-	if b == nil {
-		return nil
-	}
-	return d.buf(b, op)
-}
-
 // Alloc returns a buffer of n elements with undefined contents. It panics
 // when the GPU is out of memory even after the allocator's cache is
 // released (the contract has no error for Alloc; a CPU out of memory dies

@@ -135,15 +135,14 @@ func IsTerminal(w io.Writer) bool {
 // Progress draws a one-line progress bar on a terminal and nothing
 // elsewhere.
 type Progress struct {
-	w      io.Writer
-	on     bool
-	total  int
-	label  string
-	start  time.Time
-	last   time.Time
-	width  int
-	drawn  bool
-	extras string
+	w     io.Writer
+	on    bool
+	total int
+	label string
+	start time.Time
+	last  time.Time
+	width int
+	drawn bool
 }
 
 // NewProgress starts a bar of total steps on w (drawn only when w is a

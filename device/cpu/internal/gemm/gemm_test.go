@@ -246,6 +246,9 @@ func smallBlocking(im *impl) *impl {
 
 // TestGemm covers every implementation, transpose combination and pair of
 // storages on sizes 1..70 with padded strides and offsets.
+// negZero is -0 as a float32 (the literal -0.0 is +0 in Go).
+var negZero = float32(math.Copysign(0, -1))
+
 func TestGemm(t *testing.T) {
 	shapes := [][3]int{{1, 1, 1}, {1, 70, 3}, {70, 1, 5}, {3, 5, 1}, {13, 33, 17}, {12, 32, 64}, {6, 16, 9}, {70, 70, 70}}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -325,15 +328,15 @@ func TestGemmLarge(t *testing.T) {
 // TestGemmSpecial covers the quick returns and BLAS conventions.
 func TestGemmSpecial(t *testing.T) {
 	tests := []gemmCase{
-		{m: 5, n: 7, k: 0, alpha: 1, beta: 0, nanC: true},         // k == 0, beta == 0: C zeroed
-		{m: 5, n: 7, k: 0, alpha: 1, beta: 2},                     // k == 0: C scaled
-		{m: 5, n: 7, k: 3, alpha: 0, beta: 1},                     // alpha == 0: C untouched
-		{m: 5, n: 7, k: 3, alpha: 0, beta: 0, nanC: true},         // alpha == 0, beta == 0: C zeroed
-		{m: 0, n: 7, k: 3, alpha: 1, beta: 1},                     // empty C
-		{m: 5, n: 0, k: 3, alpha: 1, beta: 1},                     // empty C
-		{m: 40, n: 50, k: 60, alpha: 1, beta: 0, nanC: true},      // NaN in C must not leak
-		{m: 40, n: 50, k: 60, alpha: 1, beta: -0.0, nanC: true},   // nor with beta = -0
-		{m: 3, n: 3, k: 300, alpha: -1, beta: 0.25, transA: true}, // k-only size
+		{m: 5, n: 7, k: 0, alpha: 1, beta: 0, nanC: true},          // k == 0, beta == 0: C zeroed
+		{m: 5, n: 7, k: 0, alpha: 1, beta: 2},                      // k == 0: C scaled
+		{m: 5, n: 7, k: 3, alpha: 0, beta: 1},                      // alpha == 0: C untouched
+		{m: 5, n: 7, k: 3, alpha: 0, beta: 0, nanC: true},          // alpha == 0, beta == 0: C zeroed
+		{m: 0, n: 7, k: 3, alpha: 1, beta: 1},                      // empty C
+		{m: 5, n: 0, k: 3, alpha: 1, beta: 1},                      // empty C
+		{m: 40, n: 50, k: 60, alpha: 1, beta: 0, nanC: true},       // NaN in C must not leak
+		{m: 40, n: 50, k: 60, alpha: 1, beta: negZero, nanC: true}, // nor with beta = -0
+		{m: 3, n: 3, k: 300, alpha: -1, beta: 0.25, transA: true},  // k-only size
 	}
 	for _, im := range impls {
 		for _, tc := range tests {
