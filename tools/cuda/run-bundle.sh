@@ -99,8 +99,8 @@ fi
 	echo
 	echo "== MNIST, 3 epochs, -amp f16 (last JSON line)"
 	for f in 07-mnist-cuda-f16 10-mnist-cpu-f16; do
-		printf '%s: ' "$f"
-		grep '^{' "$logs/$f.log" 2>/dev/null | tail -1 || echo
+		line=$(grep '^{' "$logs/$f.log" 2>/dev/null | tail -1)
+		echo "$f: ${line:-(no JSON summary; see $f.log)}"
 	done
 	echo
 	echo "== GEMM"
