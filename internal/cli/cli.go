@@ -103,23 +103,24 @@ func (f *Flags) Validate() error {
 	return err
 }
 
-// OpenDevice opens the backend -device names. For "auto" it also returns, as
-// note, why CUDA was not chosen (empty when it was).
+// OpenDevice opens the backend -device names (device.Select's choice for
+// "auto"). When "auto" falls back to the CPU, note says why CUDA was not
+// chosen; it is empty otherwise.
 func OpenDevice(name string) (dev device.Device, note string, err error) {
 	switch name {
-	case "auto", "":
-		if d, err := device.Open("cuda"); err == nil {
-			return d, "", nil
-		} else {
-			note = err.Error()
-		}
-		d, err := device.Open("cpu")
-		return d, note, err
-	case "cpu", "cuda":
-		d, err := device.Open(name)
-		return d, "", err
+	case "auto", "", "cpu", "cuda":
+	default:
+		return nil, "", fmt.Errorf("-device %q: want auto, cpu or cuda", name)
 	}
-	return nil, "", fmt.Errorf("-device %q: want auto, cpu or cuda", name)
+	if dev, err = device.Select(name); err != nil {
+		return nil, "", err
+	}
+	if (name == "auto" || name == "") && dev.Name() == "cpu" {
+		if _, cerr := device.Open("cuda"); cerr != nil { // backends open once: this is the cached reason
+			note = cerr.Error()
+		}
+	}
+	return dev, note, nil
 }
 
 // IsTerminal reports whether w is a terminal (a character device).
