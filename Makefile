@@ -37,10 +37,11 @@ test-long: data
 test-short:
 	$(GO) test -short ./...
 
-## lint: gofmt, go vet and the layering rule of DESIGN.md §2
+## lint: gofmt, go vet, go.mod and go.sum tidy, and the layering rule of DESIGN.md §2
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	$(GO) run ./tools/layercheck
 	$(GO) generate ./...
 	@git diff --quiet -- '*.s' || { echo "generated files differ from what make generate produces:"; git diff --stat -- '*.s'; exit 1; }

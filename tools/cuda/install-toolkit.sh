@@ -5,9 +5,14 @@
 # for bookworm and bookworm-updates. It does nothing when nvcc is already
 # installed, so running it twice is harmless. Needs root (or sudo).
 #
+# apt-get runs through tools/apt-get.sh, which waits (up to
+# MIXPREC_APT_WAIT seconds, default 900) for another apt or dpkg holding
+# its locks instead of failing.
+#
 # APT_DIR (default /etc/apt) and DRY_RUN=1 (print the apt-get commands
 # instead of running them) exist to test the script.
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
 APT_DIR=${APT_DIR:-/etc/apt}
 if command -v nvcc >/dev/null 2>&1; then
 	echo "install-toolkit: nvcc is already installed: $(command -v nvcc)"
@@ -46,8 +51,8 @@ Components: contrib non-free
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 fi
-run $SUDO apt-get update
-run $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y nvidia-cuda-toolkit
+run sh "$here/../apt-get.sh" update
+run sh "$here/../apt-get.sh" install -y nvidia-cuda-toolkit
 if [ "${DRY_RUN:-}" != 1 ] && ! command -v nvcc >/dev/null 2>&1; then
 	echo "install-toolkit: nvcc still missing after installing nvidia-cuda-toolkit" >&2
 	exit 1
