@@ -195,7 +195,7 @@ func TestLoadMNIST(t *testing.T) {
 		load      func(string) (*datasets.Dataset, *datasets.Dataset, error)
 		mean, std float64
 	}{
-		{"mnist", datasets.LoadMNIST, 0.1307, 0.3081},
+		{"mnist", func(dir string) (*datasets.Dataset, *datasets.Dataset, error) { return datasets.LoadMNIST(dir) }, 0.1307, 0.3081},
 		{"fashion-mnist", datasets.LoadFashionMNIST, 0.2860, 0.3530},
 	}
 	for _, l := range loaders {

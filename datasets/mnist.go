@@ -28,7 +28,7 @@ type idxSet struct {
 var (
 	mnistSet = idxSet{
 		name: "mnist", title: "MNIST", mean: MNISTMean, std: MNISTStd,
-		fetch: "run `make data` (or sh tools/fetch-mnist.sh DIR) to fetch it",
+		fetch: "pass datasets.Download() to LoadMNIST to fetch it (in the mixprec repository, `make data` does the same)",
 	}
 	fashionSet = idxSet{
 		name: "fashion-mnist", title: "Fashion-MNIST", mean: FashionMNISTMean, std: FashionMNISTStd,
@@ -44,8 +44,24 @@ var (
 // standardised with [MNISTMean] and [MNISTStd], as torchvision's
 // ToTensor and Normalize((0.1307,), (0.3081,)) do; labels are 0 to 9.
 //
-// `make data` fetches the files into [Dir]("mnist").
-func LoadMNIST(dir string) (train, test *Dataset, err error) {
+// An empty dir means [DefaultDir]("mnist"). With [Download], files that are
+// missing are first fetched into dir ([FetchMNIST]), printing progress to
+// os.Stderr unless [Progress] says otherwise.
+func LoadMNIST(dir string, opts ...LoadOption) (train, test *Dataset, err error) {
+	c := loadConfig{progress: os.Stderr}
+	for _, o := range opts {
+		o(&c)
+	}
+	if dir == "" {
+		if dir, err = DefaultDir("mnist"); err != nil {
+			return nil, nil, err
+		}
+	}
+	if c.download {
+		if err := FetchMNIST(dir, c.progress); err != nil {
+			return nil, nil, err
+		}
+	}
 	return loadIDXSet(mnistSet, dir)
 }
 

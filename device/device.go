@@ -263,7 +263,7 @@ func Open(name string) (Device, error) {
 	b, ok := registry[name]
 	regMu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("device: no backend %q is linked in (have: %s)", name, strings.Join(Backends(), ", "))
+		return nil, notLinked(name)
 	}
 	b.once.Do(func() { b.dev, b.err = b.open() })
 	if b.err != nil {
@@ -286,12 +286,26 @@ func Select(name string) (Device, error) {
 }
 
 // Default is Select("auto"): CUDA when a driver and GPU are present, else the
-// CPU. It panics when no backend is linked in, which is a build mistake, not
-// an environment error.
-func Default() Device {
-	d, err := Select("auto")
-	if err != nil {
-		panic(err)
+// CPU. It fails when no backend is linked into the program; the error names
+// the blank import that links one in.
+func Default() (Device, error) { return Select("auto") }
+
+// importPaths are the packages that register the backends this module
+// ships, for the error that says which import a program lacks.
+var importPaths = map[string]string{
+	"cpu":  "github.com/mixprec/mixprec/device/cpu",
+	"cuda": "github.com/mixprec/mixprec/cudaops",
+}
+
+// notLinked explains a missing backend in terms of the line to add, since
+// the cause is always a program without the backend's blank import.
+func notLinked(name string) error {
+	have := "none"
+	if b := Backends(); len(b) > 0 {
+		have = strings.Join(b, ", ")
 	}
-	return d
+	if path, ok := importPaths[name]; ok {
+		return fmt.Errorf("device: backend %q is not linked into this program (linked: %s); add the import _ %q", name, have, path)
+	}
+	return fmt.Errorf("device: no backend %q (linked: %s); this module has cpu and cuda", name, have)
 }
