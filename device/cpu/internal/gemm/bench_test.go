@@ -20,7 +20,8 @@ type benchShape struct {
 }
 
 // benchShapes are MLP training at batch 128 (784-256 layer: forward x·Wᵀ,
-// backward dX = dY·W and dW = dYᵀ·X, and the other transpose combinations),
+// backward dX = dY·W and dW = dYᵀ·X, and the other transpose combinations;
+// the same three for the 256-128 and 128-10 layers),
 // one image of a 3x3 convolution as GEMM (64 filters, 32 channels, 24x24
 // output) with its two backward products, a wide layer, and squares.
 var benchShapes = []benchShape{
@@ -30,6 +31,12 @@ var benchShapes = []benchShape{
 	{"mlp-TT-128x256x784", true, true, 128, 256, 784},
 	{"mlp-dX-NN-128x784x256", false, false, 128, 784, 256},
 	{"mlp-dW-TN-256x784x128", true, false, 256, 784, 128},
+	{"mlp2-fwd-NT-128x128x256", false, true, 128, 128, 256},
+	{"mlp2-dX-NN-128x256x128", false, false, 128, 256, 128},
+	{"mlp2-dW-TN-128x256x128", true, false, 128, 256, 128},
+	{"mlp3-fwd-NT-128x10x128", false, true, 128, 10, 128},
+	{"mlp3-dX-NN-128x128x10", false, false, 128, 128, 10},
+	{"mlp3-dW-TN-10x128x128", true, false, 10, 128, 128},
 	{"conv-fwd-NN-64x576x288", false, false, 64, 576, 288},
 	{"conv-dW-NT-64x288x576", false, true, 64, 288, 576},
 	{"conv-dX-TN-288x576x64", true, false, 288, 576, 64},
@@ -80,7 +87,11 @@ func BenchmarkGemm(b *testing.B) {
 				gf := reportGFLOPS(b, s.m, s.n, s.k)
 				cpu.report(b, 2*float64(s.m)*float64(s.n)*float64(s.k))
 				if s.name == "square-NN-1024" {
-					if peak := corePeak(); peak > 0 {
+					peak := corePeak()
+					if implFor(&a, &bb).pairs {
+						peak = dotPeak()
+					}
+					if peak > 0 {
 						cores := min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 						b.ReportMetric(gf/(peak*float64(cores)), "of-peak")
 					}
@@ -153,12 +164,18 @@ func BenchmarkPeak(b *testing.B) {
 	}
 }
 
-var corePeakOnce = sync.OnceValue(func() float64 {
-	loops := peakLoops()
-	if len(loops) == 0 {
+// measurePeak returns the best of 20 runs of the last of peakLoops for
+// which keep is true, in GFLOP/s, or 0 when there is none.
+func measurePeak(keep func(peakLoop) bool) float64 {
+	var p *peakLoop
+	for _, l := range peakLoops() {
+		if keep(l) {
+			p = &l
+		}
+	}
+	if p == nil {
 		return 0
 	}
-	p := loops[len(loops)-1]
 	best := 0.0
 	for range 20 {
 		const iters = 1 << 18
@@ -167,11 +184,20 @@ var corePeakOnce = sync.OnceValue(func() float64 {
 		best = max(best, float64(p.flops)*iters/time.Since(start).Seconds()/1e9)
 	}
 	return best
-})
+}
+
+var (
+	corePeakOnce = sync.OnceValue(func() float64 { return measurePeak(func(l peakLoop) bool { return !l.dot }) })
+	dotPeakOnce  = sync.OnceValue(func() float64 { return measurePeak(func(l peakLoop) bool { return l.dot }) })
+)
 
 // corePeak is one core's measured FMA peak in GFLOP/s for the widest kernel's
 // instruction set, or 0 where there is no assembly.
 func corePeak() float64 { return corePeakOnce() }
+
+// dotPeak is one core's measured VDPBF16PS peak in GFLOP/s, or 0 where the
+// CPU has no AVX512_BF16.
+func dotPeak() float64 { return dotPeakOnce() }
 
 // BenchmarkImpl runs one MLP shape through every implementation this CPU
 // has, the fastest being the one Gemm uses: the AVX2 figures show what a CPU

@@ -1,6 +1,9 @@
 package gemm
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // The scalar conversions are this package's own rather than the dtype
 // package's: the GEMM must not change behaviour when dtype does, and widening
@@ -95,6 +98,40 @@ func transposeBF16Go(dst []float32, ldd int, src []uint16, lds int, rows, cols i
 		s := src[p*lds : p*lds+cols]
 		for q, h := range s {
 			dst[q*ldd+p] = bf16ToF32(h)
+		}
+	}
+}
+
+// words views a packing buffer's float32 slots as the 32-bit words the dot
+// kernels read: bfloat16 pairs are bit patterns, not float32 values, and are
+// written as integers so that no float32 conversion can touch them.
+func words(f []float32) []uint32 {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&f[0])), len(f))
+}
+
+// zipGo interleaves two k rows of bfloat16 into pairs; see impl.zip.
+func zipGo(dst []float32, ldd int, src []uint16, lds int, pairs, cols int) {
+	d := words(dst)
+	for q := 0; q < pairs; q++ {
+		lo := src[2*q*lds : 2*q*lds+cols]
+		hi := src[(2*q+1)*lds : (2*q+1)*lds+cols]
+		row := d[q*ldd : q*ldd+cols]
+		for p := range row {
+			row[p] = uint32(lo[p]) | uint32(hi[p])<<16
+		}
+	}
+}
+
+// trPairsGo transposes 32-bit bfloat16 pairs; see impl.trPairs.
+func trPairsGo(dst []float32, ldd int, src []uint16, lds int, rows, pairs int) {
+	d := words(dst)
+	for p := 0; p < rows; p++ {
+		s := src[p*lds : p*lds+2*pairs]
+		for q := 0; q < pairs; q++ {
+			d[q*ldd+p] = uint32(s[2*q]) | uint32(s[2*q+1])<<16
 		}
 	}
 }

@@ -75,7 +75,7 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 	checkOperand("B", b, br, bc, m, n, k)
 
 	j := job{
-		im: active, transA: transA, transB: transB,
+		im: implFor(&a, &b), transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, b: b, c: c, ldc: ldc,
 	}
@@ -253,19 +253,32 @@ func (j *job) runRect(m0, m1, n0, n1 int) {
 		bCopy, bsp, bsq = false, j.b.LD, 1
 	}
 
+	// pack branches instead of holding a method value: a call through a
+	// method value would make the job escape, and Gemm allocate.
+	pack := func(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r int) {
+		if im.pairs {
+			im.packPairs(dst, op, copyMode, sp, sq, p0, np, q0, nq, r)
+			return
+		}
+		im.pack(dst, op, copyMode, sp, sq, p0, np, q0, nq, r)
+	}
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
 		for pc := 0; pc < j.k; pc += kc {
 			kcur := min(kc, j.k-pc)
+			steps := kcur // kernel steps: k values, or pairs of them
+			if im.pairs {
+				steps = ceilDiv(kcur, 2)
+			}
 			beta := j.beta
 			if pc > 0 {
 				beta = 1 // later k blocks add onto what the first one stored
 			}
-			im.pack(pb, &j.b, bCopy, bsp, bsq, jc, ncur, pc, kcur, nr)
+			pack(pb, &j.b, bCopy, bsp, bsq, jc, ncur, pc, kcur, nr)
 			for ic := m0; ic < m1; ic += mc {
 				mcur := min(mc, m1-ic)
-				im.pack(pa, &j.a, aCopy, asp, asq, ic, mcur, pc, kcur, mr)
-				j.macro(pa, pb, tmp, ic, mcur, jc, ncur, kcur, beta)
+				pack(pa, &j.a, aCopy, asp, asq, ic, mcur, pc, kcur, mr)
+				j.macro(pa, pb, tmp, ic, mcur, jc, ncur, steps, beta)
 			}
 		}
 	}
@@ -353,6 +366,41 @@ func (im *impl) pack(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, 
 		}
 		if w < r {
 			for q := 0; q < nq; q++ {
+				clear(d[q*r+w : q*r+r])
+			}
+		}
+	}
+}
+
+// packPairs is pack for a dot implementation (im.pairs): two bfloat16
+// operands, whose panels hold ceil(nq/2) steps of r pairs, element (p, q)
+// in the low half of pair (q-q0)/2 when q-q0 is even, the high half when
+// odd. q0 is even (kc is), so pairs are (0,1), (2,3), ... of k whatever the
+// blocking, and an odd nq pairs the last k with a zero. Both operands pad
+// so, and the padding adds 0·0: nothing past the matrices is read, and an
+// infinity in them never meets a zero of the padding.
+func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r int) {
+	full, steps := nq/2, ceilDiv(nq, 2)
+	for pp := 0; pp < np; pp += r {
+		w := min(r, np-pp)
+		d := dst[pp*steps : pp*steps+r*steps]
+		base := op.Off + (p0+pp)*sp + q0*sq
+		src := op.U16[base:]
+		if copyMode {
+			// p is contiguous: a k row of the panel is a row of src.
+			im.zip(d, r, src, sq, full, w)
+		} else {
+			// q is contiguous: pairs are 32-bit words of src's rows.
+			im.trPairs(d, r, src, sp, w, full)
+		}
+		if steps > full {
+			last := words(d[full*r : full*r+w])
+			for x := range last {
+				last[x] = uint32(src[x*sp+(nq-1)*sq])
+			}
+		}
+		if w < r {
+			for q := 0; q < steps; q++ {
 				clear(d[q*r+w : q*r+r])
 			}
 		}

@@ -241,29 +241,42 @@ func smallBlocking(im *impl) *impl {
 	c := *im
 	c.name += "-smallblocks"
 	c.kc, c.mc, c.nc = 7, 2*im.mr, 3*im.nr
+	if im.dot != nil {
+		c.dot = smallBlocking(im.dot)
+	}
 	return &c
 }
 
-// TestGemm covers every implementation, transpose combination and pair of
-// storages on sizes 1..70 with padded strides and offsets.
 // negZero is -0 as a float32 (the literal -0.0 is +0 in Go).
 var negZero = float32(math.Copysign(0, -1))
 
-func TestGemm(t *testing.T) {
+// gemmShapes are TestGemm's sizes, 1..70, m x n x k.
+func gemmShapes() [][3]int {
 	shapes := [][3]int{{1, 1, 1}, {1, 70, 3}, {70, 1, 5}, {3, 5, 1}, {13, 33, 17}, {12, 32, 64}, {6, 16, 9}, {70, 70, 70}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 6 {
 		shapes = append(shapes, [3]int{1 + rng.IntN(70), 1 + rng.IntN(70), 1 + rng.IntN(70)})
 	}
-	for _, im := range impls {
-		t.Run(im.name, func(t *testing.T) {
-			withImpl(t, im)
+	return shapes
+}
+
+// TestGemm covers every implementation, transpose combination and pair of
+// storages on sizes 1..70 with padded strides and offsets; a dot variant
+// runs the bfloat16 pairs (the only ones it changes).
+func TestGemm(t *testing.T) {
+	shapes := gemmShapes()
+	for _, v := range variants() {
+		t.Run(v.name, func(t *testing.T) {
+			v.use(t)
 			seed := uint64(0)
 			for _, tr := range transCombos {
 				for _, sa := range storages {
 					for _, sb := range storages {
 						for si, s := range shapes {
 							seed++
+							if v.dot && (sa != bf16 || sb != bf16) {
+								continue
+							}
 							tc := gemmCase{
 								transA: tr.a, transB: tr.b, sa: sa, sb: sb,
 								m: s[0], n: s[1], k: s[2],
@@ -283,28 +296,29 @@ func TestGemm(t *testing.T) {
 // TestGemmBlocks crosses the cache-block boundaries, once with tiny blocks
 // on moderate sizes and once with the real blocks on sizes past them.
 func TestGemmBlocks(t *testing.T) {
-	var tests []struct {
-		im      *impl
+	type test struct {
+		v       variant
 		m, n, k int
 	}
-	for _, im := range impls {
-		tests = append(tests,
-			struct {
-				im      *impl
-				m, n, k int
-			}{smallBlocking(im), 37, 101, 29},
-			struct {
-				im      *impl
-				m, n, k int
-			}{im, 2*im.mc + 5, im.nr*3 + 1, im.kc*2 + 3},
-		)
+	var tests []test
+	for _, v := range variants() {
+		im := v.im
+		if v.dot {
+			im = v.im.dot // its blocks are the ones to cross
+		}
+		small := v
+		small.im, small.name = smallBlocking(v.im), v.name+"-smallblocks"
+		tests = append(tests, test{small, 37, 101, 29}, test{v, 2*im.mc + 5, im.nr*3 + 1, im.kc*2 + 3})
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s/%dx%dx%d", tt.im.name, tt.m, tt.n, tt.k), func(t *testing.T) {
-			withImpl(t, tt.im)
+		t.Run(fmt.Sprintf("%s/%dx%dx%d", tt.v.name, tt.m, tt.n, tt.k), func(t *testing.T) {
+			tt.v.use(t)
 			for i, tr := range transCombos {
 				tc := gemmCase{transA: tr.a, transB: tr.b, sa: storages[i%3], sb: storages[(i+1)%3],
 					m: tt.m, n: tt.n, k: tt.k, alpha: 1.5, beta: -0.5, ldExtra: 3, off: 1}
+				if tt.v.dot {
+					tc.sa, tc.sb, tc.off = bf16, bf16, i
+				}
 				tc.run(t, uint64(i))
 			}
 		})
@@ -319,8 +333,10 @@ func TestGemmLarge(t *testing.T) {
 	}
 	for _, s := range [][3]int{{128, 256, 784}, {256, 784, 128}, {64, 576, 288}} {
 		for _, tr := range transCombos {
-			tc := gemmCase{transA: tr.a, transB: tr.b, sa: f16, sb: bf16, m: s[0], n: s[1], k: s[2], alpha: 1, beta: 0, nanC: true}
-			t.Run(tc.String(), func(t *testing.T) { tc.run(t, 99) })
+			for _, st := range [][2]storage{{f16, bf16}, {bf16, bf16}} {
+				tc := gemmCase{transA: tr.a, transB: tr.b, sa: st[0], sb: st[1], m: s[0], n: s[1], k: s[2], alpha: 1, beta: 0, nanC: true}
+				t.Run(tc.String(), func(t *testing.T) { tc.run(t, 99) })
+			}
 		}
 	}
 }
@@ -338,10 +354,13 @@ func TestGemmSpecial(t *testing.T) {
 		{m: 40, n: 50, k: 60, alpha: 1, beta: negZero, nanC: true}, // nor with beta = -0
 		{m: 3, n: 3, k: 300, alpha: -1, beta: 0.25, transA: true},  // k-only size
 	}
-	for _, im := range impls {
+	for _, v := range variants() {
 		for _, tc := range tests {
-			t.Run(im.name+"/"+tc.String(), func(t *testing.T) {
-				withImpl(t, im)
+			if v.dot {
+				tc.sa, tc.sb = bf16, bf16
+			}
+			t.Run(v.name+"/"+tc.String(), func(t *testing.T) {
+				v.use(t)
 				tc.run(t, 5)
 			})
 		}
@@ -381,8 +400,11 @@ func TestNaNPropagates(t *testing.T) {
 func TestReproducible(t *testing.T) {
 	shapes := [][3]int{{128, 256, 784}, {131, 263, 517}, {64, 576, 288}, {300, 40, 1000}}
 	for _, s := range shapes {
-		for _, tr := range transCombos {
+		for i, tr := range transCombos {
 			tc := gemmCase{transA: tr.a, transB: tr.b, sa: f32, sb: f16, m: s[0], n: s[1], k: s[2], alpha: 0.5, beta: 1.25, ldExtra: 1}
+			if i%2 == 1 {
+				tc.sa, tc.sb = bf16, bf16 // the dot path where the CPU has one
+			}
 			t.Run(tc.String(), func(t *testing.T) {
 				ref := tc.runQuiet(t, 0, 1)
 				for _, procs := range []int{1, 2} {
@@ -493,18 +515,16 @@ func TestAsmImplsBits(t *testing.T) {
 // mergeTile are bitwise equal.
 func TestEdgeTileBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, im := range impls {
+	for _, im := range kernelImpls() {
 		for _, beta := range []float32{0, 1, -0.3} {
 			t.Run(fmt.Sprintf("%s/beta=%g", im.name, beta), func(t *testing.T) {
 				const kc = 37
 				a := make([]float32, kc*im.mr)
 				b := make([]float32, kc*im.nr)
 				c0 := make([]float32, im.mr*im.nr)
-				for _, s := range [][]float32{a, b, c0} {
-					for i := range s {
-						s[i] = rng.Float32()*2 - 1
-					}
-				}
+				fillPanel(rng, im, a)
+				fillPanel(rng, im, b)
+				fillPanel(rng, goImpl, c0)
 				alpha := float32(1.7)
 				direct := append([]float32(nil), c0...)
 				im.tile(kc, a, b, direct, im.nr, alpha, beta)
@@ -623,7 +643,7 @@ func TestBlockLen(t *testing.T) {
 // bits on the part of the tile it covers and writes nothing outside it.
 func TestEdgeKernelBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, im := range impls {
+	for _, im := range kernelImpls() {
 		for ri, rows := range im.rows {
 			for ci, cols := range im.cols {
 				for _, beta := range []float32{0, -0.3} {
@@ -632,11 +652,9 @@ func TestEdgeKernelBits(t *testing.T) {
 						a := make([]float32, kc*im.mr)
 						b := make([]float32, kc*im.nr)
 						c0 := make([]float32, im.mr*im.nr)
-						for _, s := range [][]float32{a, b, c0} {
-							for i := range s {
-								s[i] = rng.Float32()*2 - 1
-							}
-						}
+						fillPanel(rng, im, a)
+						fillPanel(rng, im, b)
+						fillPanel(rng, goImpl, c0)
 						full := append([]float32(nil), c0...)
 						im.tile(kc, a, b, full, im.nr, 0.7, beta)
 						edge := append([]float32(nil), c0...)
@@ -667,10 +685,14 @@ func TestEdgeKernelBits(t *testing.T) {
 func TestSubmatrixBits(t *testing.T) {
 	const m, n, k = 100, 90, 300
 	const i0, i1, j0, j1 = 37, 61, 20, 71
-	for _, im := range impls {
+	for _, v := range variants() {
 		for _, tr := range transCombos {
-			t.Run(fmt.Sprintf("%s/%v%v", im.name, tr.a, tr.b), func(t *testing.T) {
-				withImpl(t, im)
+			t.Run(fmt.Sprintf("%s/%v%v", v.name, tr.a, tr.b), func(t *testing.T) {
+				v.use(t)
+				sta, stb := f16, f32
+				if v.dot {
+					sta, stb = bf16, bf16
+				}
 				rng := rand.New(rand.NewPCG(11, 12))
 				ar, ac := m, k
 				if tr.a {
@@ -680,8 +702,8 @@ func TestSubmatrixBits(t *testing.T) {
 				if tr.b {
 					br, bc = n, k
 				}
-				a, _ := newOperand(rng, f16, ar, ac, 0, 0)
-				b, _ := newOperand(rng, f32, br, bc, 0, 0)
+				a, _ := newOperand(rng, sta, ar, ac, 0, 0)
+				b, _ := newOperand(rng, stb, br, bc, 0, 0)
 				c0, _ := newC(rng, m, n, 0, false)
 				full := append([]float32(nil), c0[:m*n]...)
 				Gemm(tr.a, tr.b, m, n, k, 0.5, a, b, 2, full, n)

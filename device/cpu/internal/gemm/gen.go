@@ -40,6 +40,19 @@ func main() {
 	}
 	genPeak(&w, "fmaPeakAVX512", "Z", 16, 32)
 	genPeak(&w, "fmaPeakAVX2", "Y", 12, 16)
+	// The bfloat16 dot-product kernels have the AVX-512 tiles, but each step
+	// consumes a pair of k values (see genKernel) and their panels hold
+	// pairs: zip interleaves two rows of a k-major operand, the pair
+	// transposes move the 32-bit pairs of a k-contiguous one.
+	for _, mr := range []int{12, 8, 4} {
+		for _, nr := range []int{32, 16} {
+			genKernel(&w, kernelSpec{name: fmt.Sprintf("kernDotAVX512x%dx%d", mr, nr), mr: mr, nr: nr, strideA: 12, strideB: 32, vecBits: 512, unroll: 4, dot: true})
+		}
+	}
+	genZip(&w)
+	genTr8(&w, pairElem)
+	genTr4(&w, pairElem)
+	genDotPeak(&w)
 	if err := os.WriteFile("kernel_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -61,6 +74,13 @@ type kernelSpec struct {
 	strideA, strideB int
 	vecBits          int // 512: Z registers (AVX-512F), 256: Y registers (AVX2+FMA)
 	unroll           int // k steps per loop iteration
+
+	// dot makes a bfloat16 kernel (AVX512_BF16): a "float" of the panels
+	// is a pair of bfloat16 values at two consecutive k, low half first,
+	// and a step multiplies both with one VDPBF16PS per accumulator, so kc
+	// counts pairs. Everything else (tile, registers, store) is the float32
+	// kernel's.
+	dot bool
 }
 
 func genKernel(w *bytes.Buffer, s kernelSpec) {
@@ -82,6 +102,9 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	if nb < 1 {
 		log.Fatalf("%s: %dx%d tile needs %d accumulators, %d registers left for broadcasts", s.name, s.mr, s.nr, nacc, nb)
 	}
+	if s.dot && s.vecBits != 512 {
+		log.Fatalf("%s: VDPBF16PS is encoded for Z registers only", s.name)
+	}
 	acc := func(i, v int) string { return fmt.Sprintf("%s%d", reg, accBase+i*nv+v) }
 	bv := func(v int) string { return fmt.Sprintf("%s%d", reg, v) }
 	bc := func(i int) string { return fmt.Sprintf("%s%d", reg, nv+i%nb) }
@@ -91,11 +114,19 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32)", s.name)
 	p("//")
 	p("// %s computes the %dx%d tile c = alpha*(a·b) + beta*c from", s.name, s.mr, s.nr)
-	p("// a packed A micro-panel (kc steps of %d floats, the first %d used) and a", s.strideA, s.mr)
-	p("// packed B micro-panel (kc steps of %d floats, the first %d used); kc >= 1,", s.strideB, s.nr)
-	p("// ldc in elements. Each accumulator is one FMA chain in k order. alpha*acc,")
-	p("// beta*c and their sum are rounded separately (no FMA), as mergeTile does")
-	p("// in Go, so an element's bits do not depend on which kernel computed it;")
+	if s.dot {
+		p("// a packed A micro-panel (kc steps of %d bfloat16 pairs, the first %d used)", s.strideA, s.mr)
+		p("// and a packed B micro-panel (kc steps of %d pairs, the first %d used);", s.strideB, s.nr)
+		p("// kc >= 1 counts pairs, ldc is in elements. Each accumulator is one chain")
+		p("// of VDPBF16PS in k order, two products a step. The store is the float32")
+		p("// kernels': alpha*acc, beta*c and their sum rounded separately;")
+	} else {
+		p("// a packed A micro-panel (kc steps of %d floats, the first %d used) and a", s.strideA, s.mr)
+		p("// packed B micro-panel (kc steps of %d floats, the first %d used); kc >= 1,", s.strideB, s.nr)
+		p("// ldc in elements. Each accumulator is one FMA chain in k order. alpha*acc,")
+		p("// beta*c and their sum are rounded separately (no FMA), as mergeTile does")
+		p("// in Go, so an element's bits do not depend on which kernel computed it;")
+	}
 	p("// beta == 0 stores without reading c.")
 	p("TEXT ·%s(SB), NOSPLIT, $0-48", s.name)
 	p("\tMOVQ kc+0(FP), CX")
@@ -124,6 +155,16 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 			p("\tVMOVUPS %d(BX), %s", u*s.strideB*4+v*lanes*4, bv(v))
 		}
 		for i := 0; i < s.mr; i++ {
+			if s.dot {
+				// The pair of A values is broadcast as one 32-bit
+				// lane and multiplies each column's pair of B.
+				p("\tVPBROADCASTD %d(AX), %s", u*s.strideA*4+i*4, bc(i))
+				for v := 0; v < nv; v++ {
+					dst, src1, src2 := accBase+i*nv+v, nv+i%nb, v
+					p("\t%s // VDPBF16PS zmm%d, zmm%d, zmm%d", byteDirectives(vdpbf16ps(dst, src1, src2)), dst, src1, src2)
+				}
+				continue
+			}
 			p("\tVBROADCASTSS %d(AX), %s", u*s.strideA*4+i*4, bc(i))
 			for v := 0; v < nv; v++ {
 				p("\tVFMADD231PS %s, %s, %s", bv(v), bc(i), acc(i, v))
@@ -226,6 +267,16 @@ type elem struct {
 	doc    string
 	load   func(p func(string, ...any), addr, reg string)
 	scalar func(p func(string, ...any), addr, dst string) // one element, via R10 and X0
+	ldUnit int                                            // bytes per unit of the leading dimension; 0: size
+}
+
+// ldShift is log2 of the bytes per unit of the leading dimension.
+func (e elem) ldShift() int {
+	u := e.ldUnit
+	if u == 0 {
+		u = e.size
+	}
+	return map[int]int{2: 1, 4: 2}[u]
 }
 
 var elems = []elem{
@@ -284,7 +335,7 @@ func gen2D(w *bytes.Buffer, e elem) {
 	p("\tSHLQ $2, R8")
 	p("\tMOVQ src+16(FP), SI")
 	p("\tMOVQ lds+24(FP), R9")
-	p("\tSHLQ $%d, R9", map[int]int{2: 1, 4: 2}[e.size])
+	p("\tSHLQ $%d, R9", e.ldShift())
 	p("\tMOVQ rows+32(FP), CX")
 	p("\tMOVQ cols+40(FP), DX")
 	p("\tTESTQ CX, CX")
@@ -346,7 +397,7 @@ func genPanel32(w *bytes.Buffer, e elem) {
 	p("\tMOVQ dst+0(FP), DI")
 	p("\tMOVQ src+8(FP), SI")
 	p("\tMOVQ lds+16(FP), R9")
-	p("\tSHLQ $%d, R9", map[int]int{2: 1, 4: 2}[e.size])
+	p("\tSHLQ $%d, R9", e.ldShift())
 	p("\tMOVQ rows+24(FP), CX")
 	p("\tTESTQ CX, CX")
 	p("\tJLE %s_done", name)
@@ -385,7 +436,7 @@ func genTr8(w *bytes.Buffer, e elem) {
 	p("\tSHLQ $2, R8")
 	p("\tMOVQ src+16(FP), SI")
 	p("\tMOVQ lds+24(FP), R9")
-	p("\tSHLQ $%d, R9", map[int]int{2: 1, 4: 2}[e.size])
+	p("\tSHLQ $%d, R9", e.ldShift())
 	p("\tMOVQ n8+32(FP), CX")
 	p("\tLEAQ (R9)(R9*2), R11")
 	p("\tLEAQ (R8)(R8*2), R12")
@@ -459,7 +510,7 @@ func genTr4(w *bytes.Buffer, e elem) {
 	p("\tSHLQ $2, R8")
 	p("\tMOVQ src+16(FP), SI")
 	p("\tMOVQ lds+24(FP), R9")
-	p("\tSHLQ $%d, R9", map[int]int{2: 1, 4: 2}[e.size])
+	p("\tSHLQ $%d, R9", e.ldShift())
 	p("\tMOVQ n4+32(FP), CX")
 	p("\tLEAQ (R9)(R9*2), R11")
 	p("\tLEAQ (R8)(R8*2), R12")
@@ -482,6 +533,156 @@ func genTr4(w *bytes.Buffer, e elem) {
 	}
 	p("\tADDQ $%d, SI", 4*e.size)
 	p("\tLEAQ (DI)(R8*4), DI")
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// pairElem is a pair of bfloat16 values at two consecutive k, moved as one
+// 32-bit word: the transposes of it pack a k-contiguous operand (A, or B
+// when transposed) for the dot kernels. Its leading dimension counts
+// bfloat16 elements, since a row of an odd length starts half-way through
+// a pair.
+var pairElem = elem{
+	suffix: "Pair", goType: "uint16", size: 4, ldUnit: 2, doc: "moves bfloat16 pairs (32 bits each)",
+	load: func(p func(string, ...any), addr, reg string) {
+		p("\tVMOVUPS %s, %s", addr, reg)
+	},
+}
+
+// genZip writes zip2DBF16(dst, ldd, src, lds, pairs, cols): the packing of a
+// k-major bfloat16 operand (A when transposed, B otherwise) for the dot
+// kernels. Rows 2q and 2q+1 of src become row q of dst, their elements
+// interleaved: dst[q*ldd+p] = src[2q*lds+p] | src[(2q+1)*lds+p]<<16, the
+// first k of the pair in the low half as VDPBF16PS expects. Zero-extending
+// both rows to 32 bits and merging them with a shift does 16 at a time
+// without the lane-crossing shuffles an unpack would need.
+func genZip(w *bytes.Buffer) {
+	p := printer(w)
+	const name = "zip2DBF16"
+	p("")
+	p("// func %s(dst *float32, ldd int, src *uint16, lds int, pairs, cols int)", name)
+	p("//")
+	p("// %s interleaves rows 2q and 2q+1 of src into row q of dst for", name)
+	p("// q < pairs, p < cols: dst[q*ldd+p] = src[2q*lds+p] | src[(2q+1)*lds+p]<<16.")
+	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ ldd+8(FP), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ src+16(FP), SI")
+	p("\tMOVQ lds+24(FP), R9")
+	p("\tSHLQ $1, R9")
+	p("\tMOVQ pairs+32(FP), CX")
+	p("\tMOVQ cols+40(FP), DX")
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_done", name)
+	p("%s_row:", name)
+	p("\tLEAQ (SI)(R9*1), R12")
+	p("\tXORQ AX, AX")
+	chunk := func(label, next string, n int, reg string) {
+		p("%s_%s:", name, label)
+		p("\tLEAQ %d(AX), BX", n)
+		p("\tCMPQ BX, DX")
+		p("\tJGT %s_%s", name, next)
+		p("\tVPMOVZXWD (SI)(AX*2), %s0", reg)
+		p("\tVPMOVZXWD (R12)(AX*2), %s1", reg)
+		p("\tVPSLLD $16, %s1, %s1", reg, reg)
+		if reg == "Z" {
+			p("\tVPORD %s1, %s0, %s0", reg, reg, reg)
+		} else {
+			p("\tVPOR %s1, %s0, %s0", reg, reg, reg)
+		}
+		p("\tVMOVUPS %s0, (DI)(AX*4)", reg)
+		p("\tMOVQ BX, AX")
+	}
+	chunk("16", "8", 16, "Z")
+	p("\tJMP %s_16", name)
+	chunk("8", "4", 8, "Y")
+	chunk("4", "1", 4, "X")
+	p("%s_1:", name)
+	p("\tCMPQ AX, DX")
+	p("\tJGE %s_next", name)
+	p("\tMOVWLZX (SI)(AX*2), R10")
+	p("\tMOVWLZX (R12)(AX*2), R11")
+	p("\tSHLL $16, R11")
+	p("\tORL R11, R10")
+	p("\tMOVL R10, (DI)(AX*4)")
+	p("\tINCQ AX")
+	p("\tJMP %s_1", name)
+	p("%s_next:", name)
+	p("\tADDQ R8, DI")
+	p("\tLEAQ (SI)(R9*2), SI")
+	p("\tDECQ CX")
+	p("\tJNZ %s_row", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// vdpbf16ps returns the machine code of VDPBF16PS zmm(dst), zmm(src1),
+// zmm(src2) in Intel operand order: for each 32-bit lane i,
+// dst[i] += src1.bf16[2i]*src2.bf16[2i] + src1.bf16[2i+1]*src2.bf16[2i+1].
+// Go's assembler has no mnemonic for it (Go 1.26), so the kernels carry the
+// bytes. The instruction is EVEX.512.F3.0F38.W0 52 /r, register form:
+//
+//	62 P0 P1 P2 52 ModRM
+//	P0 = R X B R' 0 0 m m   R, R': bits 3 and 4 of dst (ModRM.reg), inverted;
+//	                        B, X: bits 3 and 4 of src2 (ModRM.rm), inverted;
+//	                        mm = 10: the 0F38 opcode map
+//	P1 = W v v v v 1 p p    W = 0; vvvv: bits 0-3 of src1, inverted; pp = 10: F3
+//	P2 = z L L b V' a a a   z = 0 (merge); LL = 10: 512 bits; b = 0 (no
+//	                        broadcast); V': bit 4 of src1, inverted; aaa = 0
+//	                        (no mask)
+//	ModRM = 11 reg rm       11: register operand; reg, rm: bits 0-2 of dst, src2
+//
+// TestVDPBF16PSEncoding checks the bytes against what GNU as produces.
+func vdpbf16ps(dst, src1, src2 int) [6]byte {
+	if dst < 0 || dst > 31 || src1 < 0 || src1 > 31 || src2 < 0 || src2 > 31 {
+		log.Fatalf("vdpbf16ps: register out of range: zmm%d, zmm%d, zmm%d", dst, src1, src2)
+	}
+	notBit := func(r, bit int) byte { return byte(^r>>bit) & 1 }
+	p0 := notBit(dst, 3)<<7 | notBit(src2, 4)<<6 | notBit(src2, 3)<<5 | notBit(dst, 4)<<4 | 0b10
+	p1 := byte(0)<<7 | byte(^src1&15)<<3 | 1<<2 | 0b10
+	p2 := byte(0)<<7 | 0b10<<5 | byte(0)<<4 | notBit(src1, 4)<<3
+	modrm := byte(0b11)<<6 | byte(dst&7)<<3 | byte(src2&7)
+	return [6]byte{0x62, p0, p1, p2, 0x52, modrm}
+}
+
+// byteDirectives writes machine code as assembler BYTE directives.
+func byteDirectives(code [6]byte) string {
+	var b bytes.Buffer
+	for i, c := range code {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "BYTE $0x%02x", c)
+	}
+	return b.String()
+}
+
+// genDotPeak writes dotPeakAVX512(n): as genPeak, with VDPBF16PS (two
+// products per lane) in place of the FMAs, for the bfloat16 kernels'
+// fraction of peak.
+func genDotPeak(w *bytes.Buffer) {
+	p := printer(w)
+	const name, chains = "dotPeakAVX512", 16
+	p("")
+	p("// func %s(n int)", name)
+	p("//")
+	p("// %s runs n iterations of %d independent 16-lane VDPBF16PS (%d flops each).", name, chains, chains*16*4)
+	p("TEXT ·%s(SB), NOSPLIT, $0-8", name)
+	p("\tMOVQ n+0(FP), CX")
+	for i := 0; i < chains+2; i++ {
+		p("\tVPXORD Z%d, Z%d, Z%d", i, i, i)
+	}
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_done", name)
+	p("%s_loop:", name)
+	for i := 0; i < chains; i++ {
+		p("\t%s // VDPBF16PS zmm%d, zmm%d, zmm%d", byteDirectives(vdpbf16ps(i, chains, chains+1)), i, chains, chains+1)
+	}
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", name)
 	p("%s_done:", name)

@@ -1,5 +1,7 @@
 package gemm
 
+import "os"
+
 // impl is one complete implementation: a micro-kernel, its tile shape and
 // cache blocking, and the packing primitives it is fed by. Every slice
 // argument is long enough for the block it describes; the assembly wrappers
@@ -30,6 +32,23 @@ type impl struct {
 	cvt2D       func(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool)
 	transpose   func(dst []float32, ldd int, src []float32, lds int, rows, cols int)
 	transpose16 func(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool)
+
+	// dot, where set, is the implementation Gemm switches to when A and B
+	// are both bfloat16 (and bf16Dot is on): its kernels multiply bfloat16
+	// pairs natively instead of widening them.
+	dot *impl
+
+	// pairs marks a bfloat16 dot implementation. Its panels hold pairs of
+	// bfloat16 at consecutive k (low half first) in the 32-bit slots of the
+	// float32 buffers, so a panel has ceil(kc/2) steps and its kernels
+	// count steps in pairs. zip and trPairs pack them (see packPairs):
+	// zip sets dst[q*ldd+p] = src[2q*lds+p] | src[(2q+1)*lds+p]<<16 for
+	// q < pairs, p < cols (two k rows interleaved); trPairs sets
+	// dst[q*ldd+p] = src[p*lds+2q] | src[p*lds+2q+1]<<16 for p < rows,
+	// q < pairs (32-bit pairs transposed).
+	pairs   bool
+	zip     func(dst []float32, ldd int, src []uint16, lds int, pairs, cols int)
+	trPairs func(dst []float32, ldd int, src []uint16, lds int, rows, pairs int)
 }
 
 // tileFn is the signature of a micro-kernel; see impl.tile.
@@ -51,11 +70,28 @@ var goImpl = &impl{
 }
 
 // impls lists every implementation this CPU can run, slowest first; a
-// platform file's init appends its fast ones. active is the one Gemm uses.
+// platform file's init appends its fast ones. active is the one Gemm uses
+// (or its dot variant, for two bfloat16 operands).
 var (
 	impls  = []*impl{goImpl}
 	active = goImpl
 )
+
+// bf16Dot lets Gemm use an implementation's dot variant for two bfloat16
+// operands. It is on unless the environment sets MIXPREC_NO_BF16DOT=1,
+// which keeps the widening path for comparison; the tests switch it to run
+// both paths on one CPU.
+var bf16Dot = os.Getenv("MIXPREC_NO_BF16DOT") != "1"
+
+// implFor returns the implementation that multiplies a and b: the dot
+// variant of active when both are bfloat16 and it has one, else active.
+func implFor(a, b *Operand) *impl {
+	im := active
+	if im.dot != nil && bf16Dot && a.U16 != nil && a.BF16 && b.U16 != nil && b.BF16 {
+		return im.dot
+	}
+	return im
+}
 
 // tileGo is the 4x4 micro-kernel in Go.
 func tileGo(kc int, a, b, c []float32, ldc int, alpha, beta float32) {

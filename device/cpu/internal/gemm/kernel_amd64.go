@@ -89,6 +89,41 @@ func panel32BF16(dst *float32, src *uint16, lds int, rows int)
 //go:noescape
 func fmaPeakAVX512(n int)
 
+// Bfloat16 dot-product kernels (AVX512_BF16): the AVX-512 tiles over panels
+// of bfloat16 pairs, kc counting pairs; see gen.go.
+
+//go:noescape
+func kernDotAVX512x12x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernDotAVX512x12x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernDotAVX512x8x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernDotAVX512x8x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernDotAVX512x4x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func kernDotAVX512x4x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+// Their packing helpers (see impl.zip and impl.trPairs).
+
+//go:noescape
+func zip2DBF16(dst *float32, ldd int, src *uint16, lds int, pairs, cols int)
+
+//go:noescape
+func tr8Pair(dst *float32, ldd int, src *uint16, lds int, n8 int)
+
+//go:noescape
+func tr4Pair(dst *float32, ldd int, src *uint16, lds int, n4 int)
+
+//go:noescape
+func dotPeakAVX512(n int)
+
 //go:noescape
 func fmaPeakAVX2(n int)
 
@@ -190,6 +225,50 @@ func transposeAsm[T float32 | uint16](dst []float32, ldd int, src []T, lds int, 
 	}
 }
 
+// zip packs a k-major bfloat16 operand for the dot kernels; AVX-512BW.
+func (asmHelpers) zip(dst []float32, ldd int, src []uint16, lds int, pairs, cols int) {
+	if pairs <= 0 || cols <= 0 {
+		return
+	}
+	_ = dst[span2D(ldd, pairs, cols)-1]
+	_ = src[span2D(lds, 2*pairs, cols)-1]
+	zip2DBF16(&dst[0], ldd, &src[0], lds, pairs, cols)
+}
+
+// trPairs packs a k-contiguous bfloat16 operand for the dot kernels: 8- and
+// then 4-row groups with the shuffle kernels, the last rows and pairs
+// (fewer than 4 of either) in Go.
+func (asmHelpers) trPairs(dst []float32, ldd int, src []uint16, lds int, rows, pairs int) {
+	if rows <= 0 || pairs <= 0 {
+		return
+	}
+	_ = dst[span2D(ldd, pairs, rows)-1]
+	_ = src[span2D(lds, rows, 2*pairs)-1]
+	p := 0
+	for ; p+8 <= rows; p += 8 {
+		q := pairs &^ 7
+		if q > 0 {
+			tr8Pair(&dst[p], ldd, &src[p*lds], lds, q/8)
+		}
+		if q < pairs {
+			trPairsGo(dst[q*ldd+p:], ldd, src[p*lds+2*q:], lds, 8, pairs-q)
+		}
+	}
+	if p+4 <= rows {
+		q := pairs &^ 3
+		if q > 0 {
+			tr4Pair(&dst[p], ldd, &src[p*lds], lds, q/4)
+		}
+		if q < pairs {
+			trPairsGo(dst[q*ldd+p:], ldd, src[p*lds+2*q:], lds, 4, pairs-q)
+		}
+		p += 4
+	}
+	if p < rows {
+		trPairsGo(dst[p:], ldd, src[p*lds:], lds, rows-p, pairs)
+	}
+}
+
 // avx2Impl needs AVX2, FMA and F16C (Haswell, Zen 1 and later). Its 6x16
 // tile is BLIS's: twelve accumulators, two B vectors and two broadcasts fill
 // the sixteen Y registers. Its kc is avx512Impl's, which with the same FMA
@@ -234,6 +313,31 @@ var avx512Impl = &impl{
 	transpose16: asmHelpers{}.transpose16,
 }
 
+// avx512DotImpl is avx512Impl's variant for two bfloat16 operands on CPUs
+// with AVX512_BF16 (Zen 4, Cooper Lake, Sapphire Rapids and later): the
+// same tiles, fed bfloat16 pairs, so a VDPBF16PS does the work of two FMAs
+// and the packed panels are half as large. kc = 512 k values is 256 pairs,
+// a 32 KiB B micro-panel as for float32. Its bits differ from the widening
+// path's (each instruction adds two products, and bfloat16 subnormal inputs
+// count as zero) but depend, as there, only on the row of op(A), the column
+// of op(B), k, alpha, beta and C.
+var avx512DotImpl = &impl{
+	name: "avx512-bf16dot",
+	mr:   12, nr: 32,
+	kc: 512, mc: 240, nc: 4096,
+	pairs: true,
+	tile:  tileFunc(12, 32, 12, 32, kernDotAVX512x12x32),
+	rows:  []int{4, 8, 12},
+	cols:  []int{16, 32},
+	edge: [][]tileFn{
+		{tileFunc(4, 16, 12, 32, kernDotAVX512x4x16), tileFunc(4, 32, 12, 32, kernDotAVX512x4x32)},
+		{tileFunc(8, 16, 12, 32, kernDotAVX512x8x16), tileFunc(8, 32, 12, 32, kernDotAVX512x8x32)},
+		{tileFunc(12, 16, 12, 32, kernDotAVX512x12x16), tileFunc(12, 32, 12, 32, kernDotAVX512x12x32)},
+	},
+	zip:     asmHelpers{}.zip,
+	trPairs: asmHelpers{}.trPairs,
+}
+
 func init() {
 	// HasAVX2 and HasAVX512F include the OS's consent to save the wider
 	// registers; F16C and FMA are checked separately. AVX-512BW is needed
@@ -242,6 +346,11 @@ func init() {
 		impls = append(impls, avx2Impl)
 		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
 			impls = append(impls, avx512Impl)
+			// x/sys reports AVX512_BF16 (CPUID 7.1 EAX bit 5) only
+			// where the OS saves the Z registers.
+			if cpu.X86.HasAVX512BF16 {
+				avx512Impl.dot = avx512DotImpl
+			}
 		}
 	}
 	active = impls[len(impls)-1]
