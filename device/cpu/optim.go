@@ -50,8 +50,9 @@ func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
 		if h.Momentum == 0 {
 			gs = gs[:len(ps)]
 			if h.WeightDecay == 0 {
-				for i, g := range gs {
-					ps[i] -= h.LR * g
+				done := sgdPlainSIMD(ps, gs, h.LR)
+				for i, g := range gs[done:] {
+					ps[done+i] -= h.LR * g
 				}
 				return
 			}
@@ -66,7 +67,7 @@ func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
 		// after the first step, no weight decay.
 		if !h.First && !h.Nesterov && h.WeightDecay == 0 {
 			damp := 1 - h.Dampening
-			for i := range ps {
+			for i := sgdMomentumSIMD(ps, gs, ms, h.Momentum, damp, h.LR); i < len(ps); i++ {
 				ms[i] = h.Momentum*ms[i] + damp*gs[i]
 				ps[i] -= h.LR * ms[i]
 			}
@@ -103,23 +104,52 @@ func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
 	stepSize := float32(float64(h.LR) / bc1)
 	bc2sqrt := float32(math.Sqrt(bc2))
 	decay := float32(1) - h.LR*h.WeightDecay
+	k := adamConsts{omb1: 1 - h.Beta1, b2: h.Beta2, omb2: 1 - h.Beta2, stepSize: stepSize,
+		bc2sqrt: bc2sqrt, eps: h.Eps, decay: decay, wd: h.WeightDecay}
+	switch {
+	case h.WeightDecay == 0:
+	case h.Decoupled:
+		k.mode = adamDecoupled
+	default:
+		k.mode = adamCoupled
+	}
 	d.parallel(bs[0].n, func(lo, hi int) {
 		ps, gs, ms, vs := bs[0].f32[lo:hi], bs[1].f32[lo:hi], bs[2].f32[lo:hi], bs[3].f32[lo:hi]
-		for i := range ps {
-			gi := gs[i]
-			if h.WeightDecay != 0 {
-				if h.Decoupled {
-					ps[i] *= decay
-				} else {
-					gi += h.WeightDecay * ps[i]
-				}
-			}
-			ms[i] += (1 - h.Beta1) * (gi - ms[i])
-			vs[i] = h.Beta2*vs[i] + (1-h.Beta2)*gi*gi
-			denom := float32(math.Sqrt(float64(vs[i])))/bc2sqrt + h.Eps
-			ps[i] -= stepSize * ms[i] / denom
-		}
+		done := adamSIMD(ps, gs, ms, vs, &k)
+		adamGo(ps[done:], gs[done:], ms[done:], vs[done:], &k)
 	})
+}
+
+// adamConsts are an Adam step's per-element constants, laid out for the
+// assembly loop (offsets 0 to 32).
+type adamConsts struct {
+	omb1, b2, omb2, stepSize, bc2sqrt, eps, decay, wd float32
+	mode                                              int32
+}
+
+// Weight-decay modes of adamConsts.
+const (
+	adamNoDecay   = 0
+	adamCoupled   = 1 // Adam: the decay joins the gradient
+	adamDecoupled = 2 // AdamW: the decay shrinks the weight
+)
+
+// adamGo is the reference loop; adamAVX512 performs the same operations.
+func adamGo(ps, gs, ms, vs []float32, k *adamConsts) {
+	gs, ms, vs = gs[:len(ps)], ms[:len(ps)], vs[:len(ps)]
+	for i := range ps {
+		gi := gs[i]
+		switch k.mode {
+		case adamCoupled:
+			gi += k.wd * ps[i]
+		case adamDecoupled:
+			ps[i] *= k.decay
+		}
+		ms[i] += k.omb1 * (gi - ms[i])
+		vs[i] = k.b2*vs[i] + k.omb2*gi*gi
+		denom := float32(math.Sqrt(float64(vs[i])))/k.bc2sqrt + k.eps
+		ps[i] -= k.stepSize * ms[i] / denom
+	}
 }
 
 // UnscaleCheck multiplies every gradient by inv and reports any Inf or NaN.
@@ -131,8 +161,9 @@ func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
 		bad := make([]bool, pieces)
 		d.parallel(b.n, func(lo, hi int) {
 			s := b.f32[lo:hi]
-			nf := false
-			for i, v := range s {
+			done, nf := unscaleSIMD(s, inv)
+			for i, v := range s[done:] {
+				i += done
 				v *= inv
 				s[i] = v
 				if v-v != 0 { // NaN for Inf and NaN alike
