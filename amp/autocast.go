@@ -18,6 +18,11 @@
 // BF16 has F32's exponent range, so its gradients do not underflow and
 // loss scaling is unnecessary: NewGradScaler(For(dtype.BF16)) makes a
 // disabled scaler whose Note says so.
+//
+// GradScaler follows PyTorch's arithmetic bit for bit, but its scale has a
+// floor (MinScale), so a run of overflows cannot drive it to 0 and stop
+// training for good, and it reports long runs of skipped steps and a scale
+// below 1 through Warnings, which a training loop prints after Update.
 package amp
 
 import (
