@@ -9,11 +9,31 @@
 // Each operation asks the graph's CastPolicy which dtype to compute in (the
 // hook package amp uses for autocast) and runs its backward pass in that
 // same dtype.
+//
+// # One goroutine per Graph
+//
+// A Graph belongs to one goroutine at a time, like a bufio.Writer: its
+// tape, the list of tensors it owns and its NoGrad depth are unguarded, so
+// two goroutines recording on one Graph at once would lose operations from
+// the tape and leak the tensors of the lost records. A Graph may be handed
+// from one goroutine to another between calls (with the usual
+// synchronisation); separate Graphs may run in separate goroutines, but
+// Backward accumulates into the gradients of the parameters it reaches, so
+// two graphs sharing parameters must not run Backward at the same time.
+//
+// The misuse is caught cheaply, in the manner of the runtime's "concurrent
+// map writes" check: each change to a graph's bookkeeping takes an atomic
+// flag, and a goroutine that finds it taken panics with "autograd: Graph
+// used from two goroutines at once". The check never fires for a graph
+// used correctly, and it fires before the tape or the ownership list can
+// be corrupted; a misuse whose calls happen never to overlap is not
+// reported (nor corrupts them). Run tests under -race to find every case.
 package autograd
 
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -177,7 +197,28 @@ type Graph struct {
 	replay   bool // a checkpointed segment's recomputation: state updates already happened
 	backDone bool
 	released bool
+	busy     atomic.Bool // held while the bookkeeping above changes; see enter
 }
+
+// misuse is the panic of a graph entered by a second goroutine.
+const misuse = "autograd: Graph used from two goroutines at once (a Graph belongs to one goroutine; see the package documentation)"
+
+// enter takes the graph's busy flag for a change to its bookkeeping (tape,
+// owned tensors, NoGrad depth, Backward and Release) and panics if another
+// goroutine holds it. The sections it guards never call back into the
+// graph, so the same goroutine never finds the flag taken: a panic always
+// means two goroutines. Because the flag is atomic, sections that do not
+// overlap are ordered, so a misuse is either reported or harmless to the
+// slices it guards. Uncontended, it costs one compare-and-swap and one
+// store (see BenchmarkTinyOps).
+func (g *Graph) enter() {
+	if !g.busy.CompareAndSwap(false, true) {
+		panic(misuse)
+	}
+}
+
+// leave releases the flag enter took.
+func (g *Graph) leave() { g.busy.Store(false) }
 
 // Option configures a Graph.
 type Option func(*Graph)
@@ -213,8 +254,14 @@ func (g *Graph) GradEnabled() bool { return g.noGrad == 0 }
 // NoGrad runs fn with recording off: results do not require grad and
 // nothing is kept for a backward pass.
 func (g *Graph) NoGrad(fn func()) {
+	g.enter()
 	g.noGrad++
-	defer func() { g.noGrad-- }()
+	g.leave()
+	defer func() {
+		g.enter()
+		g.noGrad--
+		g.leave()
+	}()
 	fn()
 }
 
@@ -228,7 +275,12 @@ func (g *Graph) Len() int { return len(g.tape) }
 
 // own registers t as one of the graph's tensors, freed by Release.
 func (g *Graph) own(t *tensor.Tensor) *tensor.Tensor {
+	if !g.busy.CompareAndSwap(false, true) {
+		t.Release() // not recorded anywhere: free it, so the panic leaks nothing
+		panic(misuse)
+	}
 	g.owned = append(g.owned, t)
+	g.leave()
 	return t
 }
 
@@ -304,7 +356,9 @@ func (g *Graph) push(op Op, out *Var, in []*Var, backward func(dy *tensor.Tensor
 // pushMulti records an op with several outputs; backward gets one gradient
 // per output, nil where none arrived.
 func (g *Graph) pushMulti(op Op, outs []*Var, in []*Var, backward func(dys []*tensor.Tensor)) {
+	g.enter()
 	if g.backDone {
+		g.leave()
 		panic("autograd: operation recorded after Backward; use a new Graph per step")
 	}
 	n := &node{op: op, inputs: in, outs: outs, backward: backward}
@@ -313,6 +367,7 @@ func (g *Graph) pushMulti(op Op, outs []*Var, in []*Var, backward func(dys []*te
 		o.node = n
 	}
 	g.tape = append(g.tape, n)
+	g.leave()
 }
 
 // Backward computes the gradient of loss, a one-element Var, with respect to
@@ -332,16 +387,20 @@ func (g *Graph) Backward(loss *Var) {
 // gradients (each the shape of its output; the graph takes them over).
 func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 	g.check()
-	if g.backDone {
-		panic("autograd: Backward called twice on one graph")
-	}
-	if g.noGrad > 0 {
-		panic("autograd: Backward inside NoGrad")
-	}
 	if len(outs) != len(grads) {
 		panic(fmt.Sprintf("autograd.BackwardFrom: %d outputs, %d gradients", len(outs), len(grads)))
 	}
+	g.enter()
+	switch {
+	case g.backDone:
+		g.leave()
+		panic("autograd: Backward called twice on one graph")
+	case g.noGrad > 0:
+		g.leave()
+		panic("autograd: Backward inside NoGrad")
+	}
 	g.backDone = true
+	g.leave()
 	for i, o := range outs {
 		if !slices.Equal(o.Shape(), grads[i].Shape()) {
 			panic(fmt.Sprintf("autograd.BackwardFrom: gradient %v for output %v", grads[i].Shape(), o.Shape()))
@@ -349,7 +408,12 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 		g.accum(o, grads[i])
 	}
 	for i := len(g.tape) - 1; i >= 0; i-- {
+		// The tape is read under the flag; the closure runs outside it,
+		// since it records into the graph itself (own, accum).
+		g.enter()
 		n := g.tape[i]
+		g.tape[i] = nil // what the closure captured can be collected
+		g.leave()
 		dys := make([]*tensor.Tensor, len(n.outs))
 		seen := false
 		for j, o := range n.outs {
@@ -371,9 +435,10 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 				dy.Release() // a no-op for one the closure passed on
 			}
 		}
-		g.tape[i] = nil // what the closure captured can be collected
 	}
+	g.enter()
 	g.tape = g.tape[:0]
+	g.leave()
 }
 
 // pass hands an incoming gradient on unchanged (in a new shape if given),
@@ -430,6 +495,8 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 // gradients and autocast's weight copies. Parameters and their gradients
 // survive. Vars made by the graph must not be used afterwards.
 func (g *Graph) Release() {
+	g.enter()
+	defer g.leave() // a tensor's Release may panic (a double free)
 	for _, t := range g.owned {
 		t.Release()
 	}
