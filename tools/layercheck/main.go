@@ -25,7 +25,7 @@ import (
 
 var layers = map[string]int{
 	"dtype":  0,
-	"device": 1, "device/cpu": 1, "device/devicetest": 1, "cudaops": 1,
+	"device": 1, "device/cpu": 1, "device/devicetest": 1, "cudaops": 1, "safetensors": 1,
 	"tensor":   2,
 	"autograd": 3, "datasets": 3,
 	"nn": 4, "optim": 4, "amp": 4,

@@ -1,0 +1,226 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/dtype"
+)
+
+func sample() []Tensor {
+	return []Tensor{
+		{Name: "0.weight", DType: dtype.F32, Shape: []int{2, 3}, F32: []float32{1, -2, 3.5, float32(math.Inf(1)), 0, -0.25}},
+		{Name: "0.bias", DType: dtype.F16, Shape: []int{2}, U16: []uint16{dtype.F32ToF16(0.5), dtype.F32ToF16(-1)}},
+		{Name: "layers.3.bias", DType: dtype.BF16, Shape: []int{3}, U16: []uint16{dtype.F32ToBF16(1), dtype.F32ToBF16(2), dtype.F32ToBF16(3)}},
+		{Name: "scalar", DType: dtype.F32, Shape: []int{}, F32: []float32{7}},
+		{Name: "empty", DType: dtype.F32, Shape: []int{0, 4}, F32: []float32{}},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	meta := map[string]string{"format": "pt", "model": "mlp"}
+	if err := Write(&buf, sample(), meta); err != nil {
+		t.Fatal(err)
+	}
+	if hlen := binary.LittleEndian.Uint64(buf.Bytes()); (8+hlen)%8 != 0 {
+		t.Errorf("payload starts at %d, want 8-byte alignment", 8+hlen)
+	}
+	f, err := Read(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(f.Metadata, meta) {
+		t.Errorf("metadata = %v, want %v", f.Metadata, meta)
+	}
+	want := sample()
+	if len(f.Tensors) != len(want) {
+		t.Fatalf("read %d tensors, want %d", len(f.Tensors), len(want))
+	}
+	for i, w := range want {
+		got := f.Tensors[i]
+		if got.Name != w.Name || got.DType != w.DType || !reflect.DeepEqual(nonNil(got.Shape), nonNil(w.Shape)) ||
+			!reflect.DeepEqual(got.U16, w.U16) || len(got.F32) != len(w.F32) {
+			t.Errorf("tensor %d = %+v, want %+v", i, got, w)
+			continue
+		}
+		for j := range w.F32 {
+			if math.Float32bits(got.F32[j]) != math.Float32bits(w.F32[j]) {
+				t.Errorf("%s[%d] = %v, want %v", w.Name, j, got.F32[j], w.F32[j])
+			}
+		}
+	}
+	if f.Tensor("0.bias") == nil || f.Tensor("nope") != nil {
+		t.Error("File.Tensor does not find tensors by name")
+	}
+	if got := f.Tensor("0.bias").Floats(); !reflect.DeepEqual(got, []float32{0.5, -1}) {
+		t.Errorf("F16 Floats() = %v, want [0.5 -1]", got)
+	}
+}
+
+// TestReferenceBytes pins the layout against a file written by hand from
+// the format's definition (as the reference writer lays it out).
+func TestReferenceBytes(t *testing.T) {
+	hdr := `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F64","shape":[1],"data_offsets":[8,16]}}`
+	for len(hdr)%8 != 0 {
+		hdr += " "
+	}
+	var file []byte
+	file = binary.LittleEndian.AppendUint64(file, uint64(len(hdr)))
+	file = append(file, hdr...)
+	file = binary.LittleEndian.AppendUint32(file, math.Float32bits(1.5))
+	file = binary.LittleEndian.AppendUint32(file, math.Float32bits(-2))
+	file = binary.LittleEndian.AppendUint64(file, math.Float64bits(0.1))
+	f, err := Read(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := f.Tensor("a"); a == nil || !reflect.DeepEqual(a.F32, []float32{1.5, -2}) {
+		t.Errorf("a = %+v, want F32 [1.5 -2]", a)
+	}
+	if b := f.Tensor("b"); b == nil || b.DType != dtype.F32 || b.F32[0] != float32(0.1) {
+		t.Errorf("b (F64 0.1) = %+v, want it rounded to F32 %v", b, float32(0.1))
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, []Tensor{{Name: "a", DType: dtype.F32, Shape: []int{2}, F32: []float32{1.5, -2}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantHdr := `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`
+	if got := string(buf.Bytes()[8 : 8+len(wantHdr)]); got != wantHdr {
+		t.Errorf("header = %s, want %s", got, wantHdr)
+	}
+}
+
+// build assembles a file from a header text and a payload.
+func build(hdr string, payload []byte) []byte {
+	var file []byte
+	file = binary.LittleEndian.AppendUint64(file, uint64(len(hdr)))
+	file = append(file, hdr...)
+	return append(file, payload...)
+}
+
+func TestReadRejects(t *testing.T) {
+	p8 := make([]byte, 8)
+	tests := []struct {
+		name string
+		file []byte
+		want string
+	}{
+		{"empty", nil, "shorter than its 8-byte header length"},
+		{"huge header", binary.LittleEndian.AppendUint64(nil, MaxHeader+1), "over the"},
+		{"cut header", append(binary.LittleEndian.AppendUint64(nil, 100), "{}"...), "cut short"},
+		{"not object", build(`[1,2]`, nil), "not a JSON object"},
+		{"not utf8", build("{\"\xff\":1}", nil), "not UTF-8"},
+		{"duplicate", build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, p8), `names "a" twice`},
+		{"overlap", build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, p8), "overlap"},
+		{"gap", build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, p8), "gap"},
+		{"trailing", build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, p8), "trailing bytes"},
+		{"truncated", build(`{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}}`, p8), "truncated"},
+		{"size", build(`{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`, p8), "needs 12 bytes"},
+		{"dtype", build(`{"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}`, p8), `dtype "I64"`},
+		{"negative dim", build(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}`, nil), "negative dimension"},
+		{"no shape", build(`{"a":{"dtype":"F32","data_offsets":[0,0]}}`, nil), "no shape"},
+		{"unknown field", build(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0],"x":1}}`, nil), "unknown field"},
+		{"bad offsets", build(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}}`, nil), "byte range"},
+		{"metadata", build(`{"__metadata__":{"a":1}}`, nil), "__metadata__"},
+		{"after object", build(`{} {}`, nil), "after the header"},
+		{"huge shape", build(`{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}}`, nil), "too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(bytes.NewReader(tt.file))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Read = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteRejects(t *testing.T) {
+	for _, tt := range []struct {
+		t    Tensor
+		want string
+	}{
+		{Tensor{Name: "", DType: dtype.F32, Shape: []int{1}, F32: []float32{1}}, "not allowed"},
+		{Tensor{Name: "__metadata__", DType: dtype.F32, Shape: []int{1}, F32: []float32{1}}, "not allowed"},
+		{Tensor{Name: "a", DType: dtype.F32, Shape: []int{2}, F32: []float32{1}}, "needs 2 F32 values, have 1"},
+		{Tensor{Name: "a", DType: dtype.F16, Shape: []int{1}, F32: []float32{1}}, "needs 1 f16 values"},
+	} {
+		if err := Write(&bytes.Buffer{}, []Tensor{tt.t}, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Write(%+v) = %v, want an error containing %q", tt.t, err, tt.want)
+		}
+	}
+	two := []Tensor{{Name: "a", DType: dtype.F32, Shape: []int{}, F32: []float32{1}}, {Name: "a", DType: dtype.F32, Shape: []int{}, F32: []float32{1}}}
+	if err := Write(&bytes.Buffer{}, two, nil); err == nil || !strings.Contains(err.Error(), "two tensors named") {
+		t.Errorf("Write of two tensors named a = %v, want an error", err)
+	}
+}
+
+func TestWriteFileKeepsOldOnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "model.safetensors")
+	if err := WriteFile(path, sample(), nil); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.ReadFile(path)
+	bad := append(sample(), Tensor{Name: "bad", DType: dtype.F32, Shape: []int{3}, F32: []float32{1}})
+	if err := WriteFile(path, bad, nil); err == nil {
+		t.Fatal("WriteFile with a bad tensor succeeded")
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, old) {
+		t.Error("a failed WriteFile changed the existing file")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries after a failed save, want 1 (no temporary left)", len(entries))
+	}
+	if _, err := ReadFile(path); err != nil {
+		t.Errorf("the old file no longer reads: %v", err)
+	}
+	if _, err := ReadFile(filepath.Join(dir, "missing.safetensors")); err == nil {
+		t.Error("ReadFile of a missing file succeeded")
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	var buf bytes.Buffer
+	Write(&buf, sample(), map[string]string{"k": "v"})
+	f.Add(buf.Bytes())
+	f.Add(build(`{"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}`, make([]byte, 8)))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Read(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		// Whatever reads must write and read back to the same tensors.
+		var out bytes.Buffer
+		if err := Write(&out, file.Tensors, file.Metadata); err != nil {
+			t.Fatalf("re-writing a file that read cleanly: %v", err)
+		}
+		again, err := Read(bytes.NewReader(out.Bytes()))
+		if err != nil {
+			t.Fatalf("re-reading: %v", err)
+		}
+		if len(again.Tensors) != len(file.Tensors) {
+			t.Fatalf("%d tensors after a round trip, want %d", len(again.Tensors), len(file.Tensors))
+		}
+		for i := range file.Tensors {
+			a, b := &file.Tensors[i], &again.Tensors[i]
+			if a.Name != b.Name || a.DType != b.DType || a.Numel() != b.Numel() || !reflect.DeepEqual(a.U16, b.U16) {
+				t.Fatalf("tensor %d changed in a round trip: %+v, then %+v", i, a, b)
+			}
+			for j := range a.F32 {
+				if math.Float32bits(a.F32[j]) != math.Float32bits(b.F32[j]) {
+					t.Fatalf("%s[%d] changed in a round trip", a.Name, j)
+				}
+			}
+		}
+	})
+}
