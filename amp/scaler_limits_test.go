@@ -273,6 +273,58 @@ func TestOverflowStorm(t *testing.T) {
 	})
 }
 
+// TestCheckIsOnUnscaledValues pins down where the Inf/NaN check happens:
+// on each gradient after it is multiplied by 1/scale. Below a scale of 1
+// that product can overflow although the scaled gradient was finite; the
+// step is then skipped (PyTorch, checking before it multiplies, would step
+// with an infinite gradient). At or above 1 the verdicts agree.
+func TestCheckIsOnUnscaledValues(t *testing.T) {
+	const big = math.MaxFloat32 / 2 // finite; twice it is not
+	cases := []struct {
+		name    string
+		scale   float32
+		grad    float32
+		stepped bool
+	}{
+		{"scale 1, largest finite gradient", 1, math.MaxFloat32, true},
+		{"scale 2, large finite gradient", 2, big, true},
+		{"scale 1/4, finite gradient that unscales to Inf", 0.25, big, false},
+		{"scale 1/4, small gradient", 0.25, 3, true},
+		{"scale 1, Inf gradient", 1, float32(math.Inf(-1)), false},
+		{"scale 1/4, NaN gradient", 0.25, float32(math.NaN()), false},
+	}
+	// 40 elements: the value under test sits in a 16-wide vector block
+	// (element 5) or in the scalar tail (element 37) of a SIMD loop.
+	const n = 40
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		for _, c := range cases {
+			for _, at := range []int{5, 37} {
+				t.Run(fmt.Sprintf("%s/element %d", c.name, at), func(t *testing.T) {
+					p := autograd.ParamOf("p", tensor.Zeros(dev, dtype.F32, device.Param, n))
+					defer p.Value.Release()
+					defer p.FreeGrad()
+					opt := &fakeOpt{params: []*autograd.Var{p}}
+					s := amp.NewGradScaler(amp.InitScale(c.scale))
+					g := make([]float32, n)
+					for i := range g {
+						g[i] = 1
+					}
+					g[at] = c.grad
+					setGrad(dev, p, g...)
+					if stepped, err := s.Step(opt); err != nil || stepped != c.stepped {
+						t.Errorf("Step with gradient %v at scale %v = %v, %v; want stepped %v", c.grad, c.scale, stepped, err, c.stepped)
+					}
+					// The gradient is left unscaled whether or not the step ran.
+					want := c.grad * (1 / c.scale)
+					if got := p.Grad.ToHost()[at]; math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+						t.Errorf("gradient after Step %v, want %v", got, want)
+					}
+				})
+			}
+		}
+	})
+}
+
 // TestConstructorRejects checks the options the constructor refuses, each
 // with a panic naming it.
 func TestConstructorRejects(t *testing.T) {
