@@ -58,7 +58,8 @@ func poolParam(s device.PoolShape) param {
 	return pInts(s.N, s.C, s.H, s.W, s.KH, s.KW, s.StrideH, s.StrideW, s.PadH, s.PadW, s.OH, s.OW)
 }
 
-// MaxPool writes each window's first maximum.
+// MaxPool writes each window's maximum: its first maximum, or its last NaN
+// (PyTorch's choice; see window_argmax in kernels/pool.cu).
 func (d *Device) MaxPool(y, x device.Buffer, s device.PoolShape) {
 	d.enter()
 	defer d.leave()
@@ -73,7 +74,7 @@ func (d *Device) MaxPool(y, x device.Buffer, s device.PoolShape) {
 	d.launch(d.ks.maxpool, gridFor(total), ptr(yb), dt(yb), ptr(xb), dt(xb), poolParam(s), pInt(total))
 }
 
-// MaxPoolGrad routes dy to each window's first maximum.
+// MaxPoolGrad routes dy to the element of each window MaxPool chose.
 func (d *Device) MaxPoolGrad(dx, dy, x device.Buffer, s device.PoolShape) {
 	d.enter()
 	defer d.leave()

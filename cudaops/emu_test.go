@@ -418,7 +418,7 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			case 8:
 				r = f32(math.Pow(float64(x), float64(alpha)))
 			case 9:
-				if x > 0 {
+				if x > 0 || isNaN(x) {
 					r = x
 				}
 			case 10:
@@ -440,7 +440,7 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			var o float32
 			switch op {
 			case 9:
-				if x > 0 {
+				if !(x <= 0) {
 					o = gv
 				}
 			case 11:
@@ -954,7 +954,7 @@ func (g *fakeGPU) windowArgmax(x uint64, xdt, plane, w, h0, h1, w0, w1 int) int 
 	for y := h0; y < h1; y++ {
 		for q := w0; q < w1; q++ {
 			j := y*w + q
-			if v := g.ld(x, xdt, plane+j); v > bv || (isNaN(v) && !isNaN(bv)) {
+			if v := g.ld(x, xdt, plane+j); v > bv || isNaN(v) {
 				best, bv = j, v
 			}
 		}

@@ -127,8 +127,9 @@ __device__ __forceinline__ float unary_op(int op, float x, float alpha) {
 	case U_POW:
 		return powf(x, alpha);
 	case U_RELU:
-		// NaN becomes 0, as the CPU backend's v > 0 test makes it.
-		return x > 0.0f ? x : 0.0f;
+		// A NaN of either sign stays NaN (PyTorch propagates it); negative
+		// values and -0 become +0.
+		return (x > 0.0f || is_nan(x)) ? x : 0.0f;
 	case U_GELU:
 		// normcdff is accurate in the tails, where 1+erf(x/sqrt2) cancels.
 		return x * normcdff(x);
@@ -158,7 +159,9 @@ extern "C" __global__ void mp_unary_grad(int op, void* dst, int ddt, const void*
 		float o;
 		switch (op) {
 		case U_RELU:
-			o = x > 0.0f ? g : 0.0f;
+			// PyTorch's threshold_backward: zero where y <= 0, which a NaN y
+			// is not, so the gradient passes there.
+			o = x <= 0.0f ? 0.0f : g;
 			break;
 		case U_TANH:
 			o = g * (1.0f - x * x);

@@ -25,8 +25,9 @@ __device__ __forceinline__ void window(int o, int stride, int pad, int k, int si
 	*hi = min(h, size);
 }
 
-// window_argmax returns the plane offset of the first maximum of the window
-// (a NaN counts as the maximum), scanning rows then columns as the CPU does.
+// window_argmax returns the plane offset of the first maximum of the window,
+// or of its last NaN when it holds any (PyTorch's rule), scanning rows then
+// columns as the CPU does.
 __device__ __forceinline__ int window_argmax(const void* x, int xdt, int plane, int w,
                                              int h0, int h1, int w0, int w1) {
 	int best = h0 * w + w0;
@@ -35,7 +36,7 @@ __device__ __forceinline__ int window_argmax(const void* x, int xdt, int plane, 
 		for (int q = w0; q < w1; q++) {
 			int j = y * w + q;
 			float v = ld(x, xdt, plane + j);
-			if (v > bv || (is_nan(v) && !is_nan(bv))) {
+			if (v > bv || is_nan(v)) {
 				best = j;
 				bv = v;
 			}

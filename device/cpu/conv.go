@@ -193,26 +193,28 @@ func is2x2(s device.PoolShape) bool {
 }
 
 // argmax2x2 is argmaxWindow for the 2x2 window at (h, w), with the same
-// first-maximum and NaN rules.
+// first-maximum and last-NaN rules.
 func argmax2x2(v []float32, width, h, w int) int {
 	j := h*width + w
 	best := j
 	for _, k := range [3]int{j + 1, j + width, j + width + 1} {
-		if x := v[k]; x > v[best] || (x != x && v[best] == v[best]) {
+		if x := v[k]; x > v[best] || x != x {
 			best = k
 		}
 	}
 	return best
 }
 
-// argmaxWindow returns the index of the first maximum (NaN counts as the
-// maximum, as in PyTorch) of the window rows [h0,h1) x columns [w0,w1).
+// argmaxWindow returns the index of the first maximum of the window rows
+// [h0,h1) x columns [w0,w1), or of its last NaN when it holds any: PyTorch's
+// rule (a NaN replaces the running maximum, a number only a smaller one),
+// so that the maximum is NaN and its gradient goes where PyTorch sends it.
 func argmaxWindow(v []float32, width, h0, h1, w0, w1 int) int {
 	best := h0*width + w0
 	for h := h0; h < h1; h++ {
 		for w := w0; w < w1; w++ {
 			j := h*width + w
-			if x := v[j]; x > v[best] || (x != x && v[best] == v[best]) {
+			if x := v[j]; x > v[best] || x != x {
 				best = j
 			}
 		}
@@ -220,7 +222,8 @@ func argmaxWindow(v []float32, width, h0, h1, w0, w1 int) int {
 	return best
 }
 
-// MaxPoolGrad routes dy to each window's first maximum.
+// MaxPoolGrad routes dy to the element of each window MaxPool chose: its
+// first maximum, or its last NaN (see argmaxWindow).
 func (d *Device) MaxPoolGrad(dx, dy, x device.Buffer, s device.PoolShape) {
 	db, gb, xb := d.buf(dx, "MaxPoolGrad"), d.buf(dy, "MaxPoolGrad"), d.buf(x, "MaxPoolGrad")
 	checkPool(s)

@@ -176,21 +176,35 @@ func binaryRow(op device.BinaryOp, out, a, b []float32) {
 }
 
 // relu is max(v, 0) without a branch, which random signs would
-// mispredict: negative values (the sign bit set) become +0; NaN stays NaN
-// (as in PyTorch) unless it carries a sign bit.
+// mispredict: negative values and -0 become +0, and a NaN stays NaN
+// whatever its sign, as in PyTorch. The sign matters: the NaN x86
+// arithmetic produces (0*Inf, Inf-Inf) is 0xffc00000, which a test of the
+// sign bit alone would turn into 0. With the sign bit flipped, the bits of
+// exactly the negative numbers (-0 to -Inf, no NaN) are the unsigned range
+// [0, 0x7f800000], so one comparison picks them, compiled to a
+// conditional move.
 func relu(v float32) float32 {
 	b := math.Float32bits(v)
-	return math.Float32frombits(b &^ uint32(int32(b)>>31))
+	if b^0x80000000 <= 0x7f800000 {
+		b = 0
+	}
+	return math.Float32frombits(b)
 }
 
-// positiveMask is all ones when y > 0 and zero otherwise (NaN included),
-// computed without a branch.
-func positiveMask(y float32) uint32 {
+// signMask is all ones when the sign bit of b is set.
+func signMask(b uint32) uint32 { return uint32(int32(b) >> 31) }
+
+// numMask is all ones when b is not a NaN: its magnitude bits are at most
+// those of infinity.
+func numMask(b uint32) uint32 { return uint32(int32((b&0x7fffffff)-0x7f800001) >> 31) }
+
+// reluGradMask is all ones where ReLU passes the gradient, given its output
+// y: where y > 0, and where y is NaN (PyTorch's threshold_backward zeroes
+// only where y <= 0, which a NaN is not). Computed without a branch.
+func reluGradMask(y float32) uint32 {
 	b := math.Float32bits(y)
-	m := uint32(-int32(b) >> 31)                         // ones when b != 0 and the sign bit is clear, or b == -0
-	m &^= uint32(int32(b) >> 31)                         // clear it for negative values and -0
-	m &^= uint32(int32(0x7f800000-(b&0x7fffffff)) >> 31) // and for NaN
-	return m
+	pos := uint32(-int32(b)>>31) &^ signMask(b) // b != 0 and the sign bit clear
+	return pos | ^numMask(b)
 }
 
 func binaryFunc(op device.BinaryOp) func(x, y float32) float32 {
@@ -298,9 +312,9 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 		gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
 		o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
 		switch op {
-		case device.ReLU: // x is the output y; y > 0 exactly where the input was
+		case device.ReLU: // x is the output y; y > 0 exactly where the input was, and a NaN y passes dy
 			for i := range g {
-				o[i] = math.Float32frombits(math.Float32bits(g[i]) & positiveMask(x[i]))
+				o[i] = math.Float32frombits(math.Float32bits(g[i]) & reluGradMask(x[i]))
 			}
 		case device.Tanh:
 			for i := range g {

@@ -196,7 +196,9 @@ func poolWindow(s device.PoolShape, oh, ow int, f func(j int)) {
 }
 
 // maxPoolRef returns, for each output, the input index MaxPool chooses: the
-// first maximum of the window in row-major order (padding never wins).
+// first maximum of the window in row-major order (padding never wins), or
+// the last NaN when the window holds any, as PyTorch's max_pool2d chooses
+// (its return_indices, and where its backward sends the gradient).
 func maxPoolRef(s device.PoolShape, x []float32) []int {
 	hw, ohw := s.H*s.W, s.OH*s.OW
 	arg := make([]int, s.N*s.C*ohw)
@@ -205,7 +207,8 @@ func maxPoolRef(s device.PoolShape, x []float32) []int {
 			for ow := range s.OW {
 				best := -1
 				poolWindow(s, oh, ow, func(j int) {
-					if best < 0 || x[p*hw+j] > x[best] {
+					v := x[p*hw+j]
+					if best < 0 || v > x[best] || isNaN32(v) {
 						best = p*hw + j
 					}
 				})
@@ -250,12 +253,14 @@ func testMaxPool(t *testing.T, dev device.Device) {
 			}
 		}
 	}
+	testMaxPoolNaN(t, dev)
 }
 
+// maxPoolGradTypes are MaxPoolGrad's dtype combinations: dx; dy, x.
+var maxPoolGradTypes = sameAnd(2, mix(dtype.F32, dtype.F16, dtype.F16), mix(dtype.BF16, dtype.F32, dtype.BF16))
+
 func testMaxPoolGrad(t *testing.T, dev device.Device) {
-	// dx; dy, x
-	types := sameAnd(2, mix(dtype.F32, dtype.F16, dtype.F16), mix(dtype.BF16, dtype.F32, dtype.BF16))
-	for _, ty := range types {
+	for _, ty := range maxPoolGradTypes {
 		for _, c := range poolCases() {
 			for _, ties := range []bool{false, true} {
 				run(t, dev, fmt.Sprintf("%v/%s/ties=%v", ty, c.name, ties), func(e *env) {
@@ -278,6 +283,7 @@ func testMaxPoolGrad(t *testing.T, dev device.Device) {
 			}
 		}
 	}
+	testMaxPoolGradNaN(t, dev)
 }
 
 // The AvgPool divisor: PyTorch's count_include_pad=True divides by the
@@ -318,6 +324,7 @@ func testAvgPool(t *testing.T, dev device.Device) {
 			})
 		}
 	}
+	testAvgPoolNaN(t, dev)
 }
 
 func testAvgPoolGrad(t *testing.T, dev device.Device) {
@@ -347,6 +354,7 @@ func testAvgPoolGrad(t *testing.T, dev device.Device) {
 			})
 		}
 	}
+	testAvgPoolGradNaN(t, dev)
 }
 
 // testAvgPoolAdjoint checks <AvgPool(x), y> == <x, AvgPoolGrad(y)>.

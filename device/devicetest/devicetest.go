@@ -25,9 +25,16 @@
 // and then into one holding another value, and the two results must agree
 // bit for bit: kernels are deterministic and never read what they overwrite.
 //
+// NaNs of both signs (0x7fc00000, and 0xffc00000, the one x86 arithmetic
+// produces) are fed to every unary op and its gradient, to Maximum and
+// Minimum, and to the pools and their gradients: a NaN in comes out as a
+// NaN, as in PyTorch, except where PyTorch's own rule says otherwise (ReLU's
+// gradient is 0 wherever its output is <= 0, whatever dy holds), and
+// MaxPool chooses a window's last NaN (see nan.go).
+//
 // What the contract leaves open is not tested: F32 subnormals (a GPU may
-// flush them), NaN inputs to Maximum, Minimum, Argmax and the pools, aliasing
-// other than Axpby's dst = x or y and Copy onto itself, nil gamma or beta in
+// flush them), NaN inputs to Argmax and the other kernels, aliasing other
+// than Axpby's dst = x or y and Copy onto itself, nil gamma or beta in
 // BatchNorm, and zero-length buffers.
 package devicetest
 

@@ -159,14 +159,16 @@ func walk(shape, sa, sb []int, f func(i, oa, ob int)) {
 	}
 }
 
+// binaryTypes are Binary's dtype combinations: dst; a, b.
+var binaryTypes = sameAnd(2,
+	mix(dtype.F32, dtype.F16, dtype.BF16),
+	mix(dtype.F16, dtype.F32, dtype.F16),
+	mix(dtype.BF16, dtype.BF16, dtype.F32),
+)
+
 func testBinary(t *testing.T, dev device.Device) {
-	types := sameAnd(2,
-		mix(dtype.F32, dtype.F16, dtype.BF16),
-		mix(dtype.F16, dtype.F32, dtype.F16),
-		mix(dtype.BF16, dtype.BF16, dtype.F32),
-	)
 	for _, op := range binaryOps {
-		for _, ty := range types {
+		for _, ty := range binaryTypes {
 			for _, c := range binaryCases {
 				run(t, dev, fmt.Sprintf("%v/%v/%s", op, ty, c.name), func(e *env) {
 					a := e.uniform(c.na, -2, 2)
@@ -199,6 +201,7 @@ func testBinary(t *testing.T, dev device.Device) {
 			}
 		}
 	}
+	testBinaryNaN(t, dev)
 }
 
 // unaryCase is a unary op with its parameter and an input domain where it
@@ -236,14 +239,16 @@ func stdNormalCDF(x float64) float64 { return 0.5 * (1 + math.Erf(x/math.Sqrt2))
 
 func stdNormalPDF(x float64) float64 { return math.Exp(-0.5*x*x) / math.Sqrt(2*math.Pi) }
 
+// unaryTypes are Unary's dtype combinations: dst; src.
+var unaryTypes = sameAnd(1,
+	mix(dtype.F32, dtype.F16),
+	mix(dtype.BF16, dtype.F32),
+	mix(dtype.F16, dtype.BF16),
+)
+
 func testUnary(t *testing.T, dev device.Device) {
-	types := sameAnd(1,
-		mix(dtype.F32, dtype.F16),
-		mix(dtype.BF16, dtype.F32),
-		mix(dtype.F16, dtype.BF16),
-	)
 	for _, c := range unaryCases {
-		for _, ty := range types {
+		for _, ty := range unaryTypes {
 			for _, n := range elemSizes {
 				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
 					var x []float32
@@ -270,38 +275,43 @@ func testUnary(t *testing.T, dev device.Device) {
 			}
 		}
 	}
+	testUnaryNaN(t, dev)
 }
 
+// unaryGradCases are the ops UnaryGrad supports, with what it reads and
+// the derivative in terms of that.
+var unaryGradCases = []struct {
+	name string
+	op   device.UnaryOp
+	// in maps a raw input x to what UnaryGrad reads: the forward
+	// output y for ReLU, Tanh and Sigmoid, x itself for GELU.
+	in    func(x float64) float64
+	deriv func(in float64) float64 // op' expressed in terms of in
+}{
+	{"relu", device.ReLU, func(x float64) float64 { return math.Max(x, 0) },
+		func(y float64) float64 {
+			if y > 0 {
+				return 1
+			}
+			return 0
+		}},
+	{"tanh", device.Tanh, math.Tanh, func(y float64) float64 { return 1 - y*y }},
+	{"sigmoid", device.Sigmoid, func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+		func(y float64) float64 { return y * (1 - y) }},
+	{"gelu", device.GELU, func(x float64) float64 { return x },
+		func(x float64) float64 { return stdNormalCDF(x) + x*stdNormalPDF(x) }},
+}
+
+// unaryGradTypes are UnaryGrad's dtype combinations: dst; dy, in.
+var unaryGradTypes = sameAnd(2,
+	mix(dtype.F32, dtype.F16, dtype.BF16),
+	mix(dtype.BF16, dtype.F32, dtype.F32),
+	mix(dtype.F16, dtype.F16, dtype.F32),
+)
+
 func testUnaryGrad(t *testing.T, dev device.Device) {
-	// dst; dy, in
-	types := sameAnd(2,
-		mix(dtype.F32, dtype.F16, dtype.BF16),
-		mix(dtype.BF16, dtype.F32, dtype.F32),
-		mix(dtype.F16, dtype.F16, dtype.F32),
-	)
-	cases := []struct {
-		name string
-		op   device.UnaryOp
-		// in maps a raw input x to what UnaryGrad reads: the forward
-		// output y for ReLU, Tanh and Sigmoid, x itself for GELU.
-		in    func(x float64) float64
-		deriv func(in float64) float64 // op' expressed in terms of in
-	}{
-		{"relu", device.ReLU, func(x float64) float64 { return math.Max(x, 0) },
-			func(y float64) float64 {
-				if y > 0 {
-					return 1
-				}
-				return 0
-			}},
-		{"tanh", device.Tanh, math.Tanh, func(y float64) float64 { return 1 - y*y }},
-		{"sigmoid", device.Sigmoid, func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
-			func(y float64) float64 { return y * (1 - y) }},
-		{"gelu", device.GELU, func(x float64) float64 { return x },
-			func(x float64) float64 { return stdNormalCDF(x) + x*stdNormalPDF(x) }},
-	}
-	for _, c := range cases {
-		for _, ty := range types {
+	for _, c := range unaryGradCases {
+		for _, ty := range unaryGradTypes {
 			for _, n := range elemSizes {
 				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
 					x := e.uniform(n, -5, 5)
@@ -328,6 +338,7 @@ func testUnaryGrad(t *testing.T, dev device.Device) {
 			}
 		}
 	}
+	testUnaryGradNaN(t, dev)
 }
 
 func testDropout(t *testing.T, dev device.Device) {

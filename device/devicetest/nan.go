@@ -1,0 +1,318 @@
+package devicetest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// NaN propagation. A NaN of either sign that enters an activation, a
+// maximum or minimum, or a pooling window comes out as a NaN, as in
+// PyTorch: a diverging run must show NaN, not a plausible 0. Both signs are
+// fed because they differ in practice: Go's math.NaN() has the sign bit
+// clear (0x7fc00000), while the NaN x86 arithmetic produces (0*Inf,
+// Inf-Inf) has it set (0xffc00000), and a kernel that zeroes every value
+// with the sign bit set turns only the second into 0. A NaN result may be
+// of either sign and carry any payload (a GPU's 16-bit conversions make it
+// canonical).
+
+// nanKinds are the NaNs fed: each sign alone, and both mixed in one input.
+var nanKinds = []struct {
+	name string
+	bits []uint32 // the NaNs placed, in turn
+}{
+	{"+nan", []uint32{0x7fc00000}},
+	{"-nan", []uint32{0xffc00000}},
+	{"mixed", []uint32{0x7fc00000, 0xffc00000}},
+}
+
+// sprinkle overwrites about one element in every `every` of v with a NaN,
+// taking the bit patterns of bits in turn, and the first element of a
+// slice shorter than every, so that a length-1 input is a NaN. The other elements keep
+// their values, so a kernel is seen handling NaN next to ordinary inputs
+// (negative ones included) in every piece a backend splits v into.
+func (e *env) sprinkle(v []float32, bits []uint32, every int) {
+	k := 0
+	for i := range v {
+		if (len(v) < every && i == 0) || e.rng.IntN(every) == 0 {
+			v[i] = math.Float32frombits(bits[k%len(bits)])
+			k++
+		}
+	}
+}
+
+// testUnaryNaN: every unary op maps a NaN to a NaN and leaves the other
+// elements as they would be without it.
+func testUnaryNaN(t *testing.T, dev device.Device) {
+	for _, c := range unaryCases {
+		for _, nk := range nanKinds {
+			for _, ty := range unaryTypes {
+				for _, n := range elemSizes {
+					run(t, dev, fmt.Sprintf("nan/%s/%s/%v/n%d", c.name, nk.name, ty, n), func(e *env) {
+						var x []float32
+						if c.signed {
+							x = e.signed(n, c.lo, c.hi)
+						} else {
+							x = e.uniform(n, c.lo, c.hi)
+						}
+						e.sprinkle(x, nk.bits, 4)
+						xb := e.put(ty.src[0], x)
+						got := e.twice(func(fill float32) [][]float32 {
+							db := e.full(ty.dst, n, fill)
+							e.dev.Unary(c.op, db, xb, c.alpha)
+							return [][]float32{e.get(db)}
+						})[0]
+						want := make([]float64, n)
+						for i, v := range x {
+							if isNaN32(v) {
+								want[i] = math.NaN()
+							} else {
+								want[i] = c.ref(float64(v), float64(c.alpha))
+							}
+						}
+						e.near("dst", ty.dst, got, want, nil)
+					})
+				}
+			}
+		}
+	}
+}
+
+// unaryGradNaNRef is UnaryGrad's result for one element with NaNs about:
+// ReLU zeroes the gradient exactly where its output is <= 0 (PyTorch's
+// threshold_backward), so a NaN output passes dy and a NaN dy becomes 0
+// where the output is 0; every other rule multiplies, and a NaN in either
+// operand gives a NaN.
+func unaryGradNaNRef(op device.UnaryOp, deriv func(float64) float64, dy, in float64) float64 {
+	if op == device.ReLU {
+		if in <= 0 {
+			return 0
+		}
+		return dy
+	}
+	if math.IsNaN(dy) || math.IsNaN(in) {
+		return math.NaN()
+	}
+	return dy * deriv(in)
+}
+
+// testUnaryGradNaN feeds NaNs as the saved operand (the output, or GELU's
+// input) and as the incoming gradient.
+func testUnaryGradNaN(t *testing.T, dev device.Device) {
+	for _, c := range unaryGradCases {
+		for _, where := range []string{"in", "dy"} {
+			for _, nk := range nanKinds {
+				for _, ty := range unaryGradTypes {
+					for _, n := range elemSizes {
+						run(t, dev, fmt.Sprintf("nan/%s/%s=%s/%v/n%d", c.name, where, nk.name, ty, n), func(e *env) {
+							x := e.uniform(n, -5, 5)
+							if n > 2 {
+								x[0] = 0
+							}
+							in := make([]float32, n)
+							for i, v := range x {
+								in[i] = float32(c.in(float64(v)))
+							}
+							dy := e.uniform(n, -2, 2)
+							if where == "in" {
+								e.sprinkle(in, nk.bits, 4)
+							} else {
+								e.sprinkle(dy, nk.bits, 4)
+							}
+							dyb, inb := e.put(ty.src[0], dy), e.put(ty.src[1], in)
+							got := e.twice(func(fill float32) [][]float32 {
+								db := e.full(ty.dst, n, fill)
+								e.dev.UnaryGrad(c.op, db, dyb, inb)
+								return [][]float32{e.get(db)}
+							})[0]
+							want := make([]float64, n)
+							for i := range want {
+								want[i] = unaryGradNaNRef(c.op, c.deriv, float64(dy[i]), float64(in[i]))
+							}
+							e.near("dst", ty.dst, got, want, nil)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// testBinaryNaN: Maximum and Minimum (what a clamp is made of) return a
+// NaN when either operand is one, as torch.maximum and torch.minimum do.
+func testBinaryNaN(t *testing.T, dev device.Device) {
+	cases := []binaryCase{binaryCases[0], binaryCases[2], binaryCases[4], binaryCases[len(binaryCases)-2]}
+	for _, op := range []device.BinaryOp{device.Maximum, device.Minimum} {
+		for _, where := range []string{"a", "b", "ab"} {
+			for _, nk := range nanKinds {
+				for _, ty := range binaryTypes {
+					for _, c := range cases {
+						run(t, dev, fmt.Sprintf("nan/%v/%s=%s/%v/%s", op, where, nk.name, ty, c.name), func(e *env) {
+							a, b := e.uniform(c.na, -2, 2), e.uniform(c.nb, -2, 2)
+							if where != "b" {
+								e.sprinkle(a, nk.bits, 4)
+							}
+							if where != "a" {
+								e.sprinkle(b, nk.bits, 4)
+							}
+							ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
+							n := numel(c.shape)
+							s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
+							got := e.twice(func(fill float32) [][]float32 {
+								db := e.full(ty.dst, n, fill)
+								e.dev.Binary(op, db, ab, bb, s)
+								return [][]float32{e.get(db)}
+							})[0]
+							want := make([]float64, n)
+							walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
+								// math.Max and math.Min return NaN for a NaN operand.
+								want[i] = binaryRef(op, float64(a[oa]), float64(b[ob]))
+							})
+							e.near("dst", ty.dst, got, want, nil)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// poolNaNInput returns pooling input with ties (small integers) and NaNs
+// in about one element of six, so that some windows hold none, some one
+// and some several.
+func (e *env) poolNaNInput(n int, bits []uint32) []float32 {
+	x := e.poolInput(n, true)
+	e.sprinkle(x, bits, 6)
+	return x
+}
+
+// testMaxPoolNaN: a window holding a NaN has a NaN maximum.
+func testMaxPoolNaN(t *testing.T, dev device.Device) {
+	for _, nk := range nanKinds {
+		for _, ty := range poolTypes {
+			for _, c := range poolCases() {
+				run(t, dev, fmt.Sprintf("nan/%s/%v/%s", nk.name, ty, c.name), func(e *env) {
+					s := c.s
+					x := e.poolNaNInput(s.N*s.C*s.H*s.W, nk.bits)
+					xb := e.put(ty.src[0], x)
+					got := e.twice(func(fill float32) [][]float32 {
+						yb := e.full(ty.dst, s.N*s.C*s.OH*s.OW, fill)
+						e.dev.MaxPool(yb, xb, s)
+						return [][]float32{e.get(yb)}
+					})[0]
+					arg := maxPoolRef(s, x)
+					want := make([]float32, len(arg))
+					for i, j := range arg {
+						want[i] = dtype.Round(ty.dst, x[j])
+					}
+					e.exact("y", got, want)
+				})
+			}
+		}
+	}
+}
+
+// testMaxPoolGradNaN: dy goes to the position MaxPool chose, the NaN's
+// when the window holds one; a NaN in dy reaches only that position.
+func testMaxPoolGradNaN(t *testing.T, dev device.Device) {
+	for _, where := range []string{"x", "dy"} {
+		for _, nk := range nanKinds {
+			for _, ty := range maxPoolGradTypes {
+				for _, c := range poolCases() {
+					run(t, dev, fmt.Sprintf("nan/%s=%s/%v/%s", where, nk.name, ty, c.name), func(e *env) {
+						s := c.s
+						n := s.N * s.C * s.H * s.W
+						var x, dy []float32
+						if where == "x" {
+							x = e.poolNaNInput(n, nk.bits)
+							dy = e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
+						} else {
+							x = e.poolInput(n, true)
+							dy = e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
+							e.sprinkle(dy, nk.bits, 6)
+						}
+						dyb, xb := e.put(ty.src[0], dy), e.put(ty.src[1], x)
+						got := e.twice(func(fill float32) [][]float32 {
+							db := e.full(ty.dst, n, fill)
+							e.dev.MaxPoolGrad(db, dyb, xb, s)
+							return [][]float32{e.get(db)}
+						})[0]
+						want := make([]float64, n)
+						for i, j := range maxPoolRef(s, x) {
+							want[j] += float64(dy[i])
+						}
+						e.near("dx", ty.dst, got, want, nil)
+					})
+				}
+			}
+		}
+	}
+}
+
+// testAvgPoolNaN: a window holding a NaN has a NaN mean, and a NaN in dy
+// spreads over its window.
+func testAvgPoolNaN(t *testing.T, dev device.Device) {
+	for _, nk := range nanKinds {
+		for _, ty := range poolTypes {
+			for _, c := range poolCases() {
+				run(t, dev, fmt.Sprintf("nan/%s/%v/%s", nk.name, ty, c.name), func(e *env) {
+					s := c.s
+					hw, ohw := s.H*s.W, s.OH*s.OW
+					x := e.poolNaNInput(s.N*s.C*hw, nk.bits)
+					xb := e.put(ty.src[0], x)
+					got := e.twice(func(fill float32) [][]float32 {
+						yb := e.full(ty.dst, s.N*s.C*ohw, fill)
+						e.dev.AvgPool(yb, xb, s)
+						return [][]float32{e.get(yb)}
+					})[0]
+					want := make([]float64, s.N*s.C*ohw)
+					for p := range s.N * s.C {
+						for oh := range s.OH {
+							for ow := range s.OW {
+								var sum float64
+								poolWindow(s, oh, ow, func(j int) { sum += float64(x[p*hw+j]) })
+								want[p*ohw+oh*s.OW+ow] = sum / avgDivisor(s, oh, ow)
+							}
+						}
+					}
+					e.near("y", ty.dst, got, want, nil)
+				})
+			}
+		}
+	}
+}
+
+func testAvgPoolGradNaN(t *testing.T, dev device.Device) {
+	for _, nk := range nanKinds {
+		for _, ty := range poolTypes {
+			for _, c := range poolCases() {
+				run(t, dev, fmt.Sprintf("nan/dy=%s/%v/%s", nk.name, ty, c.name), func(e *env) {
+					s := c.s
+					hw, ohw := s.H*s.W, s.OH*s.OW
+					n := s.N * s.C * hw
+					dy := e.uniform(s.N*s.C*ohw, -1, 1)
+					e.sprinkle(dy, nk.bits, 6)
+					dyb := e.put(ty.src[0], dy)
+					got := e.twice(func(fill float32) [][]float32 {
+						db := e.full(ty.dst, n, fill)
+						e.dev.AvgPoolGrad(db, dyb, s)
+						return [][]float32{e.get(db)}
+					})[0]
+					want := make([]float64, n)
+					for p := range s.N * s.C {
+						for oh := range s.OH {
+							for ow := range s.OW {
+								g := float64(dy[p*ohw+oh*s.OW+ow]) / avgDivisor(s, oh, ow)
+								poolWindow(s, oh, ow, func(j int) { want[p*hw+j] += g })
+							}
+						}
+					}
+					e.near("dx", ty.dst, got, want, nil)
+				})
+			}
+		}
+	}
+}
