@@ -13,9 +13,9 @@
 // # One goroutine per Graph
 //
 // A Graph belongs to one goroutine at a time, like a bufio.Writer: its
-// tape, the list of tensors it owns and its NoGrad depth are unguarded, so
-// two goroutines recording on one Graph at once would lose operations from
-// the tape and leak the tensors of the lost records. A Graph may be handed
+// tape, the list of tensors it owns and its NoGrad depth are not
+// synchronised, so two goroutines recording on one Graph at once would lose
+// operations from the tape and leak the tensors of the lost records. A Graph may be handed
 // from one goroutine to another between calls (with the usual
 // synchronisation); separate Graphs may run in separate goroutines, but
 // Backward accumulates into the gradients of the parameters it reaches, so
