@@ -55,10 +55,11 @@ bench:
 generate:
 	$(GO) generate ./...
 
-## reference: recompute testdata/torch_reference.json with PyTorch (installs Debian's python3-torch if needed)
+## reference: recompute testdata/torch_reference.json and the PyTorch-trained safetensors fixtures with PyTorch (installs Debian's python3-torch if needed)
 reference:
 	sh tools/install-peer.sh
 	/usr/bin/python3 tools/reference/torch_reference.py testdata/torch_reference.json
+	/usr/bin/python3 tools/reference/torch_safetensors.py make testdata
 
 ## bench-peer: our examples and the PyTorch peers on the same machine, with ratios
 bench-peer: data

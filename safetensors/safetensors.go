@@ -9,15 +9,24 @@
 // no overlaps, no trailing bytes), names must be unique and sizes must match
 // shapes. F32, F16 and BF16 are read and written; F64 is read by rounding
 // to F32, as loading float64 weights into a float32 model does.
+//
+// Write records the SHA-256 of the tensors' bytes in the metadata under
+// [SumKey], and Read verifies it when a file has one, so that a flipped bit
+// or a file cut short is an error rather than wrong weights. Files from
+// other writers have no sum and are read without that check; readers that
+// do not know the key (PyTorch's) ignore it.
 package safetensors
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,6 +36,9 @@ import (
 
 	"github.com/mixprec/mixprec/dtype"
 )
+
+// SumKey is the metadata key that holds the hex SHA-256 of the payload.
+const SumKey = "mixprec.payload_sha256"
 
 // MaxHeader bounds the JSON header, as the reference implementation does
 // (100 MB): a corrupt length must not make the reader allocate gigabytes.
@@ -93,15 +105,24 @@ type entry struct {
 // or values that do not match the shape.
 func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	header := map[string]any{}
-	if len(metadata) > 0 {
-		header["__metadata__"] = metadata
+	for i := range tensors {
+		if err := tensors[i].check(); err != nil {
+			return fmt.Errorf("safetensors: write: %w", err)
+		}
 	}
+	sum := sha256.New()
+	if err := writePayload(sum, tensors); err != nil {
+		return err
+	}
+	meta := maps.Clone(metadata)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[SumKey] = hex.EncodeToString(sum.Sum(nil))
+	header["__metadata__"] = meta
 	var off int64
 	for i := range tensors {
 		t := &tensors[i]
-		if err := t.check(); err != nil {
-			return fmt.Errorf("safetensors: write: %w", err)
-		}
 		if _, dup := header[t.Name]; dup {
 			return fmt.Errorf("safetensors: write: two tensors named %q", t.Name)
 		}
@@ -126,6 +147,11 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	if _, err := w.Write(js); err != nil {
 		return err
 	}
+	return writePayload(w, tensors)
+}
+
+// writePayload writes the tensors' bytes, little-endian, in order.
+func writePayload(w io.Writer, tensors []Tensor) error {
 	buf := make([]byte, 0, 1<<16)
 	for i := range tensors {
 		t := &tensors[i]
@@ -151,7 +177,7 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 			}
 		}
 	}
-	_, err = w.Write(buf)
+	_, err := w.Write(buf)
 	return err
 }
 
@@ -231,6 +257,13 @@ func Read(r io.Reader) (*File, error) {
 		return nil, fmt.Errorf("safetensors: the header describes %d bytes of tensors but the file holds %d: it is truncated", end, len(payload))
 	case int64(len(payload)) > end:
 		return nil, fmt.Errorf("safetensors: trailing bytes after the %d bytes of tensors the header describes", end)
+	}
+	if want, ok := meta[SumKey]; ok {
+		got := sha256.Sum256(payload)
+		if hex.EncodeToString(got[:]) != want {
+			return nil, fmt.Errorf("safetensors: the tensors' SHA-256 is %x, the file says %s: the file is corrupt", got, want)
+		}
+		delete(meta, SumKey)
 	}
 	f := &File{Metadata: meta}
 	for _, i := range order {

@@ -2,6 +2,8 @@ package safetensors
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/binary"
 	"math"
 	"os"
@@ -91,9 +93,36 @@ func TestReferenceBytes(t *testing.T) {
 	if err := Write(&buf, []Tensor{{Name: "a", DType: dtype.F32, Shape: []int{2}, F32: []float32{1.5, -2}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	wantHdr := `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`
-	if got := string(buf.Bytes()[8 : 8+len(wantHdr)]); got != wantHdr {
-		t.Errorf("header = %s, want %s", got, wantHdr)
+	hlen := binary.LittleEndian.Uint64(buf.Bytes())
+	hdr2 := string(buf.Bytes()[8 : 8+hlen])
+	sum := sha256.Sum256(buf.Bytes()[8+hlen:])
+	for _, want := range []string{`"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}`,
+		`"__metadata__":{"` + SumKey + `":"` + hex.EncodeToString(sum[:]) + `"}`} {
+		if !strings.Contains(hdr2, want) {
+			t.Errorf("header %s does not hold %s", hdr2, want)
+		}
+	}
+}
+
+func TestChecksum(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Write(&buf, sample(), nil); err != nil {
+		t.Fatal(err)
+	}
+	file := buf.Bytes()
+	for _, i := range []int{len(file) - 1, len(file) - 20} {
+		bad := bytes.Clone(file)
+		bad[i] ^= 0x10
+		if _, err := Read(bytes.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("byte %d flipped: Read = %v, want a corrupt-file error", i, err)
+		}
+	}
+	f, err := Read(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Metadata[SumKey]; ok {
+		t.Error("the checksum is handed to the caller as metadata; it belongs to the format")
 	}
 }
 
