@@ -22,7 +22,9 @@ func TestStateDictResume(t *testing.T) {
 		"sgd": func(p []*autograd.Var) optim.Stateful {
 			return optim.NewSGD(p, optim.LR(0.05), optim.Momentum(0.9), optim.Nesterov(), optim.WeightDecay(1e-3))
 		},
-		"adam":  func(p []*autograd.Var) optim.Stateful { return optim.NewAdam(p, optim.LR(1e-2), optim.WeightDecay(1e-3)) },
+		"adam": func(p []*autograd.Var) optim.Stateful {
+			return optim.NewAdam(p, optim.LR(1e-2), optim.WeightDecay(1e-3))
+		},
 		"adamw": func(p []*autograd.Var) optim.Stateful { return optim.NewAdamW(p, optim.LR(1e-2)) },
 	}
 	for name, mk := range makers {
