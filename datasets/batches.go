@@ -37,6 +37,7 @@ type config struct {
 	prefetch int
 	workers  int
 	augment  AugmentFunc
+	from     int
 }
 
 // Shuffle visits the samples in a random order drawn from seed and the epoch
@@ -86,6 +87,17 @@ func Workers(n int) Option {
 	return func(c *config) { c.workers = n }
 }
 
+// From starts the epoch at batch k: batches 0 to k-1 are neither built nor
+// yielded, and the rest are exactly those an uninterrupted pass yields (same
+// samples, augmentations and Index), which is how a resumed run continues
+// mid-epoch. k may equal the number of batches (nothing is left).
+func From(k int) Option {
+	if k < 0 {
+		panic(fmt.Sprintf("datasets: From(%d): k must be >= 0", k))
+	}
+	return func(c *config) { c.from = k }
+}
+
 // Augment applies fn to every sample of every batch after it is copied out of
 // the data set, in the background workers. Each call gets a generator seeded
 // from the [Shuffle] seed (0 without Shuffle), the [Epoch] and the sample's
@@ -109,7 +121,7 @@ func Augment(fn AugmentFunc) Option {
 func Batches(d *Dataset, batchSize int, opts ...Option) iter.Seq[Batch] {
 	p := newPlan(d, batchSize, opts)
 	return func(yield func(Batch) bool) {
-		if p.batches == 0 {
+		if p.cfg.from == p.batches {
 			return
 		}
 		order := p.order()
@@ -121,8 +133,9 @@ func Batches(d *Dataset, batchSize int, opts ...Option) iter.Seq[Batch] {
 	}
 }
 
-// NumBatches is the number of batches [Batches] yields for the same arguments,
-// for progress bars and learning-rate schedules.
+// NumBatches is the number of batches in the epoch [Batches] yields for the
+// same arguments, for progress bars and learning-rate schedules; [From] does
+// not change it.
 func NumBatches(d *Dataset, batchSize int, opts ...Option) int {
 	return newPlan(d, batchSize, opts).batches
 }
@@ -148,6 +161,9 @@ func newPlan(d *Dataset, batchSize int, opts []Option) *plan {
 	p.batches = d.Len() / batchSize
 	if !p.cfg.dropLast && d.Len()%batchSize != 0 {
 		p.batches++
+	}
+	if p.cfg.from > p.batches {
+		panic(fmt.Sprintf("datasets: Batches of %s: From(%d) is past the epoch's %d batches", d.Name, p.cfg.from, p.batches))
 	}
 	return p
 }
@@ -185,7 +201,7 @@ func (p *plan) newSlot() *slot {
 func (p *plan) runSync(order []int, yield func(Batch) bool) {
 	s := p.newSlot()
 	f := p.newFiller(order)
-	for k := range p.batches {
+	for k := p.cfg.from; k < p.batches; k++ {
 		f.fill(s, k)
 		if !yield(s.batch) {
 			return
@@ -198,12 +214,13 @@ func (p *plan) runSync(order []int, yield func(Batch) bool) {
 // indices workers hold always name distinct slots. Workers may finish out of
 // order; the loop still takes batches in order, waiting on each slot's ready.
 func (p *plan) runAsync(order []int, yield func(Batch) bool) {
-	nslots := min(p.cfg.prefetch+p.cfg.workers, p.batches)
+	first := p.cfg.from
+	nslots := min(p.cfg.prefetch+p.cfg.workers, p.batches-first)
 	slots := make([]*slot, nslots)
 	jobs := make(chan int, nslots)
-	for k := range slots {
-		slots[k] = p.newSlot()
-		jobs <- k
+	for i := range slots {
+		slots[i] = p.newSlot()
+		jobs <- first + i
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -216,7 +233,7 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 					continue // the loop has stopped: drain without working
 				default:
 				}
-				s := slots[k%nslots]
+				s := slots[(k-first)%nslots]
 				f.fillSafely(s, k)
 				s.ready <- struct{}{}
 			}
@@ -230,8 +247,8 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 		close(jobs)
 		wg.Wait()
 	}()
-	for k := range p.batches {
-		s := slots[k%nslots]
+	for k := first; k < p.batches; k++ {
+		s := slots[(k-first)%nslots]
 		<-s.ready
 		if s.panic != "" {
 			panic(s.panic)
