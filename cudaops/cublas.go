@@ -14,7 +14,8 @@ import (
 
 // cuBLAS, loaded at run time like the driver: the newest libcublas.so.N
 // (N = 13, 12, 11) that loads, accepts our context and is not newer than
-// the driver, from the directories candidateDirs lists. Only GEMM uses it.
+// the driver, from the system's places or a Python environment's NVIDIA
+// wheels (see searchPlaces.dirs). Only GEMM uses it.
 
 // cuBLAS enums.
 const (
@@ -55,39 +56,56 @@ type cublas struct {
 	create, destroyFn, setStream, setMathMode, getProperty, gemmEx, gemmStridedBatchedEx, statusString uintptr
 }
 
-// candidateDirs lists where to look for libcublas, in order: $MIXPREC_CUBLAS,
-// the dynamic loader's own search (""), $LD_LIBRARY_PATH, the CUDA toolkit's
-// default place, and the lib folders of NVIDIA's pip wheels
-// (nvidia/cublas/lib for CUDA 11 and 12, nvidia/cu13/lib for 13) in the
-// Python environments a machine with PyTorch usually has.
+// candidateDirs lists where to look for libcublas on this machine; see
+// searchPlaces.
 func candidateDirs() []string {
+	home, _ := os.UserHomeDir()
+	return searchPlaces{getenv: os.Getenv, home: home}.dirs()
+}
+
+// searchPlaces is what the cuBLAS search reads from its surroundings: the
+// environment, the home directory, and root, the folder that stands for /
+// (empty in use; a temporary tree in tests).
+type searchPlaces struct {
+	getenv func(string) string
+	home   string
+	root   string
+}
+
+// dirs lists the folders to look for libcublas in, in order:
+// $MIXPREC_CUBLAS (one folder or a list), the dynamic loader's own search
+// (""), $LD_LIBRARY_PATH, the CUDA toolkit's places, and the lib folders of
+// NVIDIA's pip wheels (nvidia/cublas/lib for CUDA 11 and 12, nvidia/cu13/lib
+// for 13) in the site-packages and dist-packages of the Python
+// environments a machine with PyTorch usually has: $VIRTUAL_ENV,
+// $CONDA_PREFIX, the prefix of every python3 on $PATH (and of the
+// interpreter a venv's python3 links to), ~/.local, pyenv's versions, and
+// /opt, /usr/local and /usr.
+func (p searchPlaces) dirs() []string {
 	dirs := []string{}
-	if d := os.Getenv("MIXPREC_CUBLAS"); d != "" {
-		dirs = append(dirs, d)
-	}
+	dirs = append(dirs, splitList(p.getenv("MIXPREC_CUBLAS"))...)
 	dirs = append(dirs, "")
-	for _, d := range filepath.SplitList(os.Getenv("LD_LIBRARY_PATH")) {
-		if d != "" {
-			dirs = append(dirs, d)
+	dirs = append(dirs, splitList(p.getenv("LD_LIBRARY_PATH"))...)
+	for _, g := range []string{"/usr/local/cuda/lib64", "/usr/local/cuda/targets/*/lib", "/usr/local/cuda-*/lib64", "/opt/cuda/lib64"} {
+		dirs = append(dirs, newestFirst(p.glob(p.at(g)))...)
+	}
+	var prefixes []string
+	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if d := p.getenv(v); d != "" {
+			prefixes = append(prefixes, d)
 		}
 	}
-	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
-	var roots []string
-	if v := os.Getenv("VIRTUAL_ENV"); v != "" {
-		roots = append(roots, v)
+	prefixes = append(prefixes, p.pythonPrefixes()...)
+	if p.home != "" {
+		prefixes = append(prefixes, filepath.Join(p.home, ".local"))
+		prefixes = append(prefixes, newestFirst(p.glob(filepath.Join(p.home, ".pyenv", "versions", "*")))...)
 	}
-	if v := os.Getenv("CONDA_PREFIX"); v != "" {
-		roots = append(roots, v)
+	for _, g := range []string{"/opt/*/.venv", "/opt/*/venv", "/opt/*", "/opt/conda", "/usr/local", "/usr"} {
+		prefixes = append(prefixes, p.glob(p.at(g))...)
 	}
-	if h, err := os.UserHomeDir(); err == nil {
-		roots = append(roots, filepath.Join(h, ".local"))
-	}
-	roots = append(roots, "/opt/*/.venv", "/opt/*/venv", "/opt/*", "/opt/conda", "/usr/local", "/usr")
-	for _, r := range roots {
-		for _, sp := range []string{"lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages"} {
-			matches, _ := filepath.Glob(filepath.Join(r, sp, "nvidia", "*", "lib"))
-			sort.Sort(sort.Reverse(sort.StringSlice(matches))) // cu13 before cublas, python3.12 before 3.11
-			dirs = append(dirs, matches...)
+	for _, pre := range prefixes {
+		for _, sp := range []string{"lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages", "lib64/python3*/site-packages"} {
+			dirs = append(dirs, newestFirst(p.glob(filepath.Join(pre, sp, "nvidia", "*", "lib")))...)
 		}
 	}
 	seen := map[string]bool{}
@@ -101,50 +119,167 @@ func candidateDirs() []string {
 	return out
 }
 
-// loadCublas finds, loads and initialises cuBLAS for the current context,
-// returning the library and a handle. driverVersion (1000*major+10*minor)
-// rules out libraries newer than the driver, which would fail to
-// initialise anyway; every other failure moves on to the next candidate,
-// and the error lists them all.
-func loadCublas(driverVersion int) (*cublas, uintptr, error) {
-	var tried []string
-	dirs := candidateDirs()
-	for _, v := range cublasVersions {
-		if v*1000 > driverVersion {
-			tried = append(tried, fmt.Sprintf("libcublas.so.%d: needs a CUDA %d driver, have %d.%d", v, v, driverVersion/1000, driverVersion%1000/10))
+// at places an absolute path under p.root.
+func (p searchPlaces) at(path string) string {
+	if p.root == "" {
+		return path
+	}
+	return filepath.Join(p.root, path)
+}
+
+func (p searchPlaces) glob(pattern string) []string {
+	m, _ := filepath.Glob(pattern) // the only error is a malformed pattern
+	return m
+}
+
+// pythonPrefixes returns the installation prefix (the parent of bin/) of
+// every python3 on $PATH, and, where it is a link (a venv's is), the
+// prefix of the interpreter it leads to: pip installs the wheels under the
+// prefix of the Python that runs it.
+func (p searchPlaces) pythonPrefixes() []string {
+	var out []string
+	for _, dir := range splitList(p.getenv("PATH")) {
+		py := filepath.Join(dir, "python3")
+		fi, err := os.Lstat(py)
+		if err != nil {
 			continue
 		}
-		for _, dir := range dirs {
-			name := fmt.Sprintf("libcublas.so.%d", v)
-			lt := fmt.Sprintf("libcublasLt.so.%d", v)
-			path, ltPath := name, lt
-			if dir != "" {
-				path, ltPath = filepath.Join(dir, name), filepath.Join(dir, lt)
-				if _, err := os.Stat(path); err != nil {
-					continue
-				}
+		out = append(out, filepath.Dir(filepath.Clean(dir)))
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if real, err := filepath.EvalSymlinks(py); err == nil {
+				out = append(out, filepath.Dir(filepath.Dir(real)))
 			}
-			// libcublas needs libcublasLt of the same version; load it from
-			// the same place first so the loader need not find it alone.
-			if _, err := os.Stat(ltPath); err == nil || dir == "" {
-				purego.Dlopen(ltPath, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-			}
-			lib, err := openCublas(path)
-			if err != nil {
-				tried = append(tried, err.Error())
-				continue
-			}
-			h, err := lib.newHandle()
-			if err != nil {
-				tried = append(tried, fmt.Sprintf("%s: %v", lib.path, err))
-				continue
-			}
-			return lib, h, nil
 		}
 	}
-	if len(tried) == 0 {
-		tried = append(tried, "no libcublas.so.{13,12,11} on the loader path, $LD_LIBRARY_PATH, /usr/local/cuda/lib64, $MIXPREC_CUBLAS or a Python nvidia/*/lib folder")
+	return out
+}
+
+// splitList splits a colon-separated list of folders, dropping empty ones.
+func splitList(s string) []string {
+	var out []string
+	for _, d := range filepath.SplitList(s) {
+		if d != "" {
+			out = append(out, d)
+		}
 	}
+	return out
+}
+
+// newestFirst sorts paths so that the higher version number comes first
+// wherever two differ in one (python3.12 before python3.9, cuda-12.4
+// before cuda-11.8), and otherwise by name, for a search order that does
+// not depend on the order of directory entries.
+func newestFirst(paths []string) []string {
+	sort.SliceStable(paths, func(i, j int) bool { return versionLess(paths[j], paths[i]) })
+	return paths
+}
+
+// versionLess compares a and b as strings in which runs of digits compare
+// as numbers.
+func versionLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
+}
+
+// cublasCandidate is one libcublas to try.
+type cublasCandidate struct {
+	version    int
+	path       string // a path, or a bare soname for the loader's own search
+	ltPath     string // its libcublasLt of the same version
+	loaderOnly bool   // path is a bare soname
+}
+
+// cublasCandidates lists the libraries to try, newest soname first and, for
+// each, in the order of dirs, keeping only files that exist (exists is
+// os.Stat's verdict; tests pass their own). Versions newer than the driver
+// (driverVersion is 1000*major+10*minor) are left out, each with a note
+// saying why, since they would fail to initialise anyway.
+func cublasCandidates(dirs []string, driverVersion int, exists func(string) bool) (cs []cublasCandidate, notes []string) {
+	for _, v := range cublasVersions {
+		if v*1000 > driverVersion {
+			notes = append(notes, fmt.Sprintf("libcublas.so.%d: needs a CUDA %d driver, have %d.%d", v, v, driverVersion/1000, driverVersion%1000/10))
+			continue
+		}
+		name, lt := fmt.Sprintf("libcublas.so.%d", v), fmt.Sprintf("libcublasLt.so.%d", v)
+		for _, dir := range dirs {
+			if dir == "" {
+				cs = append(cs, cublasCandidate{version: v, path: name, ltPath: lt, loaderOnly: true})
+				continue
+			}
+			path := filepath.Join(dir, name)
+			if exists(path) {
+				cs = append(cs, cublasCandidate{version: v, path: path, ltPath: filepath.Join(dir, lt)})
+			}
+		}
+	}
+	return cs, notes
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// loadCublas finds, loads and initialises cuBLAS for the current context,
+// returning the library and a handle. Every failure moves on to the next
+// candidate, and the error lists them all.
+func loadCublas(driverVersion int) (*cublas, uintptr, error) {
+	dirs := candidateDirs()
+	cs, tried := cublasCandidates(dirs, driverVersion, fileExists)
+	for _, c := range cs {
+		// libcublas needs libcublasLt of the same version; load it from
+		// the same place first so the loader need not find it alone.
+		if c.loaderOnly || fileExists(c.ltPath) {
+			purego.Dlopen(c.ltPath, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		}
+		lib, err := openCublas(c.path)
+		if err != nil {
+			// A soname the loader cannot find is the common case, not news.
+			if !c.loaderOnly || !strings.Contains(err.Error(), "cannot open shared object file") {
+				tried = append(tried, err.Error())
+			}
+			continue
+		}
+		h, err := lib.newHandle()
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", lib.path, err))
+			continue
+		}
+		return lib, h, nil
+	}
+	searched := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		if d != "" && fileExists(d) {
+			searched = append(searched, d)
+		}
+	}
+	tried = append(tried, fmt.Sprintf("no loadable libcublas.so.{13,12,11} through the loader's search path or in %d folders (%s), which include $MIXPREC_CUBLAS, $LD_LIBRARY_PATH, the CUDA toolkit's and the nvidia/*/lib folders of NVIDIA's pip wheels in the Python environments found",
+		len(searched), strings.Join(searched, ", ")))
 	return nil, 0, fmt.Errorf("no usable cuBLAS (set MIXPREC_CUBLAS to the folder holding libcublas.so.N): %s", strings.Join(tried, "; "))
 }
 
@@ -214,7 +349,7 @@ func (l *cublas) destroy(h uintptr) { l.check("cublasDestroy", l.destroyFn, h) }
 //go:uintptrescapes
 func (l *cublas) check(call string, fn uintptr, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(fn, args...)
-	code := int(int32(r))
+	code := result32(r)
 	if code == 0 {
 		return nil
 	}

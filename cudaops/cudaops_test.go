@@ -174,27 +174,3 @@ func TestCublasLoads(t *testing.T) {
 	}
 	t.Skip("no libcublas on this machine")
 }
-
-// TestCandidateDirs checks that $MIXPREC_CUBLAS comes first and pip's
-// nvidia/*/lib folders are searched.
-func TestCandidateDirs(t *testing.T) {
-	dir := t.TempDir()
-	venv := filepath.Join(dir, "venv")
-	lib := filepath.Join(venv, "lib", "python3.12", "site-packages", "nvidia", "cu13", "lib")
-	if err := os.MkdirAll(lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("MIXPREC_CUBLAS", "/opt/mine")
-	t.Setenv("VIRTUAL_ENV", venv)
-	dirs := candidateDirs()
-	if dirs[0] != "/opt/mine" {
-		t.Errorf("candidateDirs()[0] = %q, want $MIXPREC_CUBLAS", dirs[0])
-	}
-	found := false
-	for _, d := range dirs {
-		found = found || d == lib
-	}
-	if !found {
-		t.Errorf("candidateDirs() = %v: no %s", dirs, lib)
-	}
-}

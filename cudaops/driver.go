@@ -165,21 +165,27 @@ func isCode(err error, code int) bool {
 //go:uintptrescapes
 func (d *driver) check(call string, fn uintptr, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(fn, args...)
-	if code := int(int32(r)); code != cudaSuccess {
+	if code := result32(r); code != cudaSuccess {
 		return d.errorOf(call, code)
 	}
 	return nil
 }
 
+// result32 is the status a C function returned in r: CUresult and
+// cublasStatus_t are 32-bit enums, returned in the low half of the 64-bit
+// register, whose high half the calling convention leaves undefined, so
+// only the low half may be compared.
+func result32(r uintptr) int { return int(int32(r)) }
+
 // errorOf describes a CUresult with the driver's own name and text.
 func (d *driver) errorOf(call string, code int) error {
 	e := &cuError{call: call, code: code, name: fmt.Sprintf("CUDA error %d", code)}
 	var s *byte
-	if r, _, _ := purego.SyscallN(d.cuGetErrorName, uintptr(code), uintptr(unsafe.Pointer(&s))); r == 0 && s != nil {
+	if r, _, _ := purego.SyscallN(d.cuGetErrorName, uintptr(code), uintptr(unsafe.Pointer(&s))); result32(r) == cudaSuccess && s != nil {
 		e.name = goString(s)
 	}
 	s = nil
-	if r, _, _ := purego.SyscallN(d.cuGetErrorString, uintptr(code), uintptr(unsafe.Pointer(&s))); r == 0 && s != nil {
+	if r, _, _ := purego.SyscallN(d.cuGetErrorString, uintptr(code), uintptr(unsafe.Pointer(&s))); result32(r) == cudaSuccess && s != nil {
 		e.desc = goString(s)
 	}
 	return e
