@@ -460,11 +460,15 @@ type State struct {
 	// ConsecutiveSkips is the current run of skipped steps, so that a
 	// resumed run counts on from it.
 	ConsecutiveSkips int `json:"consecutive_skips,omitempty"`
+	// Steps and Skipped are the counts behind [GradScaler.Steps] and
+	// [GradScaler.Skipped], so that a resumed run reports the whole run's.
+	Steps   int `json:"steps,omitempty"`
+	Skipped int `json:"skipped,omitempty"`
 }
 
 // State returns the scaler's state for saving.
 func (s *GradScaler) State() State {
-	return State{s.scale, s.growthFactor, s.backoffFactor, s.growthInterval, s.tracker, s.minScale, s.skipRun}
+	return State{s.scale, s.growthFactor, s.backoffFactor, s.growthInterval, s.tracker, s.minScale, s.skipRun, s.steps, s.skipped}
 }
 
 // smallestNormal32 is F32's smallest normal number, 2^-126: the least
@@ -492,6 +496,8 @@ func (st State) check() error {
 		return fmt.Errorf("scale %v below the minimum scale %v; lower MinScale", st.Scale, st.MinScale)
 	case st.ConsecutiveSkips < 0:
 		return fmt.Errorf("consecutive skips %d; want >= 0", st.ConsecutiveSkips)
+	case st.Steps < 0 || st.Skipped < 0 || st.Skipped > st.Steps:
+		return fmt.Errorf("%d skipped of %d steps; want 0 <= skipped <= steps", st.Skipped, st.Steps)
 	}
 	return nil
 }
@@ -514,6 +520,7 @@ func (s *GradScaler) Load(st State) error {
 	}
 	s.scale, s.growthFactor, s.backoffFactor, s.growthInterval, s.tracker, s.minScale, s.skipRun =
 		st.Scale, st.GrowthFactor, st.BackoffFactor, st.GrowthInterval, st.GrowthTracker, st.MinScale, st.ConsecutiveSkips
+	s.steps, s.skipped = st.Steps, st.Skipped
 	s.warnedSkips, s.warnedLow, s.pending = false, false, nil
 	return nil
 }

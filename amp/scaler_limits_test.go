@@ -425,7 +425,7 @@ func TestStateCarriesFloorAndSkips(t *testing.T) {
 	s := amp.NewGradScaler(amp.InitScale(8), amp.MinScale(0.5), amp.GrowthFactor(1.1), amp.WarnAfterSkips(4))
 	drive(t, s, []bool{true, true, true})
 	st := s.State()
-	want := amp.State{Scale: 1, GrowthFactor: 1.1, BackoffFactor: 0.5, GrowthInterval: 2000, MinScale: 0.5, ConsecutiveSkips: 3}
+	want := amp.State{Scale: 1, GrowthFactor: 1.1, BackoffFactor: 0.5, GrowthInterval: 2000, MinScale: 0.5, ConsecutiveSkips: 3, Steps: 3, Skipped: 3}
 	if st != want {
 		t.Fatalf("State() = %+v, want %+v", st, want)
 	}
