@@ -6,10 +6,14 @@
 // runs once per device, as subtests named after the devices ("cpu",
 // "cuda:0"), so the same assertions hold the CPU and the GPU to the same
 // results. Without a GPU, the CUDA subtest is absent and the reason is
-// logged once per process.
+// logged once per process, unless MIXPREC_REQUIRE_CUDA=1 (make test-cuda,
+// the GPU bundle's run.sh): then every test that calls Each fails, saying
+// why CUDA did not open, so that a run meant for the GPU cannot pass on the
+// CPU alone.
 package testdev
 
 import (
+	"os"
 	"sync"
 	"testing"
 
@@ -58,12 +62,20 @@ func CUDAError() error {
 	return cudaErr
 }
 
+// RequireCUDA reports whether the environment demands the CUDA device:
+// MIXPREC_REQUIRE_CUDA=1.
+func RequireCUDA() bool { return os.Getenv("MIXPREC_REQUIRE_CUDA") == "1" }
+
 // Each runs fn as a subtest for every device of Devices, named after the
-// device. When CUDA is unavailable it says why, once per test binary.
+// device. When CUDA is unavailable it says why, once per test binary, or,
+// under RequireCUDA, fails t with that reason before running anything.
 func Each(t *testing.T, fn func(t *testing.T, dev device.Device)) {
 	t.Helper()
 	probe()
 	if cudaErr != nil {
+		if RequireCUDA() {
+			t.Fatalf("testdev: MIXPREC_REQUIRE_CUDA=1 but CUDA did not open: %v", cudaErr)
+		}
 		logged.Do(func() { t.Logf("testdev: CUDA skipped: %v", cudaErr) })
 	}
 	for _, d := range devices {

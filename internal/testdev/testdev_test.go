@@ -1,6 +1,9 @@
 package testdev
 
 import (
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/mixprec/mixprec/device"
@@ -32,5 +35,40 @@ func TestEach(t *testing.T) {
 	})
 	if len(names) != len(Devices()) {
 		t.Errorf("Each ran on %v, want every device", names)
+	}
+}
+
+// TestRequireCUDA runs this package's TestEach in a child process, with
+// and without MIXPREC_REQUIRE_CUDA=1, on a machine where CUDA does not
+// open: with it the child must fail, saying why in one line; without it,
+// pass.
+func TestRequireCUDA(t *testing.T) {
+	if CUDAError() == nil {
+		t.Skip("CUDA opens here, so MIXPREC_REQUIRE_CUDA=1 has nothing to fail on")
+	}
+	child := func(require bool) (string, error) {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestEach$", "-test.count", "1")
+		env := []string{}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "MIXPREC_REQUIRE_CUDA=") {
+				env = append(env, kv)
+			}
+		}
+		if require {
+			env = append(env, "MIXPREC_REQUIRE_CUDA=1")
+		}
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := child(true)
+	const line = "testdev: MIXPREC_REQUIRE_CUDA=1 but CUDA did not open: "
+	if err == nil {
+		t.Errorf("TestEach with MIXPREC_REQUIRE_CUDA=1 and no CUDA passed; want a failure\n%s", out)
+	} else if !strings.Contains(out, line+CUDAError().Error()) {
+		t.Errorf("TestEach with MIXPREC_REQUIRE_CUDA=1 and no CUDA: %v; want a line %q followed by the reason\n%s", err, line, out)
+	}
+	if out, err := child(false); err != nil {
+		t.Errorf("TestEach without MIXPREC_REQUIRE_CUDA: %v; want it to pass on the CPU\n%s", err, out)
 	}
 }
