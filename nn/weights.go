@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/safetensors"
 )
@@ -88,4 +89,31 @@ func LoadWeights(path string, m Module) (map[string]string, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Metadata, nil
+}
+
+// NamedRNG is a module's random stream with its path in the module tree,
+// e.g. "5.rng" for the dropout at index 5, for saving a run's state.
+type NamedRNG struct {
+	Name string
+	RNG  *autograd.RNG
+}
+
+// RNGs lists the random streams of m's modules (each Dropout's) by path.
+// Their seeds and counters are all of m's randomness after initialisation,
+// so restoring them restores every mask a resumed run will draw.
+func RNGs(m Module) []NamedRNG {
+	var out []NamedRNG
+	var walk func(prefix string, m Module)
+	walk = func(prefix string, m Module) {
+		if d, ok := m.(*Dropout); ok {
+			out = append(out, NamedRNG{prefix + "rng", d.RNG})
+		}
+		if c, ok := m.(Container); ok {
+			for i, ch := range c.Children() {
+				walk(fmt.Sprintf("%s%d.", prefix, i), ch)
+			}
+		}
+	}
+	walk("", m)
+	return out
 }

@@ -29,7 +29,8 @@ var layers = map[string]int{
 	"tensor":   2,
 	"autograd": 3, "datasets": 3,
 	"nn": 4, "optim": 4, "amp": 4,
-	"examples": 5, "cmd": 5,
+	"runstate": 5,
+	"examples": 6, "cmd": 6,
 }
 
 var allowed = map[[2]string]bool{

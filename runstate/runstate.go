@@ -1,0 +1,329 @@
+// Package runstate saves and restores a whole training run, so that a run
+// stopped at any step (a crash, a signal, a pre-empted machine) continues
+// exactly as if it had not stopped: the weights (F32 masters and buffers),
+// the optimiser's state, the GradScaler's state, every module's random
+// stream, the position in the data and the LR schedule (both as the step
+// count and the position in the epoch), the running loss sums, and the
+// run's configuration.
+//
+// A checkpoint is a directory DIR/step-NNNNNNNN holding model.safetensors
+// (PyTorch's state_dict names, loadable by PyTorch), optim.safetensors and
+// state.json. It is written under a temporary name, every file is synced,
+// and only then is the directory renamed into place and its parent synced,
+// so a crash at any instant leaves the previous checkpoint as it was and no
+// partial one under a checkpoint's name. state.json records each file's
+// SHA-256, verified on load, so a truncated file or a flipped bit is one
+// clear error.
+package runstate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/safetensors"
+)
+
+// Run is what a training program's state is made of. Scaler may be nil
+// (FP32 and BF16 runs that have none). Config holds the settings a resumed
+// run must share with the saved one (model, amp mode, batch size, seed,
+// ...): Load refuses a checkpoint whose Config differs, naming the first
+// difference.
+type Run struct {
+	Model     nn.Module
+	Optimizer optim.Stateful
+	Scaler    *amp.GradScaler
+	Config    map[string]string
+}
+
+// Position is where the run is: Step training steps done in all, in Epoch
+// (0-based) with Batch batches of it done, and whatever running sums the
+// program reports (the loss sum and count of the current epoch, say).
+type Position struct {
+	Step   int                `json:"step"`
+	Epoch  int                `json:"epoch"`
+	Batch  int                `json:"batch"`
+	Sums   map[string]float64 `json:"sums,omitempty"`
+	Counts map[string]int     `json:"counts,omitempty"`
+}
+
+// state is state.json.
+type state struct {
+	Format   string               `json:"format"`
+	Config   map[string]string    `json:"config"`
+	Position Position             `json:"position"`
+	Scaler   *amp.State           `json:"scaler,omitempty"`
+	RNGs     map[string][2]uint64 `json:"rngs,omitempty"` // seed, counter
+	Files    map[string]string    `json:"sha256"`         // file name -> hex digest
+}
+
+const format = "mixprec-run-1"
+
+// Dir is the name of the checkpoint of step within root.
+func Dir(root string, step int) string {
+	return filepath.Join(root, fmt.Sprintf("step-%08d", step))
+}
+
+// Save writes a checkpoint of r at pos into root (created if needed) and
+// returns its directory. An existing checkpoint of the same step is
+// replaced only once the new one is complete. Older checkpoints beyond the
+// newest keep are removed after the new one is in place (keep < 1 keeps
+// all).
+func Save(root string, r Run, pos Position, keep int) (string, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	tmp, err := os.MkdirTemp(root, ".tmp-step-")
+	if err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	st := state{Format: format, Config: r.Config, Position: pos, Files: map[string]string{}, RNGs: map[string][2]uint64{}}
+	if r.Scaler != nil {
+		s := r.Scaler.State()
+		st.Scaler = &s
+	}
+	for _, n := range nn.RNGs(r.Model) {
+		st.RNGs[n.Name] = [2]uint64{n.RNG.Seed, n.RNG.Counter}
+	}
+	if err := safetensors.WriteFile(filepath.Join(tmp, "model.safetensors"), nn.Weights(r.Model), r.Config); err != nil {
+		return "", fmt.Errorf("runstate: saving the weights: %w", err)
+	}
+	ots, ometa := r.Optimizer.StateDict()
+	if err := safetensors.WriteFile(filepath.Join(tmp, "optim.safetensors"), ots, ometa); err != nil {
+		return "", fmt.Errorf("runstate: saving the optimiser: %w", err)
+	}
+	for _, name := range []string{"model.safetensors", "optim.safetensors"} {
+		sum, err := fileSum(filepath.Join(tmp, name))
+		if err != nil {
+			return "", fmt.Errorf("runstate: %w", err)
+		}
+		st.Files[name] = sum
+	}
+	js, err := json.MarshalIndent(st, "", "\t")
+	if err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	if err := writeSynced(filepath.Join(tmp, "state.json"), append(js, '\n')); err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	final := Dir(root, pos.Step)
+	if _, err := os.Stat(final); err == nil {
+		// Same step saved twice (a signal right after a periodic save): move
+		// the old one aside first, since a directory cannot be renamed over
+		// a non-empty one.
+		old := final + ".old"
+		os.RemoveAll(old)
+		if err := os.Rename(final, old); err != nil {
+			return "", fmt.Errorf("runstate: %w", err)
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	done = true
+	if err := syncDir(root); err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	if keep > 0 {
+		steps, _ := list(root)
+		for i := 0; i+keep < len(steps); i++ {
+			os.RemoveAll(Dir(root, steps[i]))
+		}
+	}
+	return final, nil
+}
+
+// Latest returns the directory of the newest checkpoint in root, or an
+// error wrapping fs.ErrNotExist when there is none. Half-written ones
+// never carry a checkpoint's name, so the newest name is complete.
+func Latest(root string) (string, error) {
+	steps, err := list(root)
+	if err != nil {
+		return "", fmt.Errorf("runstate: %w", err)
+	}
+	if len(steps) == 0 {
+		return "", fmt.Errorf("runstate: no checkpoint in %s: %w", root, fs.ErrNotExist)
+	}
+	return Dir(root, steps[len(steps)-1]), nil
+}
+
+// list returns the steps of root's checkpoints, oldest first.
+func list(root string) ([]int, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	var steps []int
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "step-")
+		if !ok || !e.IsDir() || len(rest) != 8 {
+			continue
+		}
+		if n, err := strconv.Atoi(rest); err == nil {
+			steps = append(steps, n)
+		}
+	}
+	sort.Ints(steps)
+	return steps, nil
+}
+
+// Load restores r from the checkpoint in dir and returns its position. It
+// verifies every file's SHA-256 and refuses a checkpoint whose
+// configuration differs from r.Config, naming the first difference; r is
+// changed only when everything checks out, except that a failure after the
+// weights load (an optimiser that does not fit them) leaves the weights
+// loaded and says so.
+func Load(dir string, r Run) (Position, error) {
+	js, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return Position{}, fmt.Errorf("runstate: %w", err)
+	}
+	var st state
+	if err := json.Unmarshal(js, &st); err != nil {
+		return Position{}, fmt.Errorf("runstate: %s/state.json: %w", dir, err)
+	}
+	if st.Format != format {
+		return Position{}, fmt.Errorf("runstate: %s is not a mixprec run checkpoint (format %q)", dir, st.Format)
+	}
+	if err := sameConfig(st.Config, r.Config); err != nil {
+		return Position{}, err
+	}
+	for _, name := range []string{"model.safetensors", "optim.safetensors"} {
+		sum, err := fileSum(filepath.Join(dir, name))
+		if err != nil {
+			return Position{}, fmt.Errorf("runstate: %w", err)
+		}
+		if sum != st.Files[name] {
+			return Position{}, fmt.Errorf("runstate: %s/%s has SHA-256 %s, the checkpoint says %s: the file is corrupt", dir, name, sum, st.Files[name])
+		}
+	}
+	if (st.Scaler != nil) != (r.Scaler != nil) {
+		return Position{}, fmt.Errorf("runstate: the checkpoint has a loss scaler: %v, this run: %v", st.Scaler != nil, r.Scaler != nil)
+	}
+	rngs := nn.RNGs(r.Model)
+	if len(rngs) != len(st.RNGs) {
+		return Position{}, fmt.Errorf("runstate: the checkpoint has %d random streams, the model %d", len(st.RNGs), len(rngs))
+	}
+	for _, n := range rngs {
+		if _, ok := st.RNGs[n.Name]; !ok {
+			return Position{}, fmt.Errorf("runstate: the checkpoint has no random stream %s", n.Name)
+		}
+	}
+	model, err := safetensors.ReadFile(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return Position{}, fmt.Errorf("runstate: %w", err)
+	}
+	opt, err := safetensors.ReadFile(filepath.Join(dir, "optim.safetensors"))
+	if err != nil {
+		return Position{}, fmt.Errorf("runstate: %w", err)
+	}
+	if err := nn.SetWeights(r.Model, model.Tensors); err != nil {
+		return Position{}, fmt.Errorf("runstate: %w", err)
+	}
+	if err := r.Optimizer.LoadStateDict(opt.Tensors, opt.Metadata); err != nil {
+		return Position{}, fmt.Errorf("runstate: the weights loaded but the optimiser state does not fit: %w", err)
+	}
+	if r.Scaler != nil {
+		if err := r.Scaler.Load(*st.Scaler); err != nil {
+			return Position{}, fmt.Errorf("runstate: %w", err)
+		}
+	}
+	for _, n := range rngs {
+		v := st.RNGs[n.Name]
+		n.RNG.Seed, n.RNG.Counter = v[0], v[1]
+	}
+	return st.Position, nil
+}
+
+// sameConfig names the first setting in which a saved run and this one
+// differ.
+func sameConfig(saved, now map[string]string) error {
+	keys := map[string]bool{}
+	for k := range saved {
+		keys[k] = true
+	}
+	for k := range now {
+		keys[k] = true
+	}
+	var names []string
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		a, inSaved := saved[k]
+		b, inNow := now[k]
+		switch {
+		case !inSaved:
+			return fmt.Errorf("runstate: cannot resume: this run sets %s=%s, the checkpoint does not record %s", k, b, k)
+		case !inNow:
+			return fmt.Errorf("runstate: cannot resume: the checkpoint was made with %s=%s, this run has no %s", k, a, k)
+		case a != b:
+			return fmt.Errorf("runstate: cannot resume: the checkpoint was made with %s=%s, this run has %s=%s", k, a, k, b)
+		}
+	}
+	return nil
+}
+
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package runstate_test
+
+import (
+	"errors"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/datasets"
+	"github.com/mixprec/mixprec/device/cpu"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/runstate"
+	"github.com/mixprec/mixprec/safetensors"
+)
+
+const (
+	batch      = 32
+	totalSteps = 20 // 7 batches an epoch: the run crosses two epoch boundaries
+	seed       = 11
+)
+
+var data = datasets.Synthetic(200, []int{1, 8, 8}, 10, 5)
+
+// result is what a run ends with.
+type result struct {
+	weights []safetensors.Tensor
+	lossSum float64
+	skipped int
+}
+
+// train runs the recipe of the examples in small (dropout, AdamW, a
+// one-cycle schedule, random shifts, shuffling, autocast to low with a loss
+// scaler under F16) from the start or, when resume is set, from the newest
+// checkpoint in dir, until totalSteps, saving a checkpoint at step stopAt
+// and returning there when stop is set (as a killed run would stop).
+func train(t *testing.T, low dtype.DType, dir string, stopAt int, stop, resume bool, initSeed uint64) result {
+	t.Helper()
+	dev := cpu.New()
+	rng := rand.New(rand.NewPCG(initSeed, 1))
+	model := nn.NewSequential(nn.Flatten(), nn.NewLinear(64, 32, rng), nn.ReLU(), nn.NewDropout(0.2, rng), nn.NewLinear(32, 10, rng))
+	nn.To(model, dev)
+	defer nn.Release(model)
+	opt := optim.NewAdamW(model.Params(), optim.LR(1e-3))
+	defer optim.Release(opt)
+	var scaler *amp.GradScaler
+	if low == dtype.F16 {
+		scaler = amp.NewGradScaler(amp.InitScale(1024), amp.GrowthInterval(3))
+	}
+	sched := optim.OneCycle(5e-3, totalSteps, 0.3, 25, 1e4)
+	run := runstate.Run{Model: model, Optimizer: opt, Scaler: scaler,
+		Config: map[string]string{"model": "tiny", "amp": low.String(), "batch": "32"}}
+	var pos runstate.Position
+	if resume {
+		latest, err := runstate.Latest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos, err = runstate.Load(latest, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := data
+	for epoch := pos.Epoch; pos.Step < totalSteps; epoch++ {
+		opts := []datasets.Option{datasets.Shuffle(seed), datasets.Epoch(epoch), datasets.Augment(datasets.RandomShift(1, 0))}
+		if epoch == pos.Epoch {
+			opts = append(opts, datasets.From(pos.Batch))
+		} else {
+			pos.Epoch, pos.Batch = epoch, 0
+		}
+		for b := range datasets.Batches(x, batch, opts...) {
+			opt.SetLR(sched(pos.Step))
+			g := autograd.NewGraph(dev)
+			if low != dtype.F32 {
+				amp.Autocast(g, low)
+			}
+			loss := nn.CrossEntropy(g, model.Forward(g, g.Input(b.X)), b.Y)
+			if scaler != nil {
+				g.Backward(scaler.Scale(g, loss))
+				if _, err := scaler.Step(opt); err != nil {
+					t.Fatal(err)
+				}
+				if err := scaler.Update(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				g.Backward(loss)
+				opt.Step()
+			}
+			opt.ZeroGrad()
+			if pos.Sums == nil {
+				pos.Sums = map[string]float64{}
+			}
+			pos.Sums["loss"] += float64(loss.Value.Item())
+			g.Release()
+			pos.Step++
+			pos.Batch = b.Index + 1
+			if pos.Step == stopAt {
+				if _, err := runstate.Save(dir, run, pos, 2); err != nil {
+					t.Fatal(err)
+				}
+				if stop {
+					return result{}
+				}
+			}
+			if pos.Step == totalSteps {
+				break
+			}
+		}
+	}
+	r := result{weights: nn.Weights(model), lossSum: pos.Sums["loss"]}
+	if scaler != nil {
+		r.skipped = scaler.Skipped()
+	}
+	return r
+}
+
+// TestResumeIsExact stops a run at several steps (mid-epoch, on an epoch
+// boundary), resumes it in fresh objects initialised differently, and
+// requires the uninterrupted run's weights bit for bit and its loss sum.
+func TestResumeIsExact(t *testing.T) {
+	for _, low := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		want := train(t, low, t.TempDir(), -1, false, false, 1)
+		for _, stopAt := range []int{3, 7, 15} {
+			t.Run(low.String()+"/stop"+string(rune('0'+stopAt/10))+string(rune('0'+stopAt%10)), func(t *testing.T) {
+				dir := t.TempDir()
+				train(t, low, dir, stopAt, true, false, 1)
+				got := train(t, low, dir, -1, false, true, 99)
+				if got.lossSum != want.lossSum || got.skipped != want.skipped {
+					t.Errorf("loss sum %v (skipped %d), uninterrupted %v (skipped %d)", got.lossSum, got.skipped, want.lossSum, want.skipped)
+				}
+				for i := range want.weights {
+					for j, w := range want.weights[i].F32 {
+						if g := got.weights[i].F32[j]; math.Float32bits(g) != math.Float32bits(w) {
+							t.Fatalf("%s[%d] = %v resumed, %v uninterrupted", want.weights[i].Name, j, g, w)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	dir := t.TempDir()
+	train(t, dtype.F32, dir, 2, true, false, 1)
+	latest, err := runstate.Latest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.New()
+	rng := rand.New(rand.NewPCG(1, 1))
+	model := nn.NewSequential(nn.Flatten(), nn.NewLinear(64, 32, rng), nn.ReLU(), nn.NewDropout(0.2, rng), nn.NewLinear(32, 10, rng))
+	nn.To(model, dev)
+	defer nn.Release(model)
+	opt := optim.NewAdamW(model.Params(), optim.LR(1e-3))
+	run := runstate.Run{Model: model, Optimizer: opt, Config: map[string]string{"model": "tiny", "amp": "bf16", "batch": "32"}}
+	if _, err := runstate.Load(latest, run); err == nil || !strings.Contains(err.Error(), "made with amp=f32, this run has amp=bf16") {
+		t.Errorf("resuming with another amp mode: %v, want an error naming it", err)
+	}
+	run.Config["amp"] = "f32"
+	// A flipped bit in the weights is found.
+	p := filepath.Join(latest, "model.safetensors")
+	b, _ := os.ReadFile(p)
+	b[len(b)-3] ^= 4
+	os.WriteFile(p, b, 0o644)
+	if _, err := runstate.Load(latest, run); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("a flipped bit: %v, want a corrupt-file error", err)
+	}
+	if _, err := runstate.Latest(t.TempDir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Latest of an empty directory: %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestSaveKeepsNewest(t *testing.T) {
+	dir := t.TempDir()
+	train(t, dtype.F32, dir, 1, true, false, 1)
+	for _, step := range []int{5, 9} {
+		train(t, dtype.F32, dir, step, true, false, 1)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "step-00000005 step-00000009" {
+		t.Errorf("checkpoints left: %v, want the newest two and no temporaries", names)
+	}
+}
