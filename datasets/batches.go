@@ -38,6 +38,8 @@ type config struct {
 	workers  int
 	augment  AugmentFunc
 	from     int
+	rank     int
+	ranks    int // 0: no sharding
 }
 
 // Shuffle visits the samples in a random order drawn from seed and the epoch
@@ -98,6 +100,22 @@ func From(k int) Option {
 	return func(c *config) { c.from = k }
 }
 
+// Shard gives this process its part of each epoch in data-parallel training
+// over size processes, as PyTorch's DistributedSampler does: the epoch's
+// order (shuffled or not) is padded by repeating its first samples until its
+// length divides by size, and rank takes every size-th sample from position
+// rank on. Every rank then sees ceil(n/size) samples, the ranks' parts are
+// disjoint apart from the padding, and together they are the whole epoch.
+// With the same seed on every rank, rank r's batch k holds the samples that
+// a single process with a batch size-times larger would have at positions
+// r, r+size, r+2*size, ... of its batch k.
+func Shard(rank, size int) Option {
+	if size < 1 || rank < 0 || rank >= size {
+		panic(fmt.Sprintf("datasets: Shard(%d, %d): want 0 <= rank < size", rank, size))
+	}
+	return func(c *config) { c.rank, c.ranks = rank, size }
+}
+
 // Augment applies fn to every sample of every batch after it is copied out of
 // the data set, in the background workers. Each call gets a generator seeded
 // from the [Shuffle] seed (0 without Shuffle), the [Epoch] and the sample's
@@ -146,6 +164,7 @@ type plan struct {
 	size    int // batch size
 	m       int // values per sample
 	batches int
+	n       int // samples in the epoch: the shard's when sharded
 	cfg     config
 }
 
@@ -158,8 +177,12 @@ func newPlan(d *Dataset, batchSize int, opts []Option) *plan {
 	for _, o := range opts {
 		o(&p.cfg)
 	}
-	p.batches = d.Len() / batchSize
-	if !p.cfg.dropLast && d.Len()%batchSize != 0 {
+	p.n = d.Len()
+	if p.cfg.ranks > 0 {
+		p.n = (d.Len() + p.cfg.ranks - 1) / p.cfg.ranks
+	}
+	p.batches = p.n / batchSize
+	if !p.cfg.dropLast && p.n%batchSize != 0 {
 		p.batches++
 	}
 	if p.cfg.from > p.batches {
@@ -170,10 +193,24 @@ func newPlan(d *Dataset, batchSize int, opts []Option) *plan {
 
 // order is the sequence of sample indices for the epoch; nil means 0, 1, 2...
 func (p *plan) order() []int {
-	if !p.cfg.shuffle {
-		return nil
+	var all []int
+	if p.cfg.shuffle {
+		all = permutation(p.d.Len(), p.cfg.seed, p.cfg.epoch)
 	}
-	return permutation(p.d.Len(), p.cfg.seed, p.cfg.epoch)
+	if p.cfg.ranks == 0 {
+		return all
+	}
+	if all == nil {
+		all = make([]int, p.d.Len())
+		for i := range all {
+			all[i] = i
+		}
+	}
+	mine := make([]int, p.n)
+	for j := range mine {
+		mine[j] = all[(p.cfg.rank+j*p.cfg.ranks)%len(all)]
+	}
+	return mine
 }
 
 // slot is the memory of one batch in flight. ready carries a slot from the
@@ -286,7 +323,7 @@ func (p *plan) newFiller(order []int) *filler {
 func (f *filler) fill(s *slot, k int) {
 	p := f.p
 	lo := k * p.size
-	b := min(p.size, p.d.Len()-lo)
+	b := min(p.size, p.n-lo)
 	m := p.m
 	for j := range b {
 		i := lo + j
