@@ -44,8 +44,9 @@ type Operand struct {
 // beta == 0 means C is not read (NaNs in C do not propagate), and alpha == 0
 // or k == 0 means A and B are not read, as in BLAS. Gemm panics, naming the
 // operand and the shapes, when a dimension is negative, a leading dimension is
-// too small, an operand is too short or has no (or two) storages. It returns
-// only after every goroutine it started has finished.
+// too small, an operand is too short or has no (or two) storages. It may
+// share the work with helper goroutines (see parallel.go) and returns once
+// all of C is written; no helper touches the call's operands after that.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
@@ -82,40 +83,13 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 	// A multiple of 8 keeps the packing transposes on their 8x8 blocks.
 	j.kc = blockLen(k, j.im.kc, 8)
 	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
-	if pm*pn == 1 {
-		j.runRect(0, m, 0, n)
+	if pm*pn > 1 {
+		j.parallel(pm*pn, pm, pn) // a copy: only this path puts the job on the heap
 		return
 	}
-	j.parallel(pm, pn)
-}
-
-// parallel runs a pm x pn grid of rectangles of C, one per goroutine, the
-// caller's goroutine taking the first. It has its own copy of the job so that
-// only the parallel path pays for the heap allocation the goroutines need.
-func (j job) parallel(pm, pn int) {
-	// Rectangles are whole micro-tiles apart, so every rectangle sees the
-	// same tile grid as a single goroutine would.
-	m, n := j.m, j.n
-	mt, nt := ceilDiv(m, j.im.mr), ceilDiv(n, j.im.nr)
-	var wg sync.WaitGroup
-	for w := pm*pn - 1; w >= 0; w-- {
-		im, in := w/pn, w%pn
-		m0, m1 := min(m, im*mt/pm*j.im.mr), min(m, (im+1)*mt/pm*j.im.mr)
-		n0, n1 := min(n, in*nt/pn*j.im.nr), min(n, (in+1)*nt/pn*j.im.nr)
-		if m0 == m1 || n0 == n1 {
-			continue
-		}
-		if w == 0 {
-			j.runRect(m0, m1, n0, n1)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j.runRect(m0, m1, n0, n1)
-		}()
-	}
-	wg.Wait()
+	buf := bufPool.Get().(*buffers)
+	j.runRect(buf, 0, m, 0, n)
+	bufPool.Put(buf)
 }
 
 // Sgemm is Gemm for float32 operands with offset 0, in the argument order of
@@ -225,62 +199,110 @@ type job struct {
 	kc             int // k block length: a function of k alone, for reproducibility
 }
 
+// steps is how many kernel steps kcur values of k take: kcur, or pairs of
+// them for a dot implementation. Blocks of kc (even) sum to steps(k).
+func (j *job) steps(kcur int) int {
+	if j.im.pairs {
+		return ceilDiv(kcur, 2)
+	}
+	return kcur
+}
+
+// packA and packB pack a block of op(A) (rows p0.., k q0..) or op(B) (columns
+// p0.., k q0..) for the kernels. Element (p, q) of a panel, p along m (or n)
+// and q along k, lives at Off + p*sp + q*sq of the storage, and copy mode
+// means p is the contiguous direction. They branch rather than hold a
+// method value: a call through one would make the job escape, and Gemm
+// allocate.
+func (j *job) packA(dst []float32, p0, np, q0, nq int) {
+	copyMode, sp, sq := false, j.a.LD, 1
+	if j.transA {
+		copyMode, sp, sq = true, 1, j.a.LD
+	}
+	if j.im.pairs {
+		j.im.packPairs(dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr)
+		return
+	}
+	j.im.pack(dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr)
+}
+
+func (j *job) packB(dst []float32, p0, np, q0, nq int) {
+	copyMode, sp, sq := true, 1, j.b.LD
+	if j.transB {
+		copyMode, sp, sq = false, j.b.LD, 1
+	}
+	if j.im.pairs {
+		j.im.packPairs(dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, j.im.nr)
+		return
+	}
+	j.im.pack(dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, j.im.nr)
+}
+
 // runRect computes C[m0:m1, n0:n1] with the classic five loops: n in blocks
 // of nc (packed B stays in L3), k in blocks of kc, m in blocks of mc (packed A
 // stays in L2), then micro-tiles nr wide and mr high.
-func (j *job) runRect(m0, m1, n0, n1 int) {
+func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 	im := j.im
 	mr, nr := im.mr, im.nr
 	mc := blockLen(m1-m0, im.mc, mr)
 	nc := blockLen(n1-n0, im.nc, nr)
 	kc := j.kc
-
-	buf := bufPool.Get().(*buffers)
-	defer bufPool.Put(buf)
 	pa := buf.get(&buf.a, roundUp(mc, mr)*kc)
 	pb := buf.get(&buf.b, roundUp(nc, nr)*kc)
 	tmp := buf.get(&buf.tmp, mr*nr)
-
-	// Geometry of the packed operands: element (p, q) of a panel, p along m
-	// (or n) and q along k, lives at Off + p*sp + q*sq of the storage, and
-	// copy mode means p is the contiguous direction.
-	aCopy, asp, asq := false, j.a.LD, 1
-	if j.transA {
-		aCopy, asp, asq = true, 1, j.a.LD
-	}
-	bCopy, bsp, bsq := true, 1, j.b.LD
-	if j.transB {
-		bCopy, bsp, bsq = false, j.b.LD, 1
-	}
-
-	// pack branches instead of holding a method value: a call through a
-	// method value would make the job escape, and Gemm allocate.
-	pack := func(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r int) {
-		if im.pairs {
-			im.packPairs(dst, op, copyMode, sp, sq, p0, np, q0, nq, r)
-			return
-		}
-		im.pack(dst, op, copyMode, sp, sq, p0, np, q0, nq, r)
-	}
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
 		for pc := 0; pc < j.k; pc += kc {
 			kcur := min(kc, j.k-pc)
-			steps := kcur // kernel steps: k values, or pairs of them
-			if im.pairs {
-				steps = ceilDiv(kcur, 2)
-			}
 			beta := j.beta
 			if pc > 0 {
 				beta = 1 // later k blocks add onto what the first one stored
 			}
-			pack(pb, &j.b, bCopy, bsp, bsq, jc, ncur, pc, kcur, nr)
+			j.packB(pb, jc, ncur, pc, kcur)
 			for ic := m0; ic < m1; ic += mc {
 				mcur := min(mc, m1-ic)
-				pack(pa, &j.a, aCopy, asp, asq, ic, mcur, pc, kcur, mr)
-				j.macro(pa, pb, tmp, ic, mcur, jc, ncur, steps, beta)
+				j.packA(pa, ic, mcur, pc, kcur)
+				j.macro(pa, pb, tmp, ic, mcur, jc, ncur, j.steps(kcur), beta)
 			}
 		}
+	}
+}
+
+// runStrip computes the column strip C[:, n0:n1] as runRect would, but
+// keeps all of op(A) packed in buf.a: block (pc, ic) at offset
+// roundUp(m, mr)*steps(pc) + ic*steps(kcur). *aPacked says whether buf.a
+// already holds it for this job; the first strip a worker takes packs it,
+// block by block as the loops first need them.
+func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
+	im := j.im
+	mr, nr := im.mr, im.nr
+	mc := blockLen(j.m, im.mc, mr)
+	nc := blockLen(n1-n0, im.nc, nr)
+	kc := j.kc
+	mp := roundUp(j.m, mr)
+	pa := buf.get(&buf.a, mp*j.steps(j.k))
+	pb := buf.get(&buf.b, roundUp(nc, nr)*kc)
+	tmp := buf.get(&buf.tmp, mr*nr)
+	for jc := n0; jc < n1; jc += nc {
+		ncur := min(nc, n1-jc)
+		for pc := 0; pc < j.k; pc += kc {
+			kcur := min(kc, j.k-pc)
+			steps := j.steps(kcur)
+			block := pa[mp*j.steps(pc):]
+			beta := j.beta
+			if pc > 0 {
+				beta = 1
+			}
+			j.packB(pb, jc, ncur, pc, kcur)
+			for ic := 0; ic < j.m; ic += mc {
+				mcur := min(mc, j.m-ic)
+				if !*aPacked {
+					j.packA(block[ic*steps:], ic, mcur, pc, kcur)
+				}
+				j.macro(block[ic*steps:], pb, tmp, ic, mcur, jc, ncur, steps, beta)
+			}
+		}
+		*aPacked = true
 	}
 }
 

@@ -1,0 +1,139 @@
+package gemm
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// A parallel Gemm cuts C into pieces that the calling goroutine and the
+// package's helpers claim one at a time until none is left. The caller
+// starts at once and never waits for a helper to arrive: on a loaded
+// machine, where waking a helper can take longer than the whole product,
+// it simply does more of the pieces itself, and it only waits for pieces a
+// helper has already begun. Which goroutine computes a piece does not
+// change its bits, since pieces are whole micro-tiles apart and the k
+// blocking depends on k alone.
+//
+// Two ways of cutting:
+//
+//   - strips: when op(A) packed whole is small (stripBudget), C is cut into
+//     column strips of all rows. Each worker packs op(A) once, on its first
+//     strip, and keeps it for the next ones, so small pieces cost no extra
+//     packing; only op(B) is packed per strip, and all of it just once. The
+//     MLP and convolution products are all of this kind.
+//   - rectangles: otherwise, the pm x pn grid that grid chose, each
+//     rectangle blocked for the caches as a single-goroutine call would be.
+
+// stripBudget bounds the floats of a whole packed op(A) for the strips: 128
+// Ki floats (512 KiB) stay within a 1 MiB L2 beside the B panels.
+const stripBudget = 1 << 17
+
+// stripsPerWorker is how many strips each worker gets on average: more
+// strips even the load when one core is slowed by other work, and cost
+// only the loop overhead of the extra pieces.
+const stripsPerWorker = 4
+
+// task is one parallel Gemm call, shared with the helpers by pointer. It is
+// allocated per call and never reused: a helper may receive it after all
+// its pieces are taken, and must then find it unchanged.
+type task struct {
+	j      job
+	strips bool // column strips; else rectangles of a pm x pn grid
+	pm, pn int
+	pieces int
+	next   atomic.Int64   // the next piece to claim
+	done   sync.WaitGroup // pieces not yet finished
+}
+
+// parallel computes C with up to workers goroutines: the caller and
+// workers-1 helpers, pm x pn being grid's choice of rectangles.
+func (j job) parallel(workers, pm, pn int) {
+	t := &task{j: j, pm: pm, pn: pn, pieces: pm * pn}
+	if steps := j.steps(j.k); roundUp(j.m, j.im.mr)*steps <= stripBudget {
+		t.strips = true
+		t.pieces = min(ceilDiv(j.n, j.im.nr), stripsPerWorker*workers)
+	}
+	t.done.Add(t.pieces)
+	helpers.offer(t, workers-1)
+	buf := bufPool.Get().(*buffers)
+	t.work(buf)
+	bufPool.Put(buf)
+	t.done.Wait()
+}
+
+// work claims and computes pieces of t until none is left.
+func (t *task) work(buf *buffers) {
+	j := &t.j
+	aPacked := false // whether buf.a holds all of op(A), packed on a first strip
+	for {
+		i := int(t.next.Add(1) - 1)
+		if i >= t.pieces {
+			return
+		}
+		if t.strips {
+			nt := ceilDiv(j.n, j.im.nr)
+			n0 := i * nt / t.pieces * j.im.nr
+			n1 := min(j.n, (i+1)*nt/t.pieces*j.im.nr)
+			j.runStrip(buf, &aPacked, n0, n1)
+		} else {
+			// Rectangles are whole micro-tiles apart, so every
+			// rectangle sees the same tile grid as a single goroutine.
+			mt, nt := ceilDiv(j.m, j.im.mr), ceilDiv(j.n, j.im.nr)
+			im, in := i/t.pn, i%t.pn
+			m0, m1 := min(j.m, im*mt/t.pm*j.im.mr), min(j.m, (im+1)*mt/t.pm*j.im.mr)
+			n0, n1 := min(j.n, in*nt/t.pn*j.im.nr), min(j.n, (in+1)*nt/t.pn*j.im.nr)
+			if m0 < m1 && n0 < n1 {
+				j.runRect(buf, m0, m1, n0, n1)
+			}
+		}
+		t.done.Done()
+	}
+}
+
+// helpers is the package's pool of helper goroutines. They are started when
+// a call first wants them, as many as it wants (GOMAXPROCS-1, or more when
+// a test forces more workers), and then live as long as the program,
+// blocked on a channel receive while idle, so that an idle pool costs no CPU
+// and a call pays no goroutine start. Each owns its packing buffers.
+var helpers pool
+
+type pool struct {
+	mu    sync.Mutex
+	n     int
+	tasks chan *task
+}
+
+// offer starts helpers until there are n and hands t to as many as n of
+// them without blocking: a task left in the channel after its pieces are
+// gone costs its eventual receiver one atomic add.
+func (p *pool) offer(t *task, n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.tasks == nil {
+		// Room for every helper of a few concurrent calls; when it is
+		// full, the calls just get less help.
+		p.tasks = make(chan *task, 4*max(runtime.NumCPU(), 8))
+	}
+	for ; p.n < n; p.n++ {
+		go helper(p.tasks)
+	}
+	p.mu.Unlock()
+	for range n {
+		select {
+		case p.tasks <- t:
+		default:
+			return
+		}
+	}
+}
+
+// helper runs tasks for as long as the program runs.
+func helper(tasks <-chan *task) {
+	buf := new(buffers)
+	for t := range tasks {
+		t.work(buf)
+	}
+}
