@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -22,9 +23,16 @@ func init() {
 }
 
 // Device is the CPU backend. The zero value is not usable; call New.
+//
+// A Device owns up to GOMAXPROCS-1 helper goroutines that its kernels share
+// their work with. They start when a kernel first has work for them and
+// stop at Close, or when the Device is no longer referenced and Go's
+// collector reclaims it, so a program (or a test) that makes many devices
+// and drops them does not accumulate goroutines.
 type Device struct {
 	acct    device.Accountant
 	workers int
+	helpers *helpers
 
 	// A cache of freed storage by exact dtype and length: a training step
 	// allocates the same sizes every step, and reusing them saves Go from
@@ -33,7 +41,15 @@ type Device struct {
 	free      map[poolKey][]storage
 	cached    int64
 	maxCached int64
+	// slab holds Buffer structs not yet handed out, so that Alloc makes
+	// one Go allocation per bufSlab buffers instead of one each. A struct
+	// is never handed out twice: a stale reference to a freed buffer
+	// still finds it freed.
+	slab []Buffer
 }
+
+// bufSlab is how many Buffer structs Alloc takes from Go at a time.
+const bufSlab = 64
 
 type poolKey struct {
 	dt dtype.DType
@@ -52,7 +68,22 @@ const DefaultCacheBytes = 2 << 30
 // New returns a CPU device with its own memory accounting, using up to
 // GOMAXPROCS goroutines per kernel.
 func New() *Device {
-	return &Device{workers: runtime.GOMAXPROCS(0), free: map[poolKey][]storage{}, maxCached: DefaultCacheBytes}
+	d := &Device{workers: runtime.GOMAXPROCS(0), free: map[poolKey][]storage{}, maxCached: DefaultCacheBytes}
+	d.helpers = newHelpers(d.workers - 1)
+	// The helpers hold nothing that leads back to d, so an unreferenced
+	// Device is collected and its helpers stopped.
+	runtime.AddCleanup(d, (*helpers).stop, d.helpers)
+	return d
+}
+
+// Close stops the device's helper goroutines and waits for them to exit.
+// The device stays usable: its kernels then run on the calling goroutine
+// alone. Close always returns nil; it never needs to be called for
+// correctness, since a Device that is no longer referenced stops its
+// helpers when it is collected.
+func (d *Device) Close() error {
+	d.helpers.stop()
+	return nil
 }
 
 // EmptyCache returns the memory cached for reuse to Go's collector.
@@ -105,9 +136,14 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 		panic(fmt.Sprintf("cpu: Alloc of %d elements", n))
 	}
 	size := device.Bytes(dt, n) // panics on an unknown dtype
-	b := &Buffer{dev: d, dt: dt, n: n, cat: c}
 	k := poolKey{dt, n}
 	d.mu.Lock()
+	if len(d.slab) == 0 {
+		d.slab = make([]Buffer, bufSlab)
+	}
+	b := &d.slab[0]
+	d.slab = d.slab[1:]
+	*b = Buffer{dev: d, dt: dt, n: n, cat: c}
 	if l := d.free[k]; len(l) > 0 {
 		s := l[len(l)-1]
 		d.free[k] = l[:len(l)-1]
@@ -210,7 +246,7 @@ func (d *Device) buf(b device.Buffer, op string) *Buffer {
 }
 
 // grain is the number of elements below which a kernel does not bother to
-// start goroutines, and the size of the pieces it splits larger work into.
+// share its work, and the size of the pieces it splits larger work into.
 const grain = 1 << 14
 
 // parallel runs fn over [0, n) in pieces of at least grain elements, on up to
@@ -221,6 +257,12 @@ func (d *Device) parallel(n int, fn func(lo, hi int)) {
 
 // parallelGrain is parallel with a piece size g: each piece is [i*g, (i+1)*g).
 // Pieces depend only on n and g, never on the number of workers.
+//
+// The calling goroutine offers the work to the device's helpers and starts
+// on the pieces at once; each goroutine claims the next piece until none is
+// left, and the caller then waits only for pieces a helper has begun. On a
+// loaded machine, where a helper may take longer to wake than the kernel
+// takes to run, the caller simply does more of the pieces itself.
 func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
@@ -234,31 +276,123 @@ func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	var next int64
-	var mu sync.Mutex
-	take := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		i := next
-		next++
-		return int(i)
+	t := &task{fn: fn, n: n, g: g, pieces: pieces}
+	t.done.Add(pieces)
+	d.helpers.offer(t, w-1)
+	t.work()
+	t.done.Wait()
+	// A helper may still receive t from the queue, after its pieces are
+	// gone; it then reads only next and pieces. Dropping fn keeps such a
+	// stale task from holding the kernel's buffers, and the Device, alive.
+	t.fn = nil
+}
+
+// task is one parallelGrain call, shared with the helpers by pointer. It
+// is never reused, so a helper that receives it late finds its pieces
+// taken and nothing else changed.
+type task struct {
+	fn           func(lo, hi int)
+	n, g, pieces int
+	next         atomic.Int64   // the next piece to claim
+	done         sync.WaitGroup // pieces not yet finished
+}
+
+// work claims and runs pieces of t until none is left.
+func (t *task) work() {
+	for {
+		p := int(t.next.Add(1) - 1)
+		if p >= t.pieces {
+			return
+		}
+		lo := p * t.g
+		t.fn(lo, min(lo+t.g, t.n))
+		t.done.Done()
 	}
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				p := take()
-				if p >= pieces {
-					return
-				}
-				lo := p * g
-				fn(lo, min(lo+g, n))
-			}
-		}()
+}
+
+// helpers are a Device's goroutines for parallel kernels: n of them, blocked
+// on a channel receive while idle, so that an idle device costs no CPU and
+// a kernel call starts no goroutine.
+type helpers struct {
+	n       int
+	tasks   chan *task
+	quit    chan struct{}
+	running atomic.Bool // started and not stopped: the fast path of offer
+	mu      sync.Mutex  // guards started and stopped
+	started bool
+	stopped bool
+	exited  sync.WaitGroup
+}
+
+func newHelpers(n int) *helpers {
+	// Room for every helper of a few concurrent calls; when the queue is
+	// full, a call just gets less help.
+	return &helpers{n: n, tasks: make(chan *task, 4*max(n, 1)), quit: make(chan struct{})}
+}
+
+// offer hands t to up to k helpers without blocking, starting them on first
+// use. A task left queued after its pieces are gone costs its eventual
+// receiver one atomic add.
+func (h *helpers) offer(t *task, k int) {
+	k = min(k, h.n)
+	if k <= 0 {
+		return
 	}
-	wg.Wait()
+	if !h.running.Load() && !h.start() {
+		return
+	}
+	for range k {
+		select {
+		case h.tasks <- t:
+		default:
+			return
+		}
+	}
+}
+
+// start starts the helpers unless they were stopped, and reports whether
+// they are running.
+func (h *helpers) start() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return false
+	}
+	if !h.started {
+		h.started = true
+		h.exited.Add(h.n)
+		for range h.n {
+			go h.run()
+		}
+		h.running.Store(true)
+	}
+	return true
+}
+
+// run is a helper's loop: it works on tasks until stop.
+func (h *helpers) run() {
+	defer h.exited.Done()
+	for {
+		select {
+		case t := <-h.tasks:
+			t.work()
+		case <-h.quit:
+			return
+		}
+	}
+}
+
+// stop ends the helpers (for good) and waits until they have exited. A
+// helper in the middle of a task finishes its piece first.
+func (h *helpers) stop() {
+	h.mu.Lock()
+	if !h.stopped {
+		h.stopped = true
+		h.running.Store(false)
+		close(h.quit)
+	}
+	h.mu.Unlock()
+	h.exited.Wait()
 }
 
 // scratch is a pool of float32 slices for widening 16-bit data.
@@ -343,6 +477,17 @@ func (d *Device) checkLen(op string, n int, bufs ...*Buffer) {
 	for _, b := range bufs {
 		if b.n < n {
 			panic(fmt.Sprintf("cpu: %s: buffer of %d elements, need %d", op, b.n, n))
+		}
+	}
+}
+
+// checkLenOf is checkLen for a kernel that takes an operation, naming both;
+// the name is only formatted on failure, since a kernel must not allocate
+// to check its arguments.
+func (d *Device) checkLenOf(kernel string, op fmt.Stringer, n int, bufs ...*Buffer) {
+	for _, b := range bufs {
+		if b.n < n {
+			d.checkLen(kernel+" "+op.String(), n, b)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -102,7 +103,7 @@ func (d *Device) Axpby(dst, x, y device.Buffer, alpha, beta float32) {
 func (d *Device) Binary(op device.BinaryOp, dst, a, b device.Buffer, s device.Strides) {
 	db, ab, bb := d.buf(dst, "Binary"), d.buf(a, "Binary"), d.buf(b, "Binary")
 	it := newIter(s.Shape, s.A, s.B)
-	d.checkLen("Binary "+op.String(), it.rows*it.L, db)
+	d.checkLenOf("Binary", op, it.rows*it.L, db)
 	d.forRows(&it, func(r int) {
 		ba, bbase := it.bases(r)
 		av, bv := readRow(ab, ba, it.sa, it.L), readRow(bb, bbase, it.sb, it.L)
@@ -238,7 +239,7 @@ func binaryFunc(op device.BinaryOp) func(x, y float32) float32 {
 // Unary computes dst = op(src).
 func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32) {
 	db, sb := d.buf(dst, "Unary"), d.buf(src, "Unary")
-	d.checkLen("Unary "+op.String(), db.n, sb)
+	d.checkLenOf("Unary", op, db.n, sb)
 	d.parallel(db.n, func(lo, hi int) {
 		sv, w := read(sb, lo, hi), writeView(db, lo, hi)
 		unaryRow(op, w.v, sv.v, alpha)
@@ -307,7 +308,7 @@ func unaryFunc(op device.UnaryOp, alpha float64) func(float64) float64 {
 // UnaryGrad computes dst = dy * op'(in).
 func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 	db, gb, ib := d.buf(dst, "UnaryGrad"), d.buf(dy, "UnaryGrad"), d.buf(in, "UnaryGrad")
-	d.checkLen("UnaryGrad "+op.String(), db.n, gb, ib)
+	d.checkLenOf("UnaryGrad", op, db.n, gb, ib)
 	d.parallel(db.n, func(lo, hi int) {
 		gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
 		o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
@@ -343,8 +344,7 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 // Reduce sums src into dst through the strides s.A, in float64.
 func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32) {
 	db, sb := d.buf(dst, "Reduce"), d.buf(src, "Reduce")
-	zero := make([]int, len(s.Shape))
-	it := newIter(s.Shape, s.A, zero) // "a" here is the destination's strides
+	it := newIter(s.Shape, s.A, zeroStrides(len(s.Shape))) // "a" here is the destination's strides
 	total := it.rows * it.L
 	d.checkLen("Reduce", total, sb)
 	// Fixed pieces, each with its own float64 accumulator, summed in piece
@@ -354,10 +354,12 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 	if pieces*db.n > 1<<22 {
 		pieces, perPiece = 1, it.rows
 	}
-	acc := make([][]float64, pieces)
+	accp := getAcc(pieces * db.n)
+	acc := *accp
 	d.parallelGrain(pieces, 1, func(plo, phi int) {
 		for p := plo; p < phi; p++ {
-			a := make([]float64, db.n)
+			a := acc[p*db.n : (p+1)*db.n]
+			clear(a)
 			for r := p * perPiece; r < min((p+1)*perPiece, it.rows); r++ {
 				base, _ := it.bases(r)
 				v := read(sb, r*it.L, (r+1)*it.L)
@@ -380,12 +382,11 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 				}
 				v.done()
 			}
-			acc[p] = a
 		}
 	})
-	sum := acc[0]
-	for _, a := range acc[1:] {
-		for i, v := range a {
+	sum := acc[:db.n]
+	for p := 1; p < pieces; p++ {
+		for i, v := range acc[p*db.n : (p+1)*db.n] {
 			sum[i] += v
 		}
 	}
@@ -393,13 +394,42 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 	for i, v := range sum {
 		w.v[i] = float32(float64(alpha) * v)
 	}
+	putAcc(accp)
 	commit(db, 0, w)
+}
+
+// accPool holds Reduce's float64 accumulators, which a training step needs
+// at the same sizes every step.
+var accPool = sync.Pool{New: func() any { return new([]float64) }}
+
+// getAcc returns an accumulator of n elements whose contents are undefined.
+func getAcc(n int) *[]float64 {
+	p := accPool.Get().(*[]float64)
+	if cap(*p) < n {
+		*p = make([]float64, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+func putAcc(p *[]float64) { accPool.Put(p) }
+
+// zeros backs zeroStrides: strides that are all 0, read and never written.
+var zeros [8]int
+
+// zeroStrides returns n zero strides, without allocating for the ranks
+// tensors have.
+func zeroStrides(n int) []int {
+	if n <= len(zeros) {
+		return zeros[:n:n]
+	}
+	return make([]int, n)
 }
 
 // Expand broadcasts alpha*src into dst through the strides s.A.
 func (d *Device) Expand(dst, src device.Buffer, s device.Strides, alpha float32) {
 	db, sb := d.buf(dst, "Expand"), d.buf(src, "Expand")
-	it := newIter(s.Shape, s.A, make([]int, len(s.Shape)))
+	it := newIter(s.Shape, s.A, zeroStrides(len(s.Shape)))
 	d.checkLen("Expand", it.rows*it.L, db)
 	d.forRows(&it, func(r int) {
 		base, _ := it.bases(r)

@@ -3,11 +3,14 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 )
 
+// f32 checks that every non-nil buffer in bufs is a live F32 buffer of this
+// device as long as the first, naming op and the operand's position.
 func (d *Device) f32(op string, bufs ...device.Buffer) []*Buffer {
 	out := make([]*Buffer, len(bufs))
 	for i, b := range bufs {
@@ -33,18 +36,32 @@ func out0n(out []*Buffer, cb *Buffer) int {
 	return out[0].n
 }
 
+// f32At is f32 for one operand, without the slices the optimisers would
+// otherwise allocate every step: it checks that b is a live F32 buffer of
+// this device with n elements (any number when n < 0), naming op and the
+// operand's position i.
+func (d *Device) f32At(op string, i int, b device.Buffer, n int) *Buffer {
+	cb := d.buf(b, op)
+	if cb.dt != dtype.F32 {
+		panic(fmt.Sprintf("cpu: %s: operand %d is %v, want f32", op, i, cb.dt))
+	}
+	if n >= 0 && cb.n != n {
+		panic(fmt.Sprintf("cpu: %s: operand %d has %d elements, operand 0 has %d", op, i, cb.n, n))
+	}
+	return cb
+}
+
 // SGD is PyTorch's SGD step with momentum, dampening, Nesterov and weight decay.
 func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
-	var bs []*Buffer
+	pb := d.f32At("SGD", 0, p, -1)
+	gb := d.f32At("SGD", 1, g, pb.n)
+	var mb *Buffer
 	if h.Momentum != 0 {
 		if mom == nil {
 			panic("cpu: SGD with momentum needs a momentum buffer")
 		}
-		bs = d.f32("SGD", p, g, mom)
-	} else {
-		bs = d.f32("SGD", p, g)
+		mb = d.f32At("SGD", 2, mom, pb.n)
 	}
-	pb, gb := bs[0], bs[1]
 	d.parallel(pb.n, func(lo, hi int) {
 		ps, gs := pb.f32[lo:hi], gb.f32[lo:hi]
 		if h.Momentum == 0 {
@@ -61,7 +78,7 @@ func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
 			}
 			return
 		}
-		ms := bs[2].f32[lo:hi]
+		ms := mb.f32[lo:hi]
 		ms, gs = ms[:len(ps)], gs[:len(ps)]
 		// The common case, hoisted out of the general loop: plain momentum
 		// after the first step, no weight decay.
@@ -95,7 +112,8 @@ func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
 
 // Adam is PyTorch's Adam step, or AdamW's when h.Decoupled.
 func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
-	bs := d.f32("Adam", p, g, m, v)
+	pb := d.f32At("Adam", 0, p, -1)
+	gb, mb, vb := d.f32At("Adam", 1, g, pb.n), d.f32At("Adam", 2, m, pb.n), d.f32At("Adam", 3, v, pb.n)
 	if h.Step < 1 {
 		panic(fmt.Sprintf("cpu: Adam step %d, want >= 1", h.Step))
 	}
@@ -113,8 +131,8 @@ func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
 	default:
 		k.mode = adamCoupled
 	}
-	d.parallel(bs[0].n, func(lo, hi int) {
-		ps, gs, ms, vs := bs[0].f32[lo:hi], bs[1].f32[lo:hi], bs[2].f32[lo:hi], bs[3].f32[lo:hi]
+	d.parallel(pb.n, func(lo, hi int) {
+		ps, gs, ms, vs := pb.f32[lo:hi], gb.f32[lo:hi], mb.f32[lo:hi], vb.f32[lo:hi]
 		done := adamSIMD(ps, gs, ms, vs, &k)
 		adamGo(ps[done:], gs[done:], ms[done:], vs[done:], &k)
 	})
@@ -154,11 +172,11 @@ func adamGo(ps, gs, ms, vs []float32, k *adamConsts) {
 
 // UnscaleCheck multiplies every gradient by inv and reports any Inf or NaN.
 func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
-	found := false
-	for _, g := range grads {
-		b := d.f32("UnscaleCheck", g)[0]
-		pieces := (b.n + grain - 1) / grain
-		bad := make([]bool, pieces)
+	// One flag for every piece of every buffer: OR is order-independent,
+	// so the answer does not depend on which goroutine ran which piece.
+	var found atomic.Bool
+	for i, g := range grads {
+		b := d.f32At("UnscaleCheck", i, g, -1)
 		d.parallel(b.n, func(lo, hi int) {
 			s := b.f32[lo:hi]
 			done, nf := unscaleSIMD(s, inv)
@@ -170,11 +188,10 @@ func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
 					nf = true
 				}
 			}
-			bad[lo/grain] = nf
+			if nf {
+				found.Store(true)
+			}
 		})
-		for _, x := range bad {
-			found = found || x
-		}
 	}
-	return found
+	return found.Load()
 }

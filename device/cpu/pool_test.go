@@ -1,0 +1,169 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// withProcs runs the test with GOMAXPROCS at least n, so that devices made
+// inside it have helpers even on a one-core machine.
+func withProcs(t *testing.T, n int) {
+	prev := runtime.GOMAXPROCS(max(n, runtime.GOMAXPROCS(0)))
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+}
+
+// TestParallelRunsEveryPieceOnce checks that the pieces of a parallel call
+// cover [0, n) exactly once with the bounds the grain gives, from several
+// goroutines calling one device at once and from a piece that itself
+// starts a parallel call.
+func TestParallelRunsEveryPieceOnce(t *testing.T) {
+	withProcs(t, 4)
+	d := New()
+	defer d.Close()
+	cases := []struct{ n, g int }{{1, 1}, {5, 1}, {100, 7}, {grain, grain}, {3*grain + 5, grain}, {1000, 1}}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("n=%d/g=%d", c.n, c.g), func(t *testing.T) {
+			const callers = 4
+			var wg sync.WaitGroup
+			counts := make([][]atomic.Int32, callers)
+			for i := range callers {
+				counts[i] = make([]atomic.Int32, c.n)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d.parallelGrain(c.n, c.g, func(lo, hi int) {
+						if lo%c.g != 0 || hi != min(lo+c.g, c.n) {
+							t.Errorf("piece [%d, %d) with grain %d", lo, hi, c.g)
+						}
+						for j := lo; j < hi; j++ {
+							counts[i][j].Add(1)
+						}
+					})
+				}()
+			}
+			wg.Wait()
+			for i := range counts {
+				for j := range counts[i] {
+					if got := counts[i][j].Load(); got != 1 {
+						t.Fatalf("caller %d: element %d ran %d times, want 1", i, j, got)
+					}
+				}
+			}
+		})
+	}
+	t.Run("nested", func(t *testing.T) {
+		var total atomic.Int64
+		d.parallelGrain(8, 1, func(lo, hi int) {
+			d.parallelGrain(1000, 10, func(lo, hi int) { total.Add(int64(hi - lo)) })
+		})
+		if got := total.Load(); got != 8*1000 {
+			t.Errorf("nested calls covered %d elements, want %d", got, 8*1000)
+		}
+	})
+}
+
+// TestParallelAllocs checks that a kernel split across goroutines costs a
+// bounded, small number of Go allocations per call: the kernel's closure
+// and one record of the call, not a goroutine and its bookkeeping per
+// worker.
+func TestParallelAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	withProcs(t, 4)
+	d := New()
+	x := d.Alloc(dtype.F32, 8*grain, device.Temp)
+	y := d.Alloc(dtype.F32, 8*grain, device.Temp)
+	d.Unary(device.Neg, y, x, 0) // starts the helpers
+	got := testing.AllocsPerRun(50, func() { d.Unary(device.Neg, y, x, 0) })
+	if got > 2 {
+		t.Errorf("Unary over %d pieces: %v allocations per call, want at most 2", 8, got)
+	}
+}
+
+// TestCloseStopsHelpers checks that Close ends the helpers a kernel started
+// and that the device still computes afterwards, on the calling goroutine.
+func TestCloseStopsHelpers(t *testing.T) {
+	withProcs(t, 4)
+	before := runtime.NumGoroutine()
+	d := New()
+	n := 4 * grain
+	x := d.Alloc(dtype.F32, n, device.Temp)
+	in := make([]float32, n)
+	for i := range in {
+		in[i] = float32(i)
+	}
+	d.CopyFromHost(x, in)
+	d.Unary(device.Neg, x, x, 0)
+	if d.Close() != nil {
+		t.Fatal("Close returned an error")
+	}
+	waitGoroutines(t, before)
+	d.Unary(device.Neg, x, x, 0)
+	out := make([]float32, n)
+	d.CopyToHost(out, x)
+	for i, v := range out {
+		if v != in[i] {
+			t.Fatalf("after Close, element %d = %v, want %v", i, v, in[i])
+		}
+	}
+	waitGoroutines(t, before)
+	d.Close() // a second Close is harmless
+}
+
+// TestCollectedDeviceStopsHelpers checks that a device dropped without
+// Close stops its helpers once the collector reclaims it, so that code
+// making many devices does not accumulate goroutines.
+func TestCollectedDeviceStopsHelpers(t *testing.T) {
+	withProcs(t, 4)
+	before := runtime.NumGoroutine()
+	hs := make([]*helpers, 10)
+	for i := range hs {
+		hs[i] = func() *helpers {
+			d := New()
+			b := d.Alloc(dtype.F32, 4*grain, device.Temp)
+			d.Fill(b, 1)
+			d.Unary(device.Neg, b, b, 0)
+			return d.helpers
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, h := range hs {
+		for {
+			runtime.GC()
+			h.mu.Lock()
+			stopped := h.stopped
+			h.mu.Unlock()
+			if stopped {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("helpers of an unreferenced device still running after 10s of collections")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		h.exited.Wait()
+	}
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines waits up to a few seconds for the goroutine count to fall
+// back to want: a goroutine that has signalled its exit may still be
+// counted for a moment.
+func waitGoroutines(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, want %d", runtime.NumGoroutine(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
