@@ -24,8 +24,9 @@ $(MNIST):
 mnist: data
 	$(GO) run ./examples/mnist -data $(DATA) -epochs 3
 
-## test: the full test suite (what CI runs)
+## test: the full test suite (what CI runs); installs openmpi-bin for the MPI tests when it is missing
 test: data
+	sh tools/install-mpi.sh
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 

@@ -25,7 +25,7 @@ import (
 
 var layers = map[string]int{
 	"dtype":  0,
-	"device": 1, "device/cpu": 1, "device/devicetest": 1, "cudaops": 1, "safetensors": 1,
+	"device": 1, "device/cpu": 1, "device/devicetest": 1, "cudaops": 1, "safetensors": 1, "mpi": 1,
 	"tensor":   2,
 	"autograd": 3, "datasets": 3,
 	"nn": 4, "optim": 4, "amp": 4,
@@ -36,6 +36,7 @@ var layers = map[string]int{
 var allowed = map[[2]string]bool{
 	{"device/cpu", "device"}: true, {"device/devicetest", "device"}: true,
 	{"cudaops", "device"}: true, {"device/devicetest", "device/cpu"}: true,
+	{"mpi", "device"}: true,
 }
 
 // group returns the longest entry of layers that rel is, or is under.

@@ -1,0 +1,143 @@
+package mpi_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/cpu"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/mpi"
+)
+
+// mpirun runs this test binary's test named run as np ranks under mpirun,
+// or skips when mpirun cannot be had.
+func mpirun(t *testing.T, np int, run string, env ...string) (string, error) {
+	t.Helper()
+	bin, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found (Debian's openmpi-bin; make test installs it): MPI not tested")
+	}
+	args := []string{"--oversubscribe", "-np", fmt.Sprint(np)}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	for _, e := range append(env, "MIXPREC_MPI_CHILD=1") {
+		args = append(args, "-x", e)
+	}
+	args = append(args, os.Args[0], "-test.run", "^"+run+"$", "-test.v")
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func child(t *testing.T) {
+	if os.Getenv("MIXPREC_MPI_CHILD") != "1" {
+		t.Skip("runs as a rank under mpirun, started by its parent test")
+	}
+}
+
+func TestCollectivesUnderMpirun(t *testing.T) {
+	out, err := mpirun(t, 3, "TestChildCollectives")
+	if err != nil || strings.Count(out, "--- PASS: TestChildCollectives") != 3 {
+		t.Fatalf("3 ranks under mpirun: %v\n%s", err, out)
+	}
+}
+
+// TestChildCollectives is one rank of TestCollectivesUnderMpirun.
+func TestChildCollectives(t *testing.T) {
+	child(t)
+	c, err := mpi.Open(mpi.Timeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Size() != 3 {
+		t.Fatalf("size %d, want 3", c.Size())
+	}
+	r := float32(c.Rank())
+	dev := cpu.New()
+	for _, dt := range dtype.All {
+		// rank r holds r+1, r+2, ... : the sum over 3 ranks of element i is
+		// 3i + 6, the average i + 2.
+		n := 1000
+		vals := make([]float32, n)
+		for i := range vals {
+			vals[i] = r + 1 + float32(i%100)
+		}
+		for _, op := range []device.ReduceOp{device.Sum, device.Avg} {
+			b := dev.Alloc(dt, n, device.Temp)
+			dev.CopyFromHost(b, vals)
+			if err := c.AllReduce(b, op); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, n)
+			dev.CopyToHost(got, b)
+			for i, g := range got {
+				want := 3*float32(i%100) + 6
+				if op == device.Avg {
+					want = float32(i%100) + 2
+				}
+				if g != dtype.Round(dt, want) {
+					t.Fatalf("%v all-reduce %v: element %d = %v, want %v", dt, op, i, g, want)
+				}
+			}
+			dev.Free(b)
+		}
+		b := dev.Alloc(dt, 5, device.Temp)
+		dev.CopyFromHost(b, []float32{r, r, r, r, r})
+		if err := c.Broadcast(b, 2); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, 5)
+		dev.CopyToHost(got, b)
+		if got[0] != 2 || got[4] != 2 {
+			t.Fatalf("%v broadcast from rank 2: %v", dt, got)
+		}
+		dev.Free(b)
+	}
+	if err := c.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStalledRankUnderMpirun(t *testing.T) {
+	start := time.Now()
+	out, _ := mpirun(t, 2, "TestChildStalled")
+	if !strings.Contains(out, "did not complete within 2s: another rank has stalled or died") {
+		t.Fatalf("a stalled rank did not make the other's barrier fail with a clear error:\n%s", out)
+	}
+	if d := time.Since(start); d > 60*time.Second {
+		t.Errorf("the job took %v to end", d)
+	}
+}
+
+// TestChildStalled is one rank of TestStalledRankUnderMpirun: rank 1 stops
+// taking part, rank 0's barrier times out and it aborts the job.
+func TestChildStalled(t *testing.T) {
+	child(t)
+	c, err := mpi.Open(mpi.Timeout(2 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() == 1 {
+		time.Sleep(20 * time.Second) // stalled; the abort ends this process
+		return
+	}
+	err = c.Barrier()
+	if err == nil {
+		t.Fatal("barrier with a stalled rank succeeded")
+	}
+	c.Abort(err)
+}
+
+func TestMissingLibrary(t *testing.T) {
+	t.Setenv("MIXPREC_LIBMPI", "/nonexistent/libmpi.so.40")
+	if _, err := mpi.Open(); err == nil || !strings.Contains(err.Error(), "cannot load /nonexistent/libmpi.so.40") {
+		t.Errorf("Open without the library: %v, want an error naming it", err)
+	}
+}
