@@ -2,11 +2,17 @@
 # bundle.sh OUT: builds into OUT (make cuda-bundle: ./cuda-bundle, which git
 # ignores) everything a GPU machine without Go needs to check the CUDA
 # backend, and OUT/run.sh, which runs it all (see tools/cuda/run-bundle.sh).
+# tools/cuda/bundle_test.go builds a bundle and runs it on the machine at
+# hand, and checks what this file says about the binaries.
 #
-# Binaries are static Go (CGO_ENABLED=0; libcuda and cuBLAS are opened at
-# run time), stripped (-s -w) and shipped as OUT/payload.tar.gz (bin/ and
-# tests/, 50 MiB unpacked, 20 packed; run.sh unpacks them into a temporary
-# folder) to keep the bundle well under 60 MiB. They are built with
+# Binaries are Go built without cgo (CGO_ENABLED=0), but they are not
+# static: to open libcuda and cuBLAS at run time, purego links them
+# dynamically against glibc (libc.so.6, libdl.so.2 and libpthread.so.0,
+# through the loader /lib64/ld-linux-x86-64.so.2, with no symbol versions
+# required, so any glibc will do; musl systems such as Alpine cannot run
+# them). They are stripped (-s -w) and shipped as OUT/payload.tar.gz (bin/
+# and tests/, 50 MiB unpacked, 20 packed; run.sh unpacks them into a
+# temporary folder) to keep the bundle well under 60 MiB. They are built with
 # -trimpath: a test finds testdata/ through its source path, which
 # -trimpath makes relative (github.com/mixprec/mixprec/...), so run.sh runs
 # the tests from OUT/src where that path exists.
@@ -51,9 +57,12 @@ cp tools/cuda/run-bundle.sh "$out/run.sh"
 chmod +x "$out/run.sh" "$out/torch_mm.py"
 cat >"$out/README" <<TXT
 mixprec CUDA bundle, built $(date -u +%Y-%m-%dT%H:%MZ) from $(git rev-parse --short HEAD 2>/dev/null || echo "an unknown commit")$(git diff --quiet 2>/dev/null || echo " with local changes").
-Run:  sh run.sh LOGDIR     (about 3 to 8 minutes; one log per step and LOGDIR/summary.txt)
+Run:  sh run.sh OUTDIR     (about 3 to 8 minutes; prints the summary and leaves two files in
+OUTDIR: summary.txt and mixprec-cuda-logs.tar.gz, which holds one log per step)
 The binaries (bin/mixprec, bin/mnist, tests/*.test) are in payload.tar.gz; run.sh
 unpacks them into a temporary folder. To use them by hand: tar xzf payload.tar.gz
+They are Go without cgo but dynamically linked against glibc: they need
+/lib64/ld-linux-x86-64.so.2 and libc.so.6, libdl.so.2, libpthread.so.0 (any glibc).
 TXT
 
 size=$(du -sk "$out" | cut -f1)

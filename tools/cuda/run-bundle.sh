@@ -1,22 +1,33 @@
 #!/bin/sh
-# run.sh LOGDIR: runs the CUDA bundle's checks in a fixed order, each with a
-# time limit, writing LOGDIR/NN-step.log per step and LOGDIR/summary.txt
-# (each step's exit status and seconds, then the key figures: test
-# results, MNIST accuracy on the GPU and the CPU, GEMM TFLOP/s of mixprec
-# and torch.mm and their F16 ratio). The whole run stays within a budget
-# of 470 s (MIXPREC_BUNDLE_BUDGET): each step has its own time limit, cut
-# to what is left of the budget, and steps that find it spent are skipped
-# and say so. A normal run takes two to four minutes.
+# run.sh OUTDIR: runs the CUDA bundle's checks in a fixed order, each with a
+# time limit, and leaves two files in OUTDIR: summary.txt (each step's exit
+# status and seconds, then the key figures: test results, MNIST accuracy on
+# the GPU and the CPU, GEMM TFLOP/s of mixprec and torch.mm and their F16
+# ratio) and mixprec-cuda-logs.tar.gz (every step's NN-step.log, the
+# summary and the memcompare chart, in a folder mixprec-cuda-logs/). The
+# logs are written to a temporary folder and packed at the end, because the
+# machines this runs on return only a few files from their output folder.
+# The summary is also printed on standard output.
+#
+# The whole run stays within a budget of 470 s (MIXPREC_BUNDLE_BUDGET):
+# each step has its own time limit, cut to what is left of the budget, and
+# steps that find it spent are skipped and say so. A normal run takes two
+# to four minutes. When `mixprec device` does not report the CUDA backend,
+# the run stops right after that check, with one line saying why, and
+# exits 1: every later step needs the GPU (the device-parametrised tests
+# fail under MIXPREC_REQUIRE_CUDA=1 rather than pass on the CPU alone).
 #
 # Environment: MIXPREC_PYTHON picks the Python with PyTorch (default: the
-# first of /opt/torch/.venv/bin/python and python3); MIXPREC_CUBLAS a
-# folder with libcublas.so.N when the automatic search misses it.
+# first of /opt/torch/.venv/bin/python and python3); MIXPREC_CUBLAS, folders
+# (colon-separated) holding libcublas.so.N, when the search misses them.
+# Unset, it is filled with the nvidia/*/lib folders holding libcublas that
+# the Pythons present report in their site-packages or that common
+# prefixes hold (the binaries search those prefixes too).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-logs=${1:?usage: run.sh LOGDIR}
-mkdir -p "$logs"
-logs=$(cd "$logs" && pwd)
-summary=$logs/summary.txt
+out=${1:?usage: run.sh OUTDIR}
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
 budget=${MIXPREC_BUNDLE_BUDGET:-470}
 export MIXPREC_DATA="$here/data"
 export MIXPREC_REQUIRE_CUDA=1
@@ -25,15 +36,51 @@ if [ -z "$py" ]; then
 	if [ -x /opt/torch/.venv/bin/python ]; then py=/opt/torch/.venv/bin/python; else py=python3; fi
 fi
 start=$(date +%s)
+
+# The logs go to a temporary folder, packed into OUTDIR when the run ends,
+# however it ends.
+work=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-run.XXXXXX") || exit 1
+logs=$work/mixprec-cuda-logs
+mkdir -p "$logs"
+summary=$logs/summary.txt
+bins=""
+finished=0
+finish() {
+	[ "$finished" = 1 ] && return
+	finished=1
+	echo "total $(($(date +%s) - start))s" >>"$summary"
+	cp "$summary" "$out/summary.txt"
+	rm -f "$out/mixprec-cuda-logs.tar.gz"
+	if tar czf "$out/mixprec-cuda-logs.tar.gz" -C "$work" mixprec-cuda-logs; then
+		echo "run.sh: logs in $out/mixprec-cuda-logs.tar.gz, summary in $out/summary.txt"
+	else
+		echo "run.sh: could not pack the logs into $out/mixprec-cuda-logs.tar.gz" >&2
+	fi
+	echo
+	cat "$summary"
+	rm -rf "$work"
+	[ -n "$bins" ] && rm -rf "$bins"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM HUP
+
 : >"$summary"
 echo "mixprec CUDA bundle run, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n)" >>"$summary"
-cat "$here/README" 2>/dev/null | head -1 >>"$summary"
+head -1 "$here/README" 2>/dev/null >>"$summary"
+
+# stop MESSAGE: ends the run after the step that showed there is no point
+# going on, saying why in one line (in the summary and on stdout).
+stop() {
+	echo "run.sh: stopping: $1" | tee -a "$summary"
+	exit 1
+}
 
 # step NAME LIMIT DIR CMD...: runs CMD in DIR with a time limit, logging
-# to NAME.log, and records its status in the summary.
+# to NAME.log, and records its status in the summary and in $rc.
 step() {
 	name=$1 limit=$2 dir=$3
 	shift 3
+	rc=""
 	left=$((budget - ($(date +%s) - start)))
 	if [ "$left" -lt 10 ]; then
 		printf '%-22s skipped: the run is over its %ds budget\n' "$name" "$budget" >>"$summary"
@@ -53,21 +100,76 @@ step() {
 	echo "== $name: rc=$rc in $((t1 - t0))s$note" | tee -a "$log"
 }
 
+# The binaries are Go without cgo, but they load libcuda and cuBLAS with
+# the system's dynamic loader, so they are linked against glibc: without
+# its loader they cannot even start, which deserves one clear line.
+loader=/lib64/ld-linux-x86-64.so.2
+if [ "$(uname -m)" = x86_64 ] && [ ! -e "$loader" ]; then
+	stop "this machine has no $loader: the bundle's binaries need glibc (a musl system such as Alpine cannot run them)"
+fi
+
 # The binaries travel packed; unpack them next to nothing else, and remove
 # them when done.
-bins=$here
+B=$here/bin
+T=$here/tests
 if [ ! -x "$here/bin/mixprec" ]; then
-	bins=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-bundle.XXXXXX")
-	trap 'rm -rf "$bins"' EXIT
-	tar xzf "$here/payload.tar.gz" -C "$bins" || { echo "run.sh: cannot unpack payload.tar.gz" | tee -a "$summary"; exit 1; }
+	bins=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-bundle.XXXXXX") || stop "cannot create a temporary folder"
+	tar xzf "$here/payload.tar.gz" -C "$bins" || stop "cannot unpack payload.tar.gz"
+	B=$bins/bin
+	T=$bins/tests
 fi
 src=$here/src
-T=$bins/tests
-B=$bins/bin
+
+# cuBLAS from NVIDIA's pip wheels (site-packages/nvidia/cu13/lib for CUDA
+# 13, site-packages/nvidia/cublas/lib for 11 and 12): ask each Python where
+# its packages live, and look in the common prefixes.
+if [ -z "${MIXPREC_CUBLAS:-}" ]; then
+	found=""
+	nl='
+'
+	sites=""
+	for p in "$py" python3; do
+		command -v "$p" >/dev/null 2>&1 || continue
+		s=$("$p" -c 'import site, sys
+print("\n".join(site.getsitepackages() + [site.getusersitepackages()] + sys.path))' 2>/dev/null) && sites="$sites$nl$s"
+	done
+	old_ifs=$IFS
+	IFS=$nl
+	for d in $sites \
+		/usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages \
+		/usr/lib/python3/dist-packages /usr/lib/python3*/site-packages \
+		"${HOME:-/nonexistent}"/.local/lib/python3*/site-packages \
+		/opt/*/.venv/lib/python3*/site-packages /opt/*/venv/lib/python3*/site-packages \
+		/opt/conda/lib/python3*/site-packages "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages; do
+		for lib in "$d"/nvidia/*/lib; do
+			for f in "$lib"/libcublas.so.*; do
+				[ -e "$f" ] || continue
+				case ":$found:" in
+				*":$lib:"*) ;;
+				*) found=${found:+$found:}$lib ;;
+				esac
+				break
+			done
+		done
+	done
+	IFS=$old_ifs
+	if [ -n "$found" ]; then
+		export MIXPREC_CUBLAS="$found"
+		echo "cuBLAS folders from the Python environments: $found" >>"$summary"
+	fi
+fi
+
 step 01-nvidia-smi 15 "$here" nvidia-smi
 step 02-device 30 "$here" "$B/mixprec" device
+if ! grep -q '^backend: cuda' "$logs/02-device.log" 2>/dev/null; then
+	why=$(sed -n 's/^CUDA unavailable: //p' "$logs/02-device.log" 2>/dev/null | head -1)
+	if [ -z "$why" ]; then
+		why="mixprec device ended with rc=${rc:-none} without naming a backend; see 02-device.log"
+	fi
+	stop "CUDA did not open, so nothing after the CUDA check can run: $why"
+fi
 step 03-cudaops-tests 150 "$src" "$T/cudaops.test" -test.v -test.timeout 140s \
-	-test.run 'TestConformance|TestAgainstCPU|TestDeterministic|TestInfo|TestOpenWithoutGPU|TestCublasLoads|TestNoDriver|TestPTX|Example'
+	-test.run 'TestConformance|TestAgainstCPU|TestDeterministic|TestInfo|TestOpenWithoutGPU|TestCublasLoads|TestNoDriver|TestPTX|TestDriverResultHighBits|Example'
 step 04-testdev-tests 30 "$src" "$T/internal-testdev.test" -test.v -test.timeout 25s
 for p in autograd amp nn optim; do
 	[ -x "$T/$p.test" ] && step "05-$p-tests" 40 "$src" "$T/$p.test" -test.short -test.v -test.timeout 35s
@@ -138,6 +240,6 @@ if gpu and cpu:
              gpu.get("samples_per_sec", 0), cpu.get("samples_per_sec", 0)))
 PY
 fi
-echo "total $(( $(date +%s) - start ))s" >>"$summary"
-echo
-cat "$summary"
+# A completed run exits 0 whatever its steps returned: their statuses are in
+# the summary, which is the result.
+exit 0

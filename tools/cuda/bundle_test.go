@@ -1,0 +1,401 @@
+package cuda
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"debug/elf"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// maxReturned is how many files the GPU machines this bundle runs on bring
+// back from the output folder.
+const maxReturned = 8
+
+// The archive run.sh leaves in its output folder, and the folder in it.
+const (
+	archiveName = "mixprec-cuda-logs.tar.gz"
+	archiveDir  = "mixprec-cuda-logs/"
+)
+
+// testBinaries are the test binaries bundle.sh builds (tests/NAME.test).
+var testBinaries = []string{"cudaops", "internal-testdev", "autograd", "amp", "nn", "optim", "examples-mnist"}
+
+// writeTarGz writes a gzipped tar of files (name to contents, all mode
+// 0755) to path.
+func writeTarGz(t *testing.T, path string, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o755, Size: int64(len(files[n])), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(files[n])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readTarGz returns the regular files of the gzipped tar at path.
+func readTarGz(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, h.Name, err)
+		}
+		out[h.Name] = b
+	}
+}
+
+func writeFile(t *testing.T, path, contents string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(contents), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stand-ins for the bundle's programs. mixprec reports the CUDA backend
+// when FAKE_CUDA=1 (and the cuBLAS folders it was given), else why CUDA
+// is unavailable, as the real `mixprec device` prints it. Every program
+// records its run in $FAKE_TRACE.
+const (
+	fakeMixprec = `#!/bin/sh
+echo "mixprec $*" >>"$FAKE_TRACE"
+case "$1" in
+device)
+	if [ "$FAKE_CUDA" = 1 ]; then
+		echo "backend: cuda (-device auto; linked: cpu, cuda)"
+		echo "MIXPREC_CUBLAS=$MIXPREC_CUBLAS"
+	else
+		echo "backend: cpu (-device auto; linked: cpu, cuda)"
+		echo "CUDA unavailable: no CUDA device: fake reason"
+	fi ;;
+bench) echo '{"n":64,"results":[{"dtype":"f16","gpu_tflops":1.5}]}' ;;
+memcompare) [ "$2" = -h ] && echo "  -device string" ;;
+esac
+exit 0
+`
+	fakeMnist = `#!/bin/sh
+echo "mnist $*" >>"$FAKE_TRACE"
+echo '{"test_accuracy":0.97,"samples_per_sec":1000}'
+`
+	fakeTest = `#!/bin/sh
+echo "$(basename "$0") $*" >>"$FAKE_TRACE"
+echo "--- PASS: TestFake (0.00s)"
+`
+	// fakePython answers run.sh's question about its site-packages with
+	// $FAKE_SITE and stands for torch_mm.py with a torch.mm JSON line; the
+	// summary's script (on stdin) goes to a real Python, $FAKE_REAL_PYTHON,
+	// when there is one.
+	fakePython = `#!/bin/sh
+case "$1" in
+-c) echo "$FAKE_SITE" ;;
+-) [ -n "$FAKE_REAL_PYTHON" ] && exec "$FAKE_REAL_PYTHON" "$@" ;;
+*) echo '{"n":64,"results":[{"dtype":"f16","tflops":2.0}]}' ;;
+esac
+exit 0
+`
+)
+
+// fakeBundle lays out a bundle as bundle.sh does, with the real run.sh and
+// stand-in programs, and returns its folder.
+func fakeBundle(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bundle")
+	script, err := os.ReadFile("run-bundle.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "run.sh"), string(script), 0o755)
+	writeFile(t, filepath.Join(dir, "README"), "mixprec CUDA bundle (stand-ins for a test)\n", 0o644)
+	writeFile(t, filepath.Join(dir, "torch_mm.py"), "", 0o644)
+	writeFile(t, filepath.Join(dir, "src", "github.com", "mixprec", "mixprec", "testdata", "x"), "", 0o644)
+	writeFile(t, filepath.Join(dir, "data", "mnist", "x"), "", 0o644)
+	payload := map[string]string{"bin/mixprec": fakeMixprec, "bin/mnist": fakeMnist}
+	for _, n := range testBinaries {
+		payload["tests/"+n+".test"] = fakeTest
+	}
+	writeTarGz(t, filepath.Join(dir, "payload.tar.gz"), payload)
+	return dir
+}
+
+// runBundle runs sh BUNDLE/run.sh OUT with env added to a copy of this
+// process's environment in which MIXPREC_* and FAKE_* are unset, and
+// returns its combined output and exit status.
+func runBundle(t *testing.T, bundle, out string, env ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command("sh", filepath.Join(bundle, "run.sh"), out)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MIXPREC_") && !strings.HasPrefix(kv, "FAKE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	b, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("run.sh: %v\n%s", err, b)
+		}
+		code = ee.ExitCode()
+	}
+	return string(b), code
+}
+
+// checkOutDir checks that run.sh left exactly summary.txt and the log
+// archive in out (the machine returns at most maxReturned files), that the
+// archive holds the summary and the logs named in want and none named in
+// absent, and that it printed the summary. It returns the archive's files.
+func checkOutDir(t *testing.T, out, stdout string, want, absent []string) map[string][]byte {
+	t.Helper()
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{archiveName, "summary.txt"}) {
+		t.Errorf("output folder holds %q, want exactly %q and summary.txt", names, archiveName)
+	}
+	if len(names) > maxReturned {
+		t.Errorf("output folder holds %d files; the GPU machine returns at most %d", len(names), maxReturned)
+	}
+	files := readTarGz(t, filepath.Join(out, archiveName))
+	for _, n := range append([]string{"summary.txt"}, want...) {
+		if _, ok := files[archiveDir+n]; !ok {
+			t.Errorf("the archive lacks %s%s; it holds %d files", archiveDir, n, len(files))
+		}
+	}
+	for _, n := range absent {
+		if _, ok := files[archiveDir+n]; ok {
+			t.Errorf("the archive holds %s%s, from a step that should not have run", archiveDir, n)
+		}
+	}
+	summary, err := os.ReadFile(filepath.Join(out, "summary.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(summary, files[archiveDir+"summary.txt"]) {
+		t.Errorf("summary.txt differs from the archive's copy")
+	}
+	if !strings.Contains(stdout, string(summary)) {
+		t.Errorf("run.sh did not print summary.txt on stdout:\n%s\n--- summary.txt:\n%s", stdout, summary)
+	}
+	return files
+}
+
+// TestRunWithoutCUDA runs run.sh where `mixprec device` reports no CUDA:
+// it must stop after that check with one line saying why, run none of the
+// tests, exit 1, and still leave the summary and the archive of the logs
+// it wrote, removing its temporary folders.
+func TestRunWithoutCUDA(t *testing.T) {
+	bundle := fakeBundle(t)
+	out, tmp := filepath.Join(t.TempDir(), "out"), t.TempDir()
+	trace := filepath.Join(t.TempDir(), "trace")
+	stdout, code := runBundle(t, bundle, out, "FAKE_CUDA=0", "FAKE_TRACE="+trace, "TMPDIR="+tmp, "MIXPREC_BUNDLE_BUDGET=120")
+	if code != 1 {
+		t.Errorf("run.sh without CUDA exited %d, want 1\n%s", code, stdout)
+	}
+	const line = "run.sh: stopping: CUDA did not open, so nothing after the CUDA check can run: no CUDA device: fake reason"
+	if n := strings.Count(stdout, line+"\n"); n != 2 { // the line itself, and again in the printed summary
+		t.Errorf("run.sh printed %q %d times, want once and once more in the summary\n%s", line, n, stdout)
+	}
+	checkOutDir(t, out, stdout, []string{"01-nvidia-smi.log", "02-device.log"}, []string{"03-cudaops-tests.log", "04-testdev-tests.log"})
+	got, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "mixprec device\n" {
+		t.Errorf("programs run: %q, want only mixprec device", got)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("run.sh left %d entries in TMPDIR (%s)", len(left), left[0].Name())
+	}
+}
+
+// TestRunWithCUDA runs run.sh where CUDA opens: every step runs, the
+// dozen logs come back in one archive, the summary is printed, and the
+// cuBLAS folder that the Python reports in its site-packages (NVIDIA's
+// pip wheels' layout) reaches the programs through MIXPREC_CUBLAS.
+func TestRunWithCUDA(t *testing.T) {
+	bundle := fakeBundle(t)
+	out, tmp := filepath.Join(t.TempDir(), "out"), t.TempDir()
+	trace := filepath.Join(t.TempDir(), "trace")
+	site := filepath.Join(t.TempDir(), "lib", "python3.12", "site-packages")
+	wheel := filepath.Join(site, "nvidia", "cu13", "lib")
+	writeFile(t, filepath.Join(wheel, "libcublas.so.13"), "", 0o644)
+	bin := t.TempDir()
+	writeFile(t, filepath.Join(bin, "python3"), fakePython, 0o755)
+	realPython, _ := exec.LookPath("python3")
+	stdout, code := runBundle(t, bundle, out, "FAKE_CUDA=1", "FAKE_TRACE="+trace, "FAKE_SITE="+site, "FAKE_REAL_PYTHON="+realPython, "TMPDIR="+tmp,
+		"MIXPREC_PYTHON="+filepath.Join(bin, "python3"), "PATH="+bin+":"+os.Getenv("PATH"), "MIXPREC_BUNDLE_BUDGET=120")
+	if code != 0 {
+		t.Errorf("run.sh with CUDA exited %d, want 0\n%s", code, stdout)
+	}
+	logs := []string{"01-nvidia-smi.log", "02-device.log", "03-cudaops-tests.log", "04-testdev-tests.log",
+		"05-autograd-tests.log", "05-amp-tests.log", "05-nn-tests.log", "05-optim-tests.log", "06-mnist-tests.log",
+		"07-mnist-cuda-f16.log", "08-bench-matmul.log", "09-torch-mm.log", "10-mnist-cpu-f16.log", "11-memcompare-cuda.log"}
+	files := checkOutDir(t, out, stdout, logs, nil)
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("run.sh left %d entries in TMPDIR (%s)", len(left), left[0].Name())
+	}
+	if !strings.Contains(string(files[archiveDir+"02-device.log"]), wheel) {
+		t.Errorf("02-device.log does not show %s in MIXPREC_CUBLAS:\n%s", wheel, files[archiveDir+"02-device.log"])
+	}
+	got, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range testBinaries {
+		if !strings.Contains(string(got), n+".test ") {
+			t.Errorf("tests/%s.test did not run; programs run:\n%s", n, got)
+		}
+	}
+	summary := string(files[archiveDir+"summary.txt"])
+	if realPython == "" {
+		t.Log("no python3 here: the summary's ratios are not checked")
+		return
+	}
+	for _, want := range []string{"F16 at least 60% of torch.mm: PASS (75%)", "test accuracy cuda 0.9700, cpu 0.9700"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, summary)
+		}
+	}
+}
+
+// TestBundle builds a real bundle with bundle.sh, checks that its README
+// says what the binaries link against (they are not static: purego needs
+// glibc's loader), and, where CUDA does not open, runs it: run.sh must stop
+// after the CUDA check and leave its archive.
+func TestBundle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bundle's test binaries and programs")
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("the bundle is built for linux/amd64")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "data", "mnist", "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skip("no data/mnist (make data fetches it)")
+	}
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	cmd := exec.Command("sh", "tools/cuda/bundle.sh", bundle)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bundle.sh: %v\n%s", err, b)
+	}
+	readme, err := os.ReadFile(filepath.Join(bundle, "README"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := readTarGz(t, filepath.Join(bundle, "payload.tar.gz"))
+	for _, n := range []string{"bin/mixprec", "bin/mnist", "tests/cudaops.test"} {
+		f, err := elf.NewFile(bytes.NewReader(payload[n]))
+		if err != nil {
+			t.Fatalf("payload %s: %v", n, err)
+		}
+		interp := ""
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				b, _ := io.ReadAll(p.Open())
+				interp = strings.TrimRight(string(b), "\x00")
+			}
+		}
+		libs, err := f.ImportedLibraries()
+		if err != nil {
+			t.Fatalf("payload %s: %v", n, err)
+		}
+		if interp == "" {
+			t.Errorf("payload %s has no program interpreter: it is static, and the README says otherwise", n)
+		}
+		for _, s := range append(libs, interp) {
+			if !strings.Contains(string(readme), s) {
+				t.Errorf("payload %s needs %s, which the bundle's README does not name:\n%s", n, s, readme)
+			}
+		}
+		// No symbol versions required, so any glibc runs it, as the README says.
+		if syms, _ := f.ImportedSymbols(); len(syms) > 0 {
+			for _, s := range syms {
+				if s.Version != "" {
+					t.Errorf("payload %s imports %s@%s; the README says any glibc will do", n, s.Name, s.Version)
+					break
+				}
+			}
+		}
+		f.Close()
+	}
+	if !regexp.MustCompile(`dynamically linked against glibc`).Match(readme) {
+		t.Errorf("the bundle's README does not say the binaries are dynamically linked against glibc:\n%s", readme)
+	}
+
+	// Running it needs a machine where CUDA does not open (with a GPU the
+	// run takes minutes, and make test-cuda covers it).
+	out := filepath.Join(t.TempDir(), "out")
+	stdout, code := runBundle(t, bundle, out, "TMPDIR="+t.TempDir(), "MIXPREC_BUNDLE_BUDGET=120")
+	if strings.Contains(stdout, "backend: cuda") {
+		t.Skip("CUDA opens here; run.sh was left to make test-cuda and the GPU machine")
+	}
+	if code != 1 || !strings.Contains(stdout, "run.sh: stopping: CUDA did not open, so nothing after the CUDA check can run: ") {
+		t.Errorf("run.sh on a machine without CUDA: exit %d; want 1 and the line saying it stops\n%s", code, stdout)
+	}
+	checkOutDir(t, out, stdout, []string{"02-device.log"}, []string{"03-cudaops-tests.log"})
+}
