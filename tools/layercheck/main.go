@@ -28,7 +28,7 @@ var layers = map[string]int{
 	"device": 1, "device/cpu": 1, "device/devicetest": 1, "cudaops": 1, "safetensors": 1, "mpi": 1,
 	"tensor":   2,
 	"autograd": 3, "datasets": 3,
-	"nn": 4, "optim": 4, "amp": 4,
+	"nn": 4, "optim": 4, "amp": 4, "distributed": 4,
 	"runstate": 5,
 	"examples": 6, "cmd": 6,
 }

@@ -1,0 +1,240 @@
+// Package distributed trains one model on several processes at once, as
+// PyTorch's DistributedDataParallel does: every rank holds a full copy of
+// the model, takes its own shard of each batch ([datasets.Shard]), and
+// averages the gradients with the others before the optimiser steps, so the
+// copies stay identical. It is written against [device.Comm] and never
+// names MPI or NCCL.
+//
+// The scaler composes without help: gradients are averaged before
+// GradScaler unscales them, so an overflow on any rank becomes an Inf or
+// NaN in every rank's averaged gradient and every rank skips the same step.
+// BatchNorm's running statistics are not synchronised: each rank keeps its
+// own, as DDP does by default, and rank 0's are what a saved model holds.
+package distributed
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// DefaultBucketBytes is the size of one all-reduce: PyTorch's 25 MiB.
+const DefaultBucketBytes = 25 << 20
+
+// DataParallel averages a model's gradients across the ranks of a Comm.
+type DataParallel struct {
+	comm   device.Comm
+	model  nn.Module
+	params []*autograd.Var
+	bucket int // elements per all-reduce
+}
+
+// Option configures New.
+type Option func(*DataParallel)
+
+// BucketBytes sets how many bytes of gradients one all-reduce carries.
+func BucketBytes(n int) Option {
+	return func(d *DataParallel) { d.bucket = max(1, n/4) }
+}
+
+// New checks that every rank's model has the same parameters and buffers
+// (names, shapes and order; the error names the first difference) and then
+// gives every rank rank 0's values, so that training starts from one model
+// whatever each rank initialised. Every rank must call it.
+func New(comm device.Comm, model nn.Module, opts ...Option) (*DataParallel, error) {
+	d := &DataParallel{comm: comm, model: model, params: model.Params(), bucket: DefaultBucketBytes / 4}
+	for _, o := range opts {
+		o(d)
+	}
+	if err := d.checkSame(); err != nil {
+		return nil, err
+	}
+	for _, e := range nn.State(model) {
+		if e.Var.Value == nil {
+			return nil, fmt.Errorf("distributed: %s has no value on a device; call nn.To before New", e.Name)
+		}
+		if err := comm.Broadcast(e.Var.Value.Buffer(), 0); err != nil {
+			return nil, fmt.Errorf("distributed: broadcasting %s: %w", e.Name, err)
+		}
+	}
+	return d, nil
+}
+
+// describe is the model's layout as text: one line per entry.
+func describe(m nn.Module) string {
+	var b strings.Builder
+	for _, e := range nn.State(m) {
+		fmt.Fprintf(&b, "%s %v\n", e.Name, e.Var.Shape())
+	}
+	return b.String()
+}
+
+// broadcastText sends rank 0's s to every rank through F32 buffers, the
+// only thing a Comm carries: each byte becomes one float, exactly.
+func (d *DataParallel) broadcastText(s string) (string, error) {
+	dev := d.anyDevice()
+	n := tensor.New(dev, dtype.F32, device.Temp, 1)
+	defer n.Release()
+	dev.CopyFromHost(n.Buffer(), []float32{float32(len(s))})
+	if err := d.comm.Broadcast(n.Buffer(), 0); err != nil {
+		return "", err
+	}
+	size := int(n.ToHost()[0])
+	if size == 0 {
+		return "", nil
+	}
+	buf := tensor.New(dev, dtype.F32, device.Temp, size)
+	defer buf.Release()
+	vals := make([]float32, size)
+	for i := range vals {
+		if i < len(s) {
+			vals[i] = float32(s[i])
+		}
+	}
+	dev.CopyFromHost(buf.Buffer(), vals)
+	if err := d.comm.Broadcast(buf.Buffer(), 0); err != nil {
+		return "", err
+	}
+	out := make([]byte, size)
+	for i, v := range buf.ToHost() {
+		out[i] = byte(v)
+	}
+	return string(out), nil
+}
+
+func (d *DataParallel) anyDevice() device.Device {
+	for _, e := range nn.State(d.model) {
+		if e.Var.Value != nil {
+			return e.Var.Value.Device()
+		}
+	}
+	dev, err := device.Open("cpu")
+	if err != nil {
+		panic("distributed: a model with no values and no CPU backend linked in")
+	}
+	return dev
+}
+
+// checkSame compares every rank's layout with rank 0's; all ranks learn
+// whether any differs, so that all fail together.
+func (d *DataParallel) checkSame() error {
+	mine := describe(d.model)
+	root, err := d.broadcastText(mine)
+	if err != nil {
+		return fmt.Errorf("distributed: comparing models: %w", err)
+	}
+	diff := firstDifference(root, mine)
+	dev := d.anyDevice()
+	flag := tensor.New(dev, dtype.F32, device.Temp, 1)
+	defer flag.Release()
+	bad := float32(0)
+	if diff != "" {
+		bad = 1
+	}
+	dev.CopyFromHost(flag.Buffer(), []float32{bad})
+	if err := d.comm.AllReduce(flag.Buffer(), device.Sum); err != nil {
+		return fmt.Errorf("distributed: comparing models: %w", err)
+	}
+	switch {
+	case diff != "":
+		return fmt.Errorf("distributed: rank %d's model differs from rank 0's: %s", d.comm.Rank(), diff)
+	case flag.ToHost()[0] != 0:
+		return fmt.Errorf("distributed: rank %d: another rank's model differs from rank 0's (that rank names the difference)", d.comm.Rank())
+	}
+	return nil
+}
+
+func firstDifference(root, mine string) string {
+	a, b := strings.Split(root, "\n"), strings.Split(mine, "\n")
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			switch {
+			case x == "":
+				return fmt.Sprintf("entry %d is %q here and absent on rank 0", i, y)
+			case y == "":
+				return fmt.Sprintf("entry %d is %q on rank 0 and absent here", i, x)
+			}
+			return fmt.Sprintf("entry %d is %q on rank 0 and %q here", i, x, y)
+		}
+	}
+	return ""
+}
+
+// Comm is the communicator the gradients are averaged over.
+func (d *DataParallel) Comm() device.Comm { return d.comm }
+
+// SyncGrads replaces every parameter's gradient with its average over the
+// ranks, in buckets of about the bucket size. A parameter without a
+// gradient on this rank counts as zeros (and gets the average), so ranks
+// that did not use a parameter this step stay in step with those that did.
+// Call it after Backward and before the scaler or optimiser steps.
+func (d *DataParallel) SyncGrads() error {
+	if d.comm.Size() == 1 {
+		return nil
+	}
+	var batch []*autograd.Var
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := d.reduceBucket(batch, n)
+		batch, n = batch[:0], 0
+		return err
+	}
+	for _, p := range d.params {
+		size := tensor.Numel(p.Shape())
+		if n > 0 && n+size > d.bucket {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		batch = append(batch, p)
+		n += size
+	}
+	return flush()
+}
+
+// reduceBucket averages the gradients of ps (n elements in all) with one
+// all-reduce of a packed F32 buffer on their device.
+func (d *DataParallel) reduceBucket(ps []*autograd.Var, n int) error {
+	dev := ps[0].Value.Device()
+	host := make([]float32, n)
+	off := 0
+	for _, p := range ps {
+		size := tensor.Numel(p.Shape())
+		if p.Grad != nil {
+			copy(host[off:off+size], p.Grad.ToHost())
+		}
+		off += size
+	}
+	buf := tensor.New(dev, dtype.F32, device.Temp, n)
+	defer buf.Release()
+	dev.CopyFromHost(buf.Buffer(), host)
+	if err := d.comm.AllReduce(buf.Buffer(), device.Avg); err != nil {
+		return fmt.Errorf("distributed: averaging gradients: %w", err)
+	}
+	dev.CopyToHost(host, buf.Buffer())
+	off = 0
+	for _, p := range ps {
+		size := tensor.Numel(p.Shape())
+		if p.Grad == nil {
+			p.Grad = tensor.New(dev, dtype.F32, device.Grad, p.Shape()...)
+		}
+		dev.CopyFromHost(p.Grad.Buffer(), host[off:off+size])
+		off += size
+	}
+	return nil
+}
