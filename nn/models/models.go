@@ -6,6 +6,7 @@ package models
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/mixprec/mixprec/autograd"
@@ -47,21 +48,66 @@ func DeepMLP(rng *rand.Rand, in, width, depth, out int, p float32) *nn.Sequentia
 }
 
 // Spec describes a named model: the input one sample has, the number of
-// classes, the batch size its workload uses, and how to build it.
+// classes, the batch size its workload uses, how to build it, and the recipe
+// that trains it.
 type Spec struct {
 	Name    string
 	Input   []int // shape of one sample
 	Classes int
 	Batch   int // the workload's default batch size
 	Build   func(rng *rand.Rand) *nn.Sequential
+	Train   Recipe
 }
 
+// Schedule names a learning-rate schedule; the programs build it with
+// package optim, which this package cannot import (they share a layer).
+type Schedule uint8
+
+const (
+	// Constant keeps the learning rate fixed.
+	Constant Schedule = iota
+	// OneCycle is Smith's one-cycle policy peaking at the learning rate a
+	// quarter of the way through training (torch's OneCycleLR).
+	OneCycle
+	// Cosine warms up linearly for an epoch (at most a tenth of the run)
+	// and then decays to zero along a half cosine.
+	Cosine
+)
+
+// Recipe is how the example programs train a model unless a flag says
+// otherwise: settings that train it well in a few epochs, kept beside the
+// model so that every program uses the same ones.
+type Recipe struct {
+	Epochs      int
+	Optimizer   string  // "sgd", "adam" or "adamw"
+	LR          float64 // the base (for OneCycle, the peak) learning rate
+	Momentum    float32 // SGD's momentum
+	Nesterov    bool    // SGD with Nesterov momentum
+	WeightDecay float64 // the optimiser's decay
+	Schedule    Schedule
+	Shift       int // random translation by up to this many pixels; 0: none
+}
+
+// adamwDecay is AdamW's default decay (PyTorch's), spelled out so that a
+// recipe states every setting it trains with.
+const adamwDecay = 1e-2
+
 var specs = []Spec{
-	{"mlp", []int{784}, 10, 128, func(rng *rand.Rand) *nn.Sequential { return MLP(rng, 784, 256, 128, 10) }},
-	{"wide", []int{784}, 10, 512, func(rng *rand.Rand) *nn.Sequential { return MLP(rng, 784, 4096, 4096, 10) }},
-	{"deepmlp", []int{784}, 10, 256, func(rng *rand.Rand) *nn.Sequential { return DeepMLP(rng, 784, 1024, 16, 10, 0.1) }},
-	{"cnn", []int{1, 28, 28}, 10, 128, CNN},
-	{"resnet20", []int{3, 32, 32}, 10, 128, func(rng *rand.Rand) *nn.Sequential { return ResNet20(rng, 10) }},
+	{Name: "mlp", Input: []int{784}, Classes: 10, Batch: 128,
+		Build: func(rng *rand.Rand) *nn.Sequential { return MLP(rng, 784, 256, 128, 10) },
+		Train: Recipe{Epochs: 1, Optimizer: "sgd", LR: 0.05, Momentum: 0.9}}, // the PyTorch peer's workload
+	{Name: "wide", Input: []int{784}, Classes: 10, Batch: 512,
+		Build: func(rng *rand.Rand) *nn.Sequential { return MLP(rng, 784, 4096, 4096, 10) },
+		Train: Recipe{Epochs: 1, Optimizer: "sgd", LR: 0.02, Momentum: 0.9}},
+	{Name: "deepmlp", Input: []int{784}, Classes: 10, Batch: 256,
+		Build: func(rng *rand.Rand) *nn.Sequential { return DeepMLP(rng, 784, 1024, 16, 10, 0.1) },
+		Train: Recipe{Epochs: 1, Optimizer: "adamw", LR: 1e-3, WeightDecay: adamwDecay}},
+	{Name: "cnn", Input: []int{1, 28, 28}, Classes: 10, Batch: 128, Build: CNN,
+		Train: Recipe{Epochs: 1, Optimizer: "adamw", LR: 3e-3, WeightDecay: adamwDecay, Schedule: OneCycle, Shift: 2}},
+	// He et al.'s CIFAR-10 recipe, with a cosine schedule for their steps.
+	{Name: "resnet20", Input: []int{3, 32, 32}, Classes: 10, Batch: 128,
+		Build: func(rng *rand.Rand) *nn.Sequential { return ResNet20(rng, 10) },
+		Train: Recipe{Epochs: 30, Optimizer: "sgd", LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4, Schedule: Cosine}},
 }
 
 // Lookup returns the model named name: "mlp" (784-256-128-10), "wide"
@@ -75,6 +121,9 @@ func Lookup(name string) (Spec, error) {
 	}
 	return Spec{}, fmt.Errorf("unknown model %q (have %s)", name, strings.Join(Names(), ", "))
 }
+
+// Specs returns every model Lookup knows, in the order Names lists them.
+func Specs() []Spec { return slices.Clone(specs) }
 
 // Names lists the models Lookup knows.
 func Names() []string {
