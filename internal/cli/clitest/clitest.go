@@ -1,0 +1,65 @@
+// Package clitest runs a program's main function in a child process from
+// its tests, so that they see what a user sees: the exit status and the
+// exact standard output and error, a panic's stack trace included.
+package clitest
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// envVar tells the re-executed test binary to run main instead of tests.
+const envVar = "MIXPREC_CLITEST_MAIN"
+
+// Main is a program's TestMain: in a child started by Run it runs main and
+// exits 0 when main returns; otherwise it runs the tests.
+func Main(m *testing.M, main func()) {
+	if os.Getenv(envVar) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Result is what one run of the program left.
+type Result struct {
+	Code           int
+	Stdout, Stderr string
+}
+
+// Run runs the program's main with args in a child process (the test
+// binary itself, through Main) with env added to the environment.
+func Run(t *testing.T, env []string, args ...string) Result {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), envVar+"=1"), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := Result{Stdout: out.String(), Stderr: errb.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.Code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return r
+}
+
+// OneLine reports a problem with s as a program's error output: it must be
+// exactly one line, with no sign of a panic or a stack trace. It returns ""
+// when s is fine.
+func OneLine(s string) string {
+	switch {
+	case strings.Contains(s, "panic") || strings.Contains(s, "goroutine "):
+		return "a panic or stack trace"
+	case strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n"):
+		return "not exactly one line"
+	}
+	return ""
+}
