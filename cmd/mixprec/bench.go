@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/mixprec/mixprec/cudaops"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/internal/cli"
 )
 
 // matmulResult is one dtype's figures; a zero rate means not measured.
@@ -42,38 +42,36 @@ type matmulReport struct {
 // there; rates of different sizes compare fairly once both are large
 // enough to keep the machine busy.
 func cmdBench(args []string, stdout, stderr io.Writer) error {
+	const about = "Times square GEMMs (C = A*B, every operand in one dtype) on the CPU and the GPU\n" +
+		"and reports TFLOP/s (2n^3 per GEMM) and the ratio."
 	if len(args) == 0 || args[0] != "matmul" {
-		fmt.Fprintln(stderr, "usage: mixprec bench matmul [-n 4096] [-dtypes f32,f16,bf16] [-reps 20] [-cpu-n 2048] [-cpu-reps 3] [-json]")
-		return errors.New("unknown benchmark: want matmul")
+		switch {
+		case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+			fmt.Fprintf(stdout, "usage: mixprec bench matmul [flags]\n\n%s\n\nmixprec bench matmul -h lists the flags.\n", about)
+			return flag.ErrHelp
+		case len(args) == 0:
+			return cli.Usagef("want a benchmark: mixprec bench matmul")
+		}
+		return cli.Usagef("unknown benchmark %q: want matmul", args[0])
 	}
-	fs := flag.NewFlagSet("bench matmul", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	n := fs.Int("n", 4096, "matrix size on the GPU")
-	dtypes := fs.String("dtypes", "f32,f16,bf16", "comma-separated dtypes")
-	reps := fs.Int("reps", 20, "timed GEMMs per dtype on the GPU, after 3 warm-up ones")
-	cpuN := fs.Int("cpu-n", 2048, "matrix size on the CPU (0: skip the CPU)")
-	cpuReps := fs.Int("cpu-reps", 3, "timed GEMMs per dtype on the CPU, after one warm-up")
-	gpuOnly := fs.Bool("gpu-only", false, "skip the CPU")
+	fs := cli.NewFlagSet("mixprec bench matmul", about)
+	var n, reps, cpuN, cpuReps int
+	cli.IntVar(fs, &n, "n", 4096, 1, maxN, "matrix size on the GPU")
+	dts := []dtype.DType{dtype.F32, dtype.F16, dtype.BF16}
+	fs.Var((*dtypeList)(&dts), "dtypes", "comma-separated dtypes")
+	cli.IntVar(fs, &reps, "reps", 20, 1, 0, "timed GEMMs per dtype on the GPU, after 3 warm-up ones")
+	cli.IntVar(fs, &cpuN, "cpu-n", 2048, 1, maxN, "matrix size on the CPU (-gpu-only skips the CPU)")
+	cli.IntVar(fs, &cpuReps, "cpu-reps", 3, 1, 0, "timed GEMMs per dtype on the CPU, after one warm-up")
+	gpuOnly := fs.Bool("gpu-only", false, "skip the CPU; an error when no GPU opens")
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cli.Parse(fs, args[1:], stdout); err != nil {
 		return err
 	}
-	if *n < 1 || *reps < 1 || *cpuN < 0 || *cpuReps < 1 {
-		return fmt.Errorf("-n %d, -reps %d, -cpu-n %d, -cpu-reps %d: want positive sizes and counts", *n, *reps, *cpuN, *cpuReps)
-	}
 	if *gpuOnly {
-		*cpuN = 0
-	}
-	var dts []dtype.DType
-	for _, s := range strings.Split(*dtypes, ",") {
-		dt, err := dtype.Parse(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("-dtypes: %w", err)
-		}
-		dts = append(dts, dt)
+		cpuN = 0
 	}
 
-	rep := matmulReport{N: *n, CPUN: *cpuN, Reps: *reps, CPUReps: *cpuReps}
+	rep := matmulReport{N: n, CPUN: cpuN, Reps: reps, CPUReps: cpuReps}
 	cpuDev, err := device.Open("cpu")
 	if err != nil {
 		return err
@@ -85,21 +83,25 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		gpuDev = d.(*cudaops.Device)
 		rep.GPU = gpuDev.Info().Name
 	}
+	if *gpuOnly && gpuDev == nil {
+		// A table of dashes would look like a result.
+		return fmt.Errorf("-gpu-only: no GPU to time: %s", rep.GPUUnavailable)
+	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "matmul: C = A*B, square, every operand in the dtype; TFLOP/s = 2n^3 / time\n")
-		if *cpuN > 0 {
-			fmt.Fprintf(stdout, "cpu: n=%d, %d GEMMs per dtype\n", *cpuN, *cpuReps)
+		if cpuN > 0 {
+			fmt.Fprintf(stdout, "cpu: n=%d, %d GEMMs per dtype\n", cpuN, cpuReps)
 		}
 		if gpuDev != nil {
-			fmt.Fprintf(stdout, "gpu: %s, n=%d, %d GEMMs per dtype (CUDA events)\n", rep.GPU, *n, *reps)
+			fmt.Fprintf(stdout, "gpu: %s, n=%d, %d GEMMs per dtype (CUDA events)\n", rep.GPU, n, reps)
 		} else {
 			fmt.Fprintf(stdout, "gpu: unavailable: %s\n", rep.GPUUnavailable)
 		}
 	}
 	for _, dt := range dts {
 		r := matmulResult{DType: dt.String()}
-		if *cpuN > 0 {
-			sec, err := timeGemm(cpuDev, dt, *cpuN, *cpuReps, 1, func(fn func()) (time.Duration, error) {
+		if cpuN > 0 {
+			sec, err := timeGemm(cpuDev, dt, cpuN, cpuReps, 1, func(fn func()) (time.Duration, error) {
 				start := time.Now()
 				fn()
 				return time.Since(start), cpuDev.Sync()
@@ -107,14 +109,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r.CPUSeconds, r.CPUTFLOPS = sec, flops(*cpuN)/sec/1e12
+			r.CPUSeconds, r.CPUTFLOPS = sec, flops(cpuN)/sec/1e12
 		}
 		if gpuDev != nil {
-			sec, err := timeGemm(gpuDev, dt, *n, *reps, 3, gpuDev.Time)
+			sec, err := timeGemm(gpuDev, dt, n, reps, 3, gpuDev.Time)
 			if err != nil {
 				return err
 			}
-			r.GPUSeconds, r.GPUTFLOPS = sec, flops(*n)/sec/1e12
+			r.GPUSeconds, r.GPUTFLOPS = sec, flops(n)/sec/1e12
 		}
 		if r.CPUTFLOPS > 0 && r.GPUTFLOPS > 0 {
 			r.Speedup = r.GPUTFLOPS / r.CPUTFLOPS
@@ -182,3 +184,37 @@ func timeGemm(dev device.Device, dt dtype.DType, n, reps, warm int, clock func(f
 	}
 	return d.Seconds() / float64(reps), nil
 }
+
+// maxN bounds the matrix sizes: three n x n F32 operands of 32768 take
+// 12 GiB, more than a benchmark should ask of a machine.
+const maxN = 32768
+
+// dtypeList is the -dtypes flag: dtypes parsed once, when the flag is.
+type dtypeList []dtype.DType
+
+func (l *dtypeList) String() string {
+	if l == nil {
+		return ""
+	}
+	var s []string
+	for _, dt := range *l {
+		s = append(s, dt.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *dtypeList) Set(s string) error {
+	var dts []dtype.DType
+	for _, name := range strings.Split(s, ",") {
+		dt, err := dtype.Parse(strings.TrimSpace(name))
+		if err != nil {
+			return fmt.Errorf("%q: want a comma-separated list of f32, f16 and bf16", name)
+		}
+		dts = append(dts, dt)
+	}
+	*l = dts
+	return nil
+}
+
+// Arg names the flag's value in help.
+func (*dtypeList) Arg() string { return "f32,f16,bf16" }

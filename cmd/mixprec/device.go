@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -37,10 +36,10 @@ type gpuInfo struct {
 // cmdDevice reports the backend -device auto chooses and, for CUDA, the
 // GPU and the libraries behind it, or why CUDA is unavailable.
 func cmdDevice(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("device", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("mixprec device", "Shows the backend -device auto chooses and, for CUDA, the GPU and the libraries\n"+
+		"behind it, or why CUDA is unavailable.")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
 	dev, note, err := cli.OpenDevice("auto")

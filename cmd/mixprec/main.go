@@ -4,16 +4,18 @@
 //	mixprec bench matmul    GEMM timing on the CPU and the GPU in F32, F16 and BF16
 //	mixprec memcompare      one model under FP32, AMP and checkpointing: peak memory
 //	                        per category, step time and loss, as a table and a PNG
+//
+// Exit status: 0 on success and for -h, 1 when a command fails, 2 for a bad
+// command line.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
 	_ "github.com/mixprec/mixprec/device/cpu" // the CPU backend
+	"github.com/mixprec/mixprec/internal/cli"
 )
 
 type command struct {
@@ -36,25 +38,24 @@ func usage(w io.Writer) {
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "help" || os.Args[1] == "--help" {
-		usage(os.Stderr)
-		if len(os.Args) < 2 {
-			os.Exit(2)
-		}
-		return
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a command and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return cli.ExitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return cli.ExitOK
 	}
 	for _, c := range commands {
-		if c.name == os.Args[1] {
-			if err := c.run(os.Args[2:], os.Stdout, os.Stderr); err != nil {
-				if !errors.Is(err, flag.ErrHelp) {
-					fmt.Fprintf(os.Stderr, "mixprec %s: %v\n", c.name, err)
-				}
-				os.Exit(1)
-			}
-			return
+		if c.name == args[0] {
+			return cli.Exit(stderr, "mixprec "+c.name, c.run(args[1:], stdout, stderr))
 		}
 	}
-	fmt.Fprintf(os.Stderr, "mixprec: unknown command %q\n\n", os.Args[1])
-	usage(os.Stderr)
-	os.Exit(2)
+	return cli.Exit(stderr, "mixprec", cli.Usagef("unknown command %q (want device, bench or memcompare; mixprec -h lists them)", args[0]))
 }

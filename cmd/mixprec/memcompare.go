@@ -1,19 +1,22 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/mixprec/mixprec/amp"
-	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/train"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
@@ -31,8 +34,8 @@ type mcConfig struct {
 type mcResult struct {
 	Config     string          `json:"config"`
 	Peak       cli.PeakBytes   `json:"peak_bytes"`
-	StepMillis float64         `json:"step_ms"`
-	FinalLoss  float64         `json:"final_loss"`
+	StepMillis cli.Float       `json:"step_ms"`
+	FinalLoss  cli.Float       `json:"final_loss"` // null when not finite
 	Skipped    int             `json:"skipped_steps"`
 	stats      device.MemStats `json:"-"`
 }
@@ -48,43 +51,44 @@ type mcReport struct {
 }
 
 func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("memcompare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	model := fs.String("model", "wide", "model: "+strings.Join(models.Names(), ", "))
-	batch := fs.Int("batch", 0, "batch size (0: the model's workload batch)")
-	steps := fs.Int("steps", 5, "timed training steps per configuration, after one warm-up step")
-	segFlag := fs.String("checkpoint", "auto", "segments for the checkpointed columns: auto (about sqrt of the layers) or N")
-	low := fs.String("amp", "f16", "low dtype of the AMP + checkpointing column: f16 or bf16")
-	devName := fs.String("device", "auto", "auto, cpu or cuda")
-	png := fs.String("png", "", "also draw the table as a grouped bar chart into this PNG file")
+	fs := cli.NewFlagSet("mixprec memcompare", "Trains one model on synthetic inputs under FP32, F16, BF16, FP32 + checkpointing\n"+
+		"and AMP + checkpointing, and compares peak memory per category, step time and loss.")
+	model := "wide"
+	fs.Var(cli.NewChoice(&model, models.Names()...), "model", "the network to measure")
+	var batch, steps int
+	cli.IntVar(fs, &batch, "batch", 0, 1, cli.MaxBatch, "batch size")
+	fs.Lookup("batch").Value = cli.WithDefaultText(fs.Lookup("batch").Value, batchDefaults())
+	cli.IntVar(fs, &steps, "steps", 5, 1, 0, "timed training steps per configuration, after one warm-up step")
+	ckpt := cli.CheckpointAuto
+	fs.Var(notOff{&ckpt}, "checkpoint", "segments for the checkpointed columns: auto (about the square root of the number of layers) or N")
+	low := cli.AMPTo(dtype.F16)
+	fs.Var(lowAMP{&low}, "amp", "low dtype of the AMP + checkpointing column")
+	devName := "auto"
+	fs.Var(cli.NewChoice(&devName, "auto", "cpu", "cuda"), "device", "backend: auto takes CUDA when a GPU opens, else the CPU")
+	png := fs.String("png", "", "also draw the table as a grouped bar chart into the PNG `file`")
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
 	seed := fs.Uint64("seed", 0, "random seed")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	spec, err := models.Lookup(*model)
+	spec, err := models.Lookup(model)
 	if err != nil {
 		return err
 	}
-	if *batch == 0 {
-		*batch = spec.Batch
+	if !isSet(fs, "batch") {
+		batch = spec.Batch
 	}
-	if *batch < 1 || *steps < 1 {
-		return fmt.Errorf("-batch and -steps must be positive")
+	if *png != "" {
+		// Find out now, not after minutes of measuring, that the chart
+		// cannot be written.
+		if fi, err := os.Stat(filepath.Dir(*png)); err != nil || !fi.IsDir() {
+			return cli.Usagef("-png %s: no directory %s to write it in", *png, filepath.Dir(*png))
+		}
 	}
-	f := cli.Flags{Checkpoint: *segFlag, AMP: *low}
-	segments, err := f.Segments()
-	if err != nil {
-		return err
-	}
-	if segments == -1 {
-		segments = 0 // CheckpointSequential's default
-	}
-	lowType, on, err := f.AMPType()
-	if err != nil || !on {
-		return fmt.Errorf("-amp %q: want f16 or bf16", *low)
-	}
-	dev, note, err := cli.OpenDevice(*devName)
+	layers := len(spec.Build(rand.New(rand.NewPCG(0, 0))).Layers)
+	segments := ckpt.Segments(nn.DefaultSegments(layers))
+	lowType := low.DType()
+	dev, note, err := cli.OpenDevice(devName)
 	if err != nil {
 		return err
 	}
@@ -95,19 +99,18 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 		{"fp32+ckpt", dtype.F32, true},
 		{lowType.String() + "+ckpt", lowType, true},
 	}
-	rep := mcReport{Model: spec.Name, Data: "synthetic", Device: dev.Name(), Batch: *batch, Steps: *steps}
-	layers := len(spec.Build(rand.New(rand.NewPCG(0, 0))).Layers)
-	rep.Segments = len(nn.Split(layers, segments)) - 1
+	rep := mcReport{Model: spec.Name, Data: "synthetic", Device: dev.Name(), Batch: batch, Steps: steps,
+		Segments: len(nn.Split(layers, segments)) - 1}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "memcompare: model %s, batch %d, %d timed steps, device %s, synthetic inputs (memory and time do not depend on the values)\n",
-			spec.Name, *batch, *steps, dev.Name())
+			spec.Name, batch, steps, dev.Name())
 		if note != "" {
 			fmt.Fprintf(stdout, "(CUDA not used: %s)\n", note)
 		}
 	}
 	for _, c := range configs {
-		bar := cli.NewProgress(stderr, "memcompare "+c.Name, *steps+1)
-		r, err := measure(dev, spec, c, *batch, *steps, *seed, segments, bar)
+		bar := cli.NewProgress(stderr, "memcompare "+c.Name, steps+1)
+		r, err := measure(dev, spec, c, batch, steps, *seed, segments, bar)
 		bar.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)
@@ -129,6 +132,54 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// isSet reports whether the command line gave the flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func batchDefaults() string {
+	var each []string
+	for _, s := range models.Specs() {
+		each = append(each, fmt.Sprintf("%s %d", s.Name, s.Batch))
+	}
+	return "per model: " + strings.Join(each, ", ")
+}
+
+// notOff is memcompare's -checkpoint: its checkpointed columns need
+// segments, so off (which used to mean auto here) is refused.
+type notOff struct{ *cli.Checkpoint }
+
+func (v notOff) Set(s string) error {
+	var c cli.Checkpoint
+	if err := c.Set(s); err != nil {
+		return err
+	}
+	if !c.On() {
+		return errors.New("the checkpointed columns need auto or a number of segments >= 1")
+	}
+	*v.Checkpoint = c
+	return nil
+}
+
+func (notOff) Arg() string { return "auto|N" }
+
+// lowAMP is memcompare's -amp: the dtype of its AMP + checkpointing
+// column, so off is refused.
+type lowAMP struct{ *cli.AMP }
+
+func (v lowAMP) Set(s string) error {
+	var a cli.AMP
+	if err := a.Set(s); err != nil || !a.On() {
+		return errors.New("want f16 or bf16")
+	}
+	*v.AMP = a
+	return nil
+}
+
+func (lowAMP) Arg() string { return "f16|bf16" }
+
 // measure trains a fresh copy of the model for one warm-up step (which
 // allocates gradients and optimiser state) and then steps timed steps,
 // recording peak memory over the timed steps only.
@@ -145,30 +196,11 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 	for i := range y {
 		y[i] = int32(rng.IntN(spec.Classes))
 	}
-	step := func() (float64, error) {
-		g := autograd.NewGraph(dev)
-		defer g.Release()
-		if c.Low != dtype.F32 {
-			amp.Autocast(g, c.Low)
-		}
-		in := g.Input(x)
-		var logits *autograd.Var
-		if c.Checkpoint {
-			logits = nn.CheckpointSequential(g, net.Layers, segments, in)
-		} else {
-			logits = net.Forward(g, in)
-		}
-		loss := nn.CrossEntropy(g, logits, y)
-		g.Backward(scaler.Scale(g, loss))
-		if _, err := scaler.Step(opt); err != nil {
-			return 0, err
-		}
-		if err := scaler.Update(); err != nil {
-			return 0, err
-		}
-		opt.ZeroGrad()
-		return float64(loss.Value.Item()), nil
+	st := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: c.Low}
+	if c.Checkpoint {
+		st.Segments = segments
 	}
+	step := func() (float64, error) { return st.Run(x, y) }
 	if _, err := step(); err != nil {
 		return mcResult{}, err
 	}
@@ -192,10 +224,10 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 		loss = l
 		bar.Update(i+2, fmt.Sprintf("%.1f ms/step", times[len(times)-1]))
 	}
-	st := dev.MemStats()
+	ms := dev.MemStats()
 	slices.Sort(times)
-	return mcResult{Config: c.Name, Peak: cli.Peaks(st), StepMillis: times[len(times)/2], FinalLoss: loss,
-		Skipped: scaler.Skipped(), stats: st}, nil
+	return mcResult{Config: c.Name, Peak: cli.Peaks(ms), StepMillis: cli.Float(times[len(times)/2]), FinalLoss: cli.Float(loss),
+		Skipped: scaler.Skipped(), stats: ms}, nil
 }
 
 // rows are the table's memory rows, in order.
@@ -245,7 +277,7 @@ func printTable(w io.Writer, rep mcReport) {
 	}
 	fmt.Fprintf(w, "%-12s", "step time")
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "%*s", col, fmt.Sprintf("%.1f ms", r.StepMillis)+ratio(r.StepMillis, base.StepMillis))
+		fmt.Fprintf(w, "%*s", col, fmt.Sprintf("%.1f ms", r.StepMillis)+ratio(float64(r.StepMillis), float64(base.StepMillis)))
 	}
 	fmt.Fprintf(w, "\n%-12s", "final loss")
 	for _, r := range rep.Results {

@@ -8,20 +8,21 @@
 // program says where to get it and exits. -synthetic trains on random data
 // of the right shapes instead, for speed and memory measurements only: every
 // line it prints and its JSON say so.
+//
+// Exit statuses are examples/mnist's: 3 when the loss became NaN or
+// infinite (after the summary), 2 for a bad flag, 1 for any other failure.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/mixprec/mixprec/amp"
-	"github.com/mixprec/mixprec/autograd"
 	_ "github.com/mixprec/mixprec/cudaops" // the CUDA backend, used when a GPU is present
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
@@ -34,34 +35,30 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "cifar:", err)
-		}
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit(os.Stderr, "cifar", run(os.Args[1:], os.Stdout, os.Stderr)))
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("cifar", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	resnet, err := models.Lookup("resnet20")
+	if err != nil {
+		return err
+	}
+	fs := cli.NewFlagSet("cifar", "Trains a ResNet-20 on CIFAR-10 (the binary version, in DATA/cifar10) with SGD,\n"+
+		"Nesterov momentum, weight decay and a cosine schedule, in FP32 or mixed precision,\n"+
+		"and reports accuracy, speed and peak memory.")
 	var f cli.Flags
-	f.Register(fs, cli.Flags{Model: "resnet20", Epochs: 30, Batch: 128, LR: 0.1})
+	f.Register(fs, []models.Spec{resnet}, []string{"sgd"}, "one segment per residual stage, and the stem and head")
 	synthetic := fs.Bool("synthetic", false, "train on random data of CIFAR-10's shapes (speed and memory measurements only)")
-	workers := fs.Int("workers", 2, "background workers preparing and augmenting batches")
-	wd := fs.Float64("wd", 5e-4, "weight decay")
-	if err := fs.Parse(args); err != nil {
+	var workers int
+	cli.IntVar(fs, &workers, "workers", 2, 1, 0, "background workers preparing and augmenting batches")
+	var wd float64
+	cli.FloatVar(fs, &wd, "wd", resnet.Train.WeightDecay, "weight decay", true, "weight decay")
+	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := f.Validate(); err != nil {
-		return err
-	}
-	if f.Model != "resnet20" {
-		return fmt.Errorf("-model %q: want resnet20", f.Model)
-	}
-	if f.Optimizer != "" && f.Optimizer != "sgd" {
-		return fmt.Errorf("-optim %q: the CIFAR recipe is SGD with Nesterov momentum", f.Optimizer)
-	}
+	spec := f.Resolve(fs)
+	recipe := spec.Train
+	recipe.WeightDecay = wd
 	tag := ""
 	if *synthetic {
 		tag = "[synthetic data] "
@@ -76,10 +73,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Every batch is full (DropLast), so a batch larger than the training
+	// set would train on nothing.
+	tooBig := func(n int) error {
+		return cli.Usagef("-batch %d: the training set holds only %d samples, and short batches are dropped", f.Batch, n)
+	}
 	var trainSet, testSet *datasets.Dataset
 	if *synthetic {
 		n := 50000
-		if f.MaxSteps > 0 {
+		if f.Batch > n {
+			return tooBig(n)
+		}
+		if f.MaxSteps > 0 && f.MaxSteps < n/f.Batch+1 {
 			n = min(n, f.MaxSteps*f.Batch) // generate only what the run will use
 		}
 		trainSet = datasets.Synthetic(n, []int{3, 32, 32}, 10, f.Seed)
@@ -89,43 +94,39 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else if trainSet, testSet, err = datasets.LoadCIFAR10(filepath.Join(datasets.Root(f.Data), "cifar10")); err != nil {
 		return fmt.Errorf("%w; or run with -synthetic to measure speed and memory on random data", err)
 	}
+	perEpoch := datasets.NumBatches(trainSet, f.Batch, datasets.DropLast())
+	if perEpoch == 0 {
+		return tooBig(trainSet.Len())
+	}
 
 	rng := rand.New(rand.NewPCG(f.Seed, 0x63696661))
-	net := models.ResNet20(rng, 10)
+	net := spec.Build(rng)
 	nn.To(net, dev)
 	defer nn.Release(net)
-	opt := optim.NewSGD(net.Params(), optim.LR(float32(f.LR)), optim.Momentum(0.9), optim.Nesterov(), optim.WeightDecay(float32(*wd)))
+	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
+	if err != nil {
+		return err
+	}
 	defer optim.Release(opt)
-	perEpoch := datasets.NumBatches(trainSet, f.Batch, datasets.DropLast())
-	total := perEpoch * f.Epochs
-	if f.MaxSteps > 0 {
-		total = min(total, f.MaxSteps)
-	}
-	schedule := optim.Cosine(float32(f.LR), 0, min(perEpoch, total/10), total)
+	total := train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps)
+	schedule := train.NewSchedule(recipe, f.LR, perEpoch, total)
 
-	lowType, useAMP, _ := f.AMPType()
-	scaler := amp.NewGradScaler(amp.For(lowType))
-	segments, _ := f.Segments()
-	if segments == -1 {
-		segments = len(net.Layers) // auto: one segment per residual stage (and the stem and head)
-	}
-	forward := func(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-		if segments == 0 {
-			return net.Forward(g, x)
-		}
-		return nn.CheckpointSequential(g, net.Layers, segments, x)
-	}
+	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()))
+	step := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: f.AMP.DType(),
+		Segments: f.Checkpoint.Segments(len(net.Layers))} // auto: one segment per stage
 
-	log("cifar10: resnet20, %d parameters, SGD nesterov lr %g cosine, on %s, amp %s, checkpointing %s", nn.CountParams(net), f.LR, dev.Name(), f.AMP, f.Checkpoint)
+	log("cifar10: %s, %d parameters, SGD nesterov lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
+		spec.Name, nn.CountParams(net), f.LR, wd, f.Batch, dev.Name(), f.AMP, f.Checkpoint)
 	if note != "" {
 		log("(CUDA not used: %s)", note)
 	}
-	if useAMP && !scaler.IsEnabled() {
+	if f.AMP.On() && !scaler.IsEnabled() {
 		log("(%s)", scaler.Note())
 	}
 
 	dev.ResetPeak()
 	var peak device.MemStats
+	var diverged *cli.Diverged
 	steps, trainTime, lastLoss, acc := 0, 0.0, 0.0, 0.0
 	wall := time.Now()
 	for epoch := range f.Epochs {
@@ -134,28 +135,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 		start := time.Now()
 		sum, n := 0.0, 0
 		batches := datasets.Batches(trainSet, f.Batch, datasets.Shuffle(f.Seed), datasets.Epoch(epoch), datasets.DropLast(),
-			datasets.Workers(*workers), datasets.Augment(datasets.RandomCropFlip(4)))
+			datasets.Workers(workers), datasets.Augment(datasets.RandomCropFlip(4)))
 		for b := range batches {
 			optim.Apply(opt, schedule, steps)
-			g := autograd.NewGraph(dev)
-			if useAMP {
-				amp.Autocast(g, lowType)
-			}
-			loss := nn.CrossEntropy(g, forward(g, g.Input(b.X)), b.Y)
-			g.Backward(scaler.Scale(g, loss))
-			if _, err := scaler.Step(opt); err != nil {
+			l, err := step.Run(b.X, b.Y)
+			if err != nil {
 				return err
 			}
-			if err := scaler.Update(); err != nil {
-				return err
-			}
-			opt.ZeroGrad()
-			l := float64(loss.Value.Item())
-			g.Release()
-
 			sum += l
 			n++
 			steps++
+			if math.IsNaN(l) || math.IsInf(l, 0) {
+				diverged = &cli.Diverged{Step: steps, Epoch: epoch + 1, Loss: l} // see examples/mnist
+				break
+			}
 			bar.Update(n, fmt.Sprintf("loss %.4f lr %.4f", sum/float64(n), opt.LR()))
 			if steps >= total {
 				break
@@ -165,7 +158,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		bar.Done()
 		lastLoss = sum / float64(max(n, 1))
 		peak = train.MaxPeak(peak, dev.MemStats())
-		acc = train.Evaluate(dev, net, testSet, 500, useAMP, lowType)
+		if diverged != nil {
+			acc = math.NaN()
+			break
+		}
+		acc = train.Evaluate(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s, %.1f ms/step", epoch+1, lastLoss,
 			100*acc, float64(steps*f.Batch)/trainTime, 1000*trainTime/float64(steps))
@@ -177,14 +174,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *synthetic {
 		data = "synthetic"
 	}
-	s := cli.Summary{Model: f.Model, Data: data, Device: dev.Name(), AMP: f.AMP, Checkpoint: f.Checkpoint,
-		Epochs: f.Epochs, Steps: steps, TrainLoss: lastLoss, TestAccuracy: acc,
-		SamplesPerSec: float64(steps*f.Batch) / trainTime, MsPerStep: 1000 * trainTime / float64(max(steps, 1)),
-		WallSeconds: time.Since(wall).Seconds(), SkippedSteps: scaler.Skipped(), FinalScale: float64(scaler.LossScale()),
-		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: f.LR, Optimizer: "sgd-nesterov", DeviceFallback: note}
-	if f.JSON {
-		return cli.PrintJSON(stdout, s)
+	s := cli.Summary{Model: f.Model, Data: data, Device: dev.Name(), AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(),
+		Epochs: f.Epochs, Steps: steps, TrainLoss: cli.Float(lastLoss), TestAccuracy: cli.Float(acc),
+		SamplesPerSec: cli.Float(float64(steps*f.Batch) / trainTime), MsPerStep: cli.Float(1000 * trainTime / float64(max(steps, 1))),
+		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
+		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: "sgd-nesterov", DeviceFallback: note}
+	if diverged != nil {
+		s.Diverged, s.DivergedStep = true, diverged.Step
 	}
-	log("peak memory: %s (activations %s)", device.FormatBytes(s.PeakBytes.Total), device.FormatBytes(s.PeakBytes.Activation))
+	if f.JSON {
+		if err := cli.PrintJSON(stdout, s); err != nil {
+			return err
+		}
+	} else {
+		log("peak memory: %s (activations %s)", device.FormatBytes(s.PeakBytes.Total), device.FormatBytes(s.PeakBytes.Activation))
+	}
+	if diverged != nil {
+		return diverged
+	}
 	return nil
 }

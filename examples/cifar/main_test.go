@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m, main) }
 
 func runJSON(t *testing.T, args ...string) cli.Summary {
 	t.Helper()
@@ -42,7 +47,7 @@ func TestSynthetic(t *testing.T) {
 		t.Skip("trains ResNet-20 for a few steps")
 	}
 	s := runJSON(t, "-synthetic", "-max-steps", "3", "-amp", "f16", "-checkpoint", "auto", "-batch", "16")
-	if s.Data != "synthetic" || s.Steps != 3 || s.PeakBytes.Activation == 0 || s.PeakBytes.Recompute == 0 {
+	if s.Data != "synthetic" || s.Steps != 3 || s.PeakBytes.Activation == 0 || s.PeakBytes.Recompute == 0 || s.Diverged {
 		t.Errorf("summary %+v; want data synthetic, 3 steps, activation and recompute bytes", s)
 	}
 	var out, errb bytes.Buffer
@@ -87,5 +92,80 @@ func TestTrainsOnCIFARFiles(t *testing.T) {
 	s := runJSON(t, "-data", filepath.Dir(dir), "-epochs", "1", "-batch", "16")
 	if s.Data != "cifar10" || s.Steps != 2 {
 		t.Errorf("summary %+v; want cifar10 data and 2 steps (40 samples, batch 16, last dropped)", s)
+	}
+	var out, errb bytes.Buffer
+	err := run([]string{"-data", filepath.Dir(dir), "-batch", "64"}, &out, &errb)
+	var ue *cli.UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "40 samples") {
+		t.Errorf("-batch 64 on 40 samples: %v; want a usage error saying the set holds 40", err)
+	}
+}
+
+// TestBadFlagValues is issue 9 item 2: every bad value is refused before
+// any work (the data directory does not exist, so a value that got through
+// would fail later, with status 1), in one line naming the flag, with exit
+// status 2 and no stack trace.
+func TestBadFlagValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"-workers", "0"}, {"-workers", "-1"}, {"-wd", "-1"}, {"-wd", "nan"}, {"-wd", "inf"},
+		{"-lr", "nan"}, {"-lr", "inf"}, {"-lr", "0"}, {"-lr", "-1"},
+		{"-optim", "adam"}, {"-optim", "adamw"}, {"-model", "mlp"}, {"-checkpoint", "0"}, {"-amp", "fp8"},
+		{"-batch", "0"}, {"-epochs", "0"}, {"-max-steps", "-2"}, {"-device", "gpu"}, {"-synthetic=2"}, {"stray"},
+	} {
+		r := clitest.Run(t, nil, append([]string{"-data", "/nonexistent"}, args...)...)
+		if r.Code != cli.ExitUsage || r.Stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q; want %d and nothing on stdout (stderr %q)", args, r.Code, r.Stdout, cli.ExitUsage, r.Stderr)
+		}
+		if bad := clitest.OneLine(r.Stderr); bad != "" || !strings.HasPrefix(r.Stderr, "cifar: ") {
+			t.Errorf("%v: stderr %q: %s; want one line starting cifar:", args, r.Stderr, bad)
+		}
+	}
+	// Known only once the data are: a batch larger than the training set,
+	// all of which DropLast would drop.
+	r := clitest.Run(t, nil, "-synthetic", "-batch", "60000", "-max-steps", "1")
+	if r.Code != cli.ExitUsage || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, "-batch 60000") {
+		t.Errorf("-batch 60000: exit %d, stderr %q; want %d and one line naming -batch", r.Code, r.Stderr, cli.ExitUsage)
+	}
+}
+
+// TestHelp is issue 9 item 3: -h succeeds, offers only what the program
+// accepts, and states defaults without contradicting itself.
+func TestHelp(t *testing.T) {
+	r := clitest.Run(t, nil, "-h")
+	if r.Code != 0 || r.Stderr != "" {
+		t.Errorf("-h: exit %d, stderr %q; want 0 and nothing", r.Code, r.Stderr)
+	}
+	for _, want := range []string{"-optim sgd\n", "-model resnet20\n", "-amp off|f16|bf16", "-checkpoint off|auto|N",
+		"(default 0.1)", "(default 0.0005)", "(default 30)", "(default 128)", "one segment per residual stage"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("help lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	for _, bad := range []string{"adam", "0: the model's"} {
+		if strings.Contains(r.Stdout, bad) {
+			t.Errorf("help contains %q:\n%s", bad, r.Stdout)
+		}
+	}
+}
+
+// TestDiverged is issue 9 item 1 for CIFAR: the summary is still strict
+// JSON, stderr names the step, and the exit status is 3.
+func TestDiverged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains ResNet-20 for a few steps")
+	}
+	r := clitest.Run(t, nil, "-synthetic", "-batch", "8", "-lr", "1e30", "-max-steps", "20", "-json")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	last := []byte(lines[len(lines)-1])
+	var s cli.Summary
+	if !json.Valid(last) || json.Unmarshal(last, &s) != nil {
+		t.Fatalf("the last line is not a JSON summary: %q (stderr %q)", last, r.Stderr)
+	}
+	m := regexp.MustCompile(`^cifar: loss became non-finite \((NaN|[+-]Inf)\) at step (\d+) \(epoch 1\); stopped\n$`).FindStringSubmatch(r.Stderr)
+	if r.Code != cli.ExitDiverged || m == nil {
+		t.Fatalf("exit %d, stderr %q; want %d and one line naming the step", r.Code, r.Stderr, cli.ExitDiverged)
+	}
+	if !s.Diverged || s.Steps != s.DivergedStep || s.Steps >= 20 || !bytes.Contains(last, []byte(`"train_loss":null`)) {
+		t.Errorf("summary %s; want diverged, stopped at the step, null loss", last)
 	}
 }

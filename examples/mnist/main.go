@@ -7,15 +7,24 @@
 // The training loop below is the one a user writes: one graph per step,
 // autocast on the graph, a gradient scaler around backward and the
 // optimiser step, and an explicit Release.
+//
+// Each model trains with the recipe beside it in package models (batch
+// size, optimiser, learning rate, schedule) unless a flag says otherwise.
+// A run whose loss becomes NaN or infinite stops, prints its summary (with
+// -json, null for every number that is not finite), names the step on
+// standard error and exits with status 3; a bad flag exits with 2, any
+// other failure with 1, and -h with 0.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mixprec/mixprec/amp"
@@ -32,106 +41,62 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "mnist:", err)
+	os.Exit(cli.Exit(os.Stderr, "mnist", run(os.Args[1:], os.Stdout, os.Stderr)))
+}
+
+// mnistModels are the models that take one MNIST image, flat or not.
+func mnistModels() []models.Spec {
+	var fit []models.Spec
+	for _, s := range models.Specs() {
+		if slices.Equal(s.Input, []int{784}) || slices.Equal(s.Input, []int{1, 28, 28}) {
+			fit = append(fit, s)
 		}
-		os.Exit(1)
 	}
-}
-
-// model is a network and how to train it by default.
-type model struct {
-	net      *nn.Sequential
-	flatten  bool // feed (N, 784) rather than (N, 1, 28, 28)
-	optim    string
-	lr       float64
-	momentum float32
-	oneCycle bool // one-cycle learning-rate schedule peaking at lr
-	shift    int  // random translation by up to this many pixels (images only)
-}
-
-// build makes the named network with the optimiser settings that train it
-// well in a few epochs.
-func build(name string, rng *rand.Rand) (model, error) {
-	spec, err := models.Lookup(name)
-	if err != nil {
-		return model{}, fmt.Errorf("-model: %w", err)
-	}
-	m := model{net: spec.Build(rng), flatten: len(spec.Input) == 1}
-	switch name {
-	case "mlp":
-		m.optim, m.lr, m.momentum = "sgd", 0.05, 0.9 // the PyTorch peer's workload
-	case "wide":
-		m.optim, m.lr, m.momentum = "sgd", 0.02, 0.9
-	case "cnn":
-		m.optim, m.lr, m.oneCycle, m.shift = "adamw", 3e-3, true, 2
-	default:
-		m.optim, m.lr = "adamw", 1e-3
-	}
-	return m, nil
+	return fit
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("mnist", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("mnist", "Trains a classifier on MNIST (or Fashion-MNIST) in FP32 or mixed precision and\n"+
+		"reports accuracy, speed and peak memory. Each model trains with its own recipe\n"+
+		"(batch, optimiser, learning rate and schedule) unless a flag says otherwise.")
 	var f cli.Flags
-	f.Register(fs, cli.Flags{Model: "mlp", Epochs: 1, Batch: 128})
-	dataset := fs.String("dataset", "mnist", "mnist or fashion")
-	if err := fs.Parse(args); err != nil {
+	f.Register(fs, mnistModels(), []string{"sgd", "adam", "adamw"}, "about the square root of the number of layers")
+	dataset := "mnist"
+	fs.Var(cli.NewChoice(&dataset, "mnist", "fashion"), "dataset", "mnist, or fashion for Fashion-MNIST")
+	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := f.Validate(); err != nil {
-		return err
-	}
+	spec := f.Resolve(fs)
+	recipe := spec.Train
 
 	dev, note, err := cli.OpenDevice(f.Device)
 	if err != nil {
 		return err
 	}
-	trainSet, testSet, err := load(*dataset, f.Data)
+	trainSet, testSet, err := load(dataset, f.Data)
 	if err != nil {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(f.Seed, 0x6d6e697374))
-	m, err := build(f.Model, rng)
+	net := spec.Build(rng)
+	if len(spec.Input) == 1 { // an MLP: feed (N, 784) rather than (N, 1, 28, 28)
+		trainSet, testSet = trainSet.Reshape(784), testSet.Reshape(784)
+	}
+	nn.To(net, dev)
+	defer nn.Release(net)
+	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
 	if err != nil {
 		return err
 	}
-	if m.flatten {
-		trainSet, testSet = trainSet.Reshape(784), testSet.Reshape(784)
-	}
-	lr := m.lr
-	if f.LR > 0 {
-		lr = f.LR
-	}
-	optName := m.optim
-	if f.Optimizer != "" {
-		optName = f.Optimizer
-	}
-	nn.To(m.net, dev)
-	defer nn.Release(m.net)
-	params := m.net.Params()
-	var opt optim.Optimizer
-	switch optName {
-	case "sgd":
-		opt = optim.NewSGD(params, optim.LR(float32(lr)), optim.Momentum(m.momentum))
-	case "adam":
-		opt = optim.NewAdam(params, optim.LR(float32(lr)))
-	case "adamw":
-		opt = optim.NewAdamW(params, optim.LR(float32(lr)))
-	default:
-		return fmt.Errorf("-optim %q: want sgd, adam or adamw", optName)
-	}
 	defer optim.Release(opt)
 
-	lowType, useAMP, _ := f.AMPType()
-	segments, _ := f.Segments() // 0 off, -1 auto
+	lowType, useAMP := f.AMP.DType(), f.AMP.On()
+	segments := f.Checkpoint.Segments(nn.DefaultSegments(len(net.Layers))) // 0: off
 	forward := func(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 		if segments == 0 {
-			return m.net.Forward(g, x)
+			return net.Forward(g, x)
 		}
-		return nn.CheckpointSequential(g, m.net.Layers, max(segments, 0), x)
+		return nn.CheckpointSequential(g, net.Layers, segments, x)
 	}
 	scaler := amp.NewGradScaler(amp.For(lowType))
 
@@ -140,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, format+"\n", a...)
 		}
 	}
-	log("%s: %s, %d parameters, %s on %s, amp %s, checkpointing %s", *dataset, f.Model, nn.CountParams(m.net), optName, dev.Name(), f.AMP, f.Checkpoint)
+	log("%s: %s, %d parameters, %s on %s, batch %d, amp %s, checkpointing %s", dataset, f.Model, nn.CountParams(net), f.Optimizer, dev.Name(), f.Batch, f.AMP, f.Checkpoint)
 	if note != "" {
 		log("(CUDA not used: %s)", note)
 	}
@@ -150,32 +115,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	batchOpts := func(epoch int) []datasets.Option {
 		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch)}
-		if m.shift > 0 {
+		if recipe.Shift > 0 {
 			// Fill the uncovered strip with the normalised black background.
 			mean, std := float32(datasets.MNISTMean), float32(datasets.MNISTStd)
-			if *dataset == "fashion" {
+			if dataset == "fashion" {
 				mean, std = datasets.FashionMNISTMean, datasets.FashionMNISTStd
 			}
-			opts = append(opts, datasets.Augment(datasets.RandomShift(m.shift, -mean/std)))
+			opts = append(opts, datasets.Augment(datasets.RandomShift(recipe.Shift, -mean/std)))
 		}
 		return opts
 	}
 	perEpoch := datasets.NumBatches(trainSet, f.Batch)
-	schedule := optim.Constant(float32(lr))
-	if m.oneCycle {
-		total := perEpoch * f.Epochs
-		if f.MaxSteps > 0 {
-			total = min(total, f.MaxSteps)
-		}
-		schedule = optim.OneCycle(float32(lr), total, 0.25, 25, 1e4)
-	}
+	schedule := train.NewSchedule(recipe, f.LR, perEpoch, train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps))
 	dev.ResetPeak()
 	steps, samples, trainTime, lastLoss := 0, 0, 0.0, 0.0
 	var peak device.MemStats // over training steps only, not evaluation
 	var acc float64
+	var diverged *cli.Diverged
 	wall := time.Now()
 	for epoch := range f.Epochs {
-		nn.SetTraining(m.net, true)
+		nn.SetTraining(net, true)
 		bar := cli.NewProgress(stderr, fmt.Sprintf("epoch %d/%d", epoch+1, f.Epochs), perEpoch)
 		start := time.Now()
 		sum, n := 0.0, 0
@@ -201,6 +160,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 			n++
 			steps++
 			samples += len(b.Y)
+			if math.IsNaN(l) || math.IsInf(l, 0) {
+				// Steps on NaN weights teach nothing: stop and report. An
+				// overflow the scaler skips shows in the gradients, not here:
+				// the loss is computed in F32 from the unscaled forward pass.
+				diverged = &cli.Diverged{Step: steps, Epoch: epoch + 1, Loss: l}
+				break
+			}
 			bar.Update(n, fmt.Sprintf("loss %.4f", sum/float64(n)))
 			if f.MaxSteps > 0 && steps >= f.MaxSteps {
 				break
@@ -210,7 +176,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		bar.Done()
 		lastLoss = sum / float64(max(n, 1))
 		peak = train.MaxPeak(peak, dev.MemStats())
-		acc = train.Evaluate(dev, m.net, testSet, 1000, useAMP, lowType)
+		if diverged != nil {
+			acc = math.NaN() // a diverged model's accuracy is not worth measuring
+			break
+		}
+		acc = train.Evaluate(dev, net, testSet, 1000, useAMP, lowType)
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss,
 			100*acc, float64(samples)/trainTime)
@@ -218,33 +188,49 @@ func run(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	s := cli.Summary{Model: f.Model, Data: *dataset, Device: dev.Name(), AMP: f.AMP, Checkpoint: f.Checkpoint,
-		Epochs: f.Epochs, Steps: steps, TrainLoss: lastLoss, TestAccuracy: acc,
-		SamplesPerSec: float64(samples) / trainTime, MsPerStep: 1000 * trainTime / float64(max(steps, 1)), WallSeconds: time.Since(wall).Seconds(),
-		SkippedSteps: scaler.Skipped(), FinalScale: float64(scaler.LossScale()),
-		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: lr, Optimizer: optName, DeviceFallback: note}
+	s := cli.Summary{Model: f.Model, Data: dataset, Device: dev.Name(), AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(),
+		Epochs: f.Epochs, Steps: steps, TrainLoss: cli.Float(lastLoss), TestAccuracy: cli.Float(acc),
+		SamplesPerSec: cli.Float(float64(samples) / trainTime), MsPerStep: cli.Float(1000 * trainTime / float64(max(steps, 1))),
+		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
+		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: f.Optimizer, DeviceFallback: note}
+	if diverged != nil {
+		s.Diverged, s.DivergedStep = true, diverged.Step
+	}
 	if f.JSON {
-		return cli.PrintJSON(stdout, s)
+		if err := cli.PrintJSON(stdout, s); err != nil {
+			return err
+		}
+	} else {
+		if scaler.IsEnabled() {
+			log("loss scale %g, %d of %d steps skipped", s.FinalScale, s.SkippedSteps, steps)
+		}
+		log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
 	}
-	if scaler.IsEnabled() {
-		log("loss scale %g, %d of %d steps skipped", s.FinalScale, s.SkippedSteps, steps)
+	if diverged != nil {
+		return diverged // main says where, on stderr, and exits non-zero
 	}
-	log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
 	return nil
 }
 
-// load reads the chosen data set from the data directory.
+// load reads the chosen data set from the data directory; Fashion-MNIST
+// also from where Debian's package installs it.
 func load(name, dataFlag string) (train, test *datasets.Dataset, err error) {
 	root := datasets.Root(dataFlag)
-	switch name {
-	case "mnist":
-		return datasets.LoadMNIST(root + "/mnist")
-	case "fashion":
-		dir := root + "/fashion-mnist"
-		if _, err := os.Stat(dir); err != nil {
-			dir = datasets.FashionMNISTDir()
-		}
-		return datasets.LoadFashionMNIST(dir)
+	if name == "fashion" {
+		return loadFashion([]string{filepath.Join(root, "fashion-mnist"), datasets.SystemFashionMNISTDir})
 	}
-	return nil, nil, fmt.Errorf("-dataset %q: want mnist or fashion", name)
+	return datasets.LoadMNIST(filepath.Join(root, "mnist"))
+}
+
+// loadFashion loads Fashion-MNIST from the first of dirs that exists; when
+// none does, the error names every one, since any could be where the user
+// meant the files to be.
+func loadFashion(dirs []string) (train, test *datasets.Dataset, err error) {
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			return datasets.LoadFashionMNIST(d)
+		}
+	}
+	return nil, nil, fmt.Errorf("no Fashion-MNIST directory: tried %s; install the Debian package dataset-fashion-mnist (it fills %s) or copy the four files into %s",
+		strings.Join(dirs, ", "), datasets.SystemFashionMNISTDir, dirs[0])
 }

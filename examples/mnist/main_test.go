@@ -3,15 +3,22 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m, main) }
 
 // dataDir returns the data root holding MNIST, or skips.
 func dataDir(t *testing.T) string {
@@ -26,6 +33,43 @@ func dataDir(t *testing.T) string {
 	}
 	t.Skip("MNIST is not in ../../data/mnist or $MIXPREC_DATA/mnist; run make data")
 	return ""
+}
+
+// tinyMNIST writes a small data set in MNIST's format (random pixels and
+// labels, fixed seed) and returns the data root holding it, for tests about
+// the program rather than about learning.
+func tinyMNIST(t *testing.T, ntrain, ntest int) string {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "mnist")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	write := func(name string, header []uint32, n int, max int) {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		for _, h := range header {
+			binary.Write(zw, binary.BigEndian, h)
+		}
+		body := make([]byte, n)
+		for i := range body {
+			body[i] = byte(rng.IntN(max))
+		}
+		zw.Write(body)
+		zw.Close()
+		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []struct {
+		prefix string
+		n      int
+	}{{"train", ntrain}, {"t10k", ntest}} {
+		write(s.prefix+"-images-idx3-ubyte.gz", []uint32{0x803, uint32(s.n), 28, 28}, s.n*28*28, 256)
+		write(s.prefix+"-labels-idx1-ubyte.gz", []uint32{0x801, uint32(s.n)}, s.n, 10)
+	}
+	return root
 }
 
 func runJSON(t *testing.T, args ...string) cli.Summary {
@@ -75,11 +119,125 @@ func TestBadDataDirectory(t *testing.T) {
 	}
 }
 
-func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-amp", "f8"}, {"-model", "nope"}, {"-epochs", "0"}, {"-checkpoint", "x"}, {"-device", "tpu"}} {
-		var out, errb bytes.Buffer
-		if err := run(append(args, "-data", "/nonexistent"), &out, &errb); err == nil {
-			t.Errorf("%v: no error", args)
+// TestBadFlagValues is issue 9 item 2: every bad value is refused before
+// any work, with one line naming the flag, exit status 2 and no stack trace.
+// The data directory does not exist, so a value that got through would fail
+// later, with status 1.
+func TestBadFlagValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"-lr", "nan"}, {"-lr", "NaN"}, {"-lr", "inf"}, {"-lr", "-inf"}, {"-lr", "0"}, {"-lr", "-0.1"}, {"-lr", "1e39"},
+		{"-epochs", "0"}, {"-epochs", "-1"}, {"-batch", "0"}, {"-batch", "-5"}, {"-batch", "1000000000"},
+		{"-max-steps", "-1"}, {"-amp", "f8"}, {"-amp", ""}, {"-checkpoint", "0"}, {"-checkpoint", "-1"}, {"-checkpoint", "x"},
+		{"-device", "tpu"}, {"-model", "nope"}, {"-model", "resnet20"}, {"-optim", "lbfgs"}, {"-dataset", "cifar"},
+		{"-seed", "-1"}, {"-json=maybe"}, {"-nosuch"}, {"stray"},
+	} {
+		r := clitest.Run(t, nil, append([]string{"-data", "/nonexistent"}, args...)...)
+		if r.Code != cli.ExitUsage || r.Stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q; want %d and nothing on stdout (stderr %q)", args, r.Code, r.Stdout, cli.ExitUsage, r.Stderr)
+		}
+		if bad := clitest.OneLine(r.Stderr); bad != "" || !strings.HasPrefix(r.Stderr, "mnist: ") {
+			t.Errorf("%v: stderr %q: %s; want one line starting mnist:", args, r.Stderr, bad)
+		}
+		if name := strings.TrimLeft(strings.SplitN(args[0], "=", 2)[0], "-"); args[0][0] == '-' && !strings.Contains(r.Stderr, "-"+name) {
+			t.Errorf("%v: stderr %q does not name the flag", args, r.Stderr)
+		}
+	}
+}
+
+// TestHelp is issue 9 item 3: -h succeeds and lists the choices and the
+// defaults each model really trains with.
+func TestHelp(t *testing.T) {
+	for _, h := range []string{"-h", "-help", "--help"} {
+		r := clitest.Run(t, nil, h)
+		if r.Code != 0 || r.Stderr != "" {
+			t.Errorf("%s: exit %d, stderr %q; want 0 and nothing", h, r.Code, r.Stderr)
+		}
+		for _, want := range []string{"-model mlp|wide|deepmlp|cnn\n", "-optim sgd|adam|adamw", "-amp off|f16|bf16",
+			"-checkpoint off|auto|N", "-device auto|cpu|cuda", "-dataset mnist|fashion",
+			"(default per model: mlp 128, wide 512, deepmlp 256, cnn 128)", "(default per model: mlp 0.05, wide 0.02, deepmlp 0.001, cnn 0.003)"} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("%s: help lacks %q:\n%s", h, want, r.Stdout)
+			}
+		}
+	}
+}
+
+// TestFashionDirectories: without Fashion-MNIST, the error names every
+// directory looked in, not only the last.
+func TestFashionDirectories(t *testing.T) {
+	dirs := []string{filepath.Join(t.TempDir(), "data", "fashion-mnist"), filepath.Join(t.TempDir(), "system")}
+	_, _, err := loadFashion(dirs)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, d := range dirs {
+		if !strings.Contains(err.Error(), d) {
+			t.Errorf("error %q does not name %s", err, d)
+		}
+	}
+	if _, serr := os.Stat(datasets.SystemFashionMNISTDir); serr == nil {
+		t.Skipf("%s exists: the program would find it", datasets.SystemFashionMNISTDir)
+	}
+	data := t.TempDir()
+	r := clitest.Run(t, nil, "-dataset", "fashion", "-data", data)
+	for _, d := range []string{filepath.Join(data, "fashion-mnist"), datasets.SystemFashionMNISTDir} {
+		if r.Code != cli.ExitError || !strings.Contains(r.Stderr, d) || clitest.OneLine(r.Stderr) != "" {
+			t.Errorf("exit %d, stderr %q; want %d and one line naming %s", r.Code, r.Stderr, cli.ExitError, d)
+		}
+	}
+}
+
+// TestDiverged is issue 9 item 1: a run whose loss turns NaN still prints
+// its summary as strict JSON (null for what is not finite), says on stderr
+// at which step the loss became non-finite, and exits with status 3.
+func TestDiverged(t *testing.T) {
+	d := tinyMNIST(t, 1024, 100)
+	for _, a := range []string{"off", "f16", "bf16"} {
+		r := clitest.Run(t, nil, "-data", d, "-lr", "1e10", "-amp", a, "-epochs", "10", "-max-steps", "50", "-json")
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		last := []byte(lines[len(lines)-1])
+		var s cli.Summary
+		if !json.Valid(last) || json.Unmarshal(last, &s) != nil {
+			t.Fatalf("-amp %s: the last line is not a JSON summary: %q (stderr %q)", a, last, r.Stderr)
+		}
+		if r.Code != cli.ExitDiverged {
+			t.Errorf("-amp %s: exit %d, want %d", a, r.Code, cli.ExitDiverged)
+		}
+		m := regexp.MustCompile(`^mnist: loss became non-finite \((NaN|[+-]Inf)\) at step (\d+) \(epoch \d+\); stopped\n$`).FindStringSubmatch(r.Stderr)
+		if m == nil {
+			t.Fatalf("-amp %s: stderr %q; want one line naming the step", a, r.Stderr)
+		}
+		if !s.Diverged || m[2] != itoa(s.DivergedStep) || s.Steps != s.DivergedStep || s.Steps >= 50 ||
+			!bytes.Contains(last, []byte(`"train_loss":null`)) || !bytes.Contains(last, []byte(`"test_accuracy":null`)) {
+			t.Errorf("-amp %s: summary %s; want diverged at step %s, stopped there, null loss and accuracy", a, last, m[2])
+		}
+	}
+	// A run that does not diverge says so.
+	s := runJSON(t, "-data", d, "-max-steps", "3")
+	if s.Diverged || s.DivergedStep != 0 {
+		t.Errorf("healthy run: diverged %v at %d", s.Diverged, s.DivergedStep)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestModelDefaults is issue 9 item 3: a model's own batch size, learning
+// rate and optimiser apply unless a flag gives them.
+func TestModelDefaults(t *testing.T) {
+	d := tinyMNIST(t, 1024, 10)
+	for _, c := range []struct {
+		args      []string
+		batch     int
+		lr        float64
+		optimizer string
+	}{
+		{[]string{"-model", "wide"}, 512, 0.02, "sgd"},
+		{[]string{"-model", "cnn", "-batch", "64", "-lr", "0.01", "-optim", "sgd"}, 64, 0.01, "sgd"},
+		{[]string{"-model", "deepmlp", "-optim", "adam"}, 256, 1e-3, "adam"},
+	} {
+		s := runJSON(t, append([]string{"-data", d, "-max-steps", "1"}, c.args...)...)
+		if s.Batch != c.batch || float64(s.LR) != c.lr || s.Optimizer != c.optimizer {
+			t.Errorf("%v: batch %d, lr %v, optimiser %s; want %d, %v, %s", c.args, s.Batch, s.LR, s.Optimizer, c.batch, c.lr, c.optimizer)
 		}
 	}
 }
@@ -91,7 +249,7 @@ func TestDeterministic(t *testing.T) {
 	for _, a := range []string{"off", "f16"} {
 		args := []string{"-data", d, "-max-steps", "25", "-seed", "3", "-amp", a}
 		s1, s2 := runJSON(t, args...), runJSON(t, args...)
-		if math.Float64bits(s1.TrainLoss) != math.Float64bits(s2.TrainLoss) || s1.TestAccuracy != s2.TestAccuracy {
+		if math.Float64bits(float64(s1.TrainLoss)) != math.Float64bits(float64(s2.TrainLoss)) || s1.TestAccuracy != s2.TestAccuracy {
 			t.Errorf("-amp %s: two runs differ: loss %v vs %v, accuracy %v vs %v", a, s1.TrainLoss, s2.TrainLoss, s1.TestAccuracy, s2.TestAccuracy)
 		}
 		s3 := runJSON(t, "-data", d, "-max-steps", "25", "-seed", "4", "-amp", a)
@@ -117,7 +275,7 @@ func TestAccuracy(t *testing.T) {
 	for _, a := range []string{"f16", "bf16"} {
 		s := runJSON(t, "-data", d, "-epochs", "3", "-amp", a)
 		t.Logf("%s: accuracy %.4f, %d/%d steps skipped, scale %v, %.0f samples/s", a, s.TestAccuracy, s.SkippedSteps, s.Steps, s.FinalScale, s.SamplesPerSec)
-		if math.Abs(s.TestAccuracy-base.TestAccuracy) > 0.003 {
+		if math.Abs(float64(s.TestAccuracy-base.TestAccuracy)) > 0.003 {
 			t.Errorf("%s accuracy %.4f is more than 0.3 points from fp32's %.4f", a, s.TestAccuracy, base.TestAccuracy)
 		}
 		if float64(s.SkippedSteps) >= 0.01*float64(s.Steps) {
@@ -145,7 +303,7 @@ func TestCNNAccuracy(t *testing.T) {
 	}
 	s := runJSON(t, "-data", d, "-model", "cnn", "-epochs", "2", "-amp", "f16")
 	t.Logf("cnn f16: accuracy %.4f, %d/%d steps skipped, %.0f samples/s", s.TestAccuracy, s.SkippedSteps, s.Steps, s.SamplesPerSec)
-	if math.Abs(s.TestAccuracy-base.TestAccuracy) > 0.003 {
+	if math.Abs(float64(s.TestAccuracy-base.TestAccuracy)) > 0.003 {
 		t.Errorf("cnn f16 accuracy %.4f is more than 0.3 points from fp32's %.4f", s.TestAccuracy, base.TestAccuracy)
 	}
 }

@@ -1,107 +1,20 @@
 // Package cli holds what mixprec's programs share: the common flags of
-// DESIGN.md §5, device selection, the terminal progress bar and the JSON
+// DESIGN.md §5 as typed flag values checked when parsed, help and exit
+// statuses, device selection, the terminal progress bar and the JSON
 // summary line.
 package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/dtype"
 )
-
-// Flags are the options every training program takes.
-type Flags struct {
-	Model      string
-	Epochs     int
-	Batch      int
-	LR         float64
-	Seed       uint64
-	AMP        string
-	Checkpoint string
-	Device     string
-	Data       string
-	MaxSteps   int
-	JSON       bool
-	Optimizer  string
-}
-
-// Register defines the flags on fs with d's values as defaults.
-func (f *Flags) Register(fs *flag.FlagSet, d Flags) {
-	fs.StringVar(&f.Model, "model", d.Model, "model to train")
-	fs.IntVar(&f.Epochs, "epochs", d.Epochs, "passes over the training set")
-	fs.IntVar(&f.Batch, "batch", d.Batch, "mini-batch size")
-	fs.Float64Var(&f.LR, "lr", d.LR, "learning rate (0: the model's default)")
-	fs.Uint64Var(&f.Seed, "seed", d.Seed, "random seed for initialisation, shuffling and dropout")
-	fs.StringVar(&f.AMP, "amp", orDefault(d.AMP, "off"), "mixed precision: off, f16 or bf16")
-	fs.StringVar(&f.Checkpoint, "checkpoint", orDefault(d.Checkpoint, "off"), "gradient checkpointing: off, N segments, or auto (about sqrt of the layers)")
-	fs.StringVar(&f.Device, "device", orDefault(d.Device, "auto"), "auto, cpu or cuda")
-	fs.StringVar(&f.Data, "data", d.Data, "data directory (default $MIXPREC_DATA, else ./data)")
-	fs.IntVar(&f.MaxSteps, "max-steps", d.MaxSteps, "stop after this many training steps (0: no limit)")
-	fs.BoolVar(&f.JSON, "json", d.JSON, "print a JSON summary as the last line")
-	fs.StringVar(&f.Optimizer, "optim", d.Optimizer, "optimiser: sgd, adam or adamw (default: the model's)")
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
-// AMPType parses -amp: the autocast dtype, and false for "off".
-func (f *Flags) AMPType() (dtype.DType, bool, error) {
-	switch strings.ToLower(f.AMP) {
-	case "off", "", "f32", "fp32":
-		return dtype.F32, false, nil
-	case "f16", "fp16":
-		return dtype.F16, true, nil
-	case "bf16":
-		return dtype.BF16, true, nil
-	}
-	return 0, false, fmt.Errorf("-amp %q: want off, f16 or bf16", f.AMP)
-}
-
-// Segments parses -checkpoint: 0 for off, -1 for auto, else N.
-func (f *Flags) Segments() (int, error) {
-	switch strings.ToLower(f.Checkpoint) {
-	case "off", "", "0":
-		return 0, nil
-	case "auto", "sqrt":
-		return -1, nil
-	}
-	n, err := strconv.Atoi(f.Checkpoint)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("-checkpoint %q: want off, auto or a positive number of segments", f.Checkpoint)
-	}
-	return n, nil
-}
-
-// Validate checks the numeric flags.
-func (f *Flags) Validate() error {
-	switch {
-	case f.Epochs < 1:
-		return fmt.Errorf("-epochs %d: want at least 1", f.Epochs)
-	case f.Batch < 1:
-		return fmt.Errorf("-batch %d: want at least 1", f.Batch)
-	case f.LR < 0:
-		return fmt.Errorf("-lr %v: want a positive learning rate", f.LR)
-	case f.MaxSteps < 0:
-		return fmt.Errorf("-max-steps %d: want 0 or more", f.MaxSteps)
-	}
-	if _, _, err := f.AMPType(); err != nil {
-		return err
-	}
-	_, err := f.Segments()
-	return err
-}
 
 // OpenDevice opens the backend -device names (device.Select's choice for
 // "auto"). When "auto" falls back to the CPU, note says why CUDA was not
@@ -201,7 +114,37 @@ func Peaks(s device.MemStats) PeakBytes {
 		Recompute: p.Category(device.Recompute), Temp: p.Category(device.Temp), Workspace: p.Category(device.Workspace)}
 }
 
+// Float is a float64 that encodes as JSON null when it is NaN or infinite,
+// which strict JSON cannot spell and encoding/json refuses: a diverged
+// run's summary must still print. It decodes null as NaN.
+type Float float64
+
+// MarshalJSON writes x as encoding/json writes a float64, or null.
+func (x Float) MarshalJSON() ([]byte, error) {
+	f := float64(x)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
+}
+
+// UnmarshalJSON reads a number, or null as NaN.
+func (x *Float) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*x = Float(math.NaN())
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*x = Float(f)
+	return nil
+}
+
 // Summary is the JSON object a training program prints last with -json.
+// Every float is a Float: a value that is not finite (the loss of a
+// diverged run) is null.
 type Summary struct {
 	Model          string    `json:"model"`
 	Data           string    `json:"data,omitempty"`
@@ -210,18 +153,20 @@ type Summary struct {
 	Checkpoint     string    `json:"checkpoint"`
 	Epochs         int       `json:"epochs"`
 	Steps          int       `json:"steps"`
-	TrainLoss      float64   `json:"train_loss"`
-	TestAccuracy   float64   `json:"test_accuracy"`
-	SamplesPerSec  float64   `json:"samples_per_sec"`
-	MsPerStep      float64   `json:"ms_per_step"`
-	WallSeconds    float64   `json:"wall_seconds"`
+	TrainLoss      Float     `json:"train_loss"`
+	TestAccuracy   Float     `json:"test_accuracy"`
+	SamplesPerSec  Float     `json:"samples_per_sec"`
+	MsPerStep      Float     `json:"ms_per_step"`
+	WallSeconds    Float     `json:"wall_seconds"`
 	SkippedSteps   int       `json:"skipped_steps"`
-	FinalScale     float64   `json:"final_scale"`
+	FinalScale     Float     `json:"final_scale"`
 	PeakBytes      PeakBytes `json:"peak_bytes"`
 	Seed           uint64    `json:"seed"`
 	Batch          int       `json:"batch"`
-	LR             float64   `json:"lr"`
+	LR             Float     `json:"lr"`
 	Optimizer      string    `json:"optimizer"`
+	Diverged       bool      `json:"diverged"`                // the loss became NaN or infinite and the run stopped
+	DivergedStep   int       `json:"diverged_step,omitempty"` // the 1-based step whose loss it was
 	DeviceFallback string    `json:"device_note,omitempty"`
 }
 

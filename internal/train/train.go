@@ -1,17 +1,120 @@
-// Package train holds the pieces the example programs share around their
-// training loops: evaluation and peak-memory bookkeeping. The loops
-// themselves stay in the examples, where a reader can see them.
+// Package train holds what the programs share around their training loops:
+// the optimiser and schedule a model's recipe names, the training step that
+// examples/cifar and mixprec memcompare take, evaluation and peak-memory
+// bookkeeping. examples/mnist keeps its step written out, as the script a
+// user reads and copies.
 package train
 
 import (
+	"fmt"
+
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/nn/models"
+	"github.com/mixprec/mixprec/optim"
 	"github.com/mixprec/mixprec/tensor"
 )
+
+// Step is one training step as every program here takes it: a fresh graph,
+// autocast when Low is F16 or BF16, the forward pass (checkpointed when
+// Segments > 0), cross-entropy, backward through the scaler, the scaler's
+// step and update, zeroed gradients, and the graph released.
+type Step struct {
+	Dev      device.Device
+	Net      *nn.Sequential
+	Opt      optim.Optimizer
+	Scaler   *amp.GradScaler
+	Low      dtype.DType // autocast dtype; F32 for none
+	Segments int         // checkpoint Net's layers in this many segments; 0 for none
+}
+
+// Run takes one step on the batch x (N, sample...) with labels y and
+// returns the unscaled loss, which is NaN or infinite when training has
+// diverged; the error is the scaler's.
+func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
+	if s.Segments < 0 {
+		panic(fmt.Sprintf("train.Step: %d checkpoint segments; want 0 (none) or more", s.Segments))
+	}
+	g := autograd.NewGraph(s.Dev)
+	defer g.Release()
+	if s.Low != dtype.F32 {
+		amp.Autocast(g, s.Low)
+	}
+	in := g.Input(x)
+	var logits *autograd.Var
+	if s.Segments > 0 {
+		logits = nn.CheckpointSequential(g, s.Net.Layers, s.Segments, in)
+	} else {
+		logits = s.Net.Forward(g, in)
+	}
+	loss := nn.CrossEntropy(g, logits, y)
+	g.Backward(s.Scaler.Scale(g, loss))
+	if _, err := s.Scaler.Step(s.Opt); err != nil {
+		return 0, err
+	}
+	if err := s.Scaler.Update(); err != nil {
+		return 0, err
+	}
+	s.Opt.ZeroGrad()
+	return float64(loss.Value.Item()), nil
+}
+
+// NewOptimizer makes the optimiser name ("sgd", "adam" or "adamw") over
+// params at learning rate lr. The recipe's momentum, Nesterov flag and
+// weight decay apply when it names the same optimiser; another one gets its
+// package defaults, since a recipe's settings are tuned for its own.
+func NewOptimizer(name string, params []*autograd.Var, lr float64, r models.Recipe) (optim.Optimizer, error) {
+	opts := []optim.Option{optim.LR(float32(lr))}
+	if name == r.Optimizer {
+		if r.Momentum != 0 {
+			opts = append(opts, optim.Momentum(r.Momentum))
+		}
+		if r.Nesterov {
+			opts = append(opts, optim.Nesterov())
+		}
+		if r.WeightDecay != 0 {
+			opts = append(opts, optim.WeightDecay(float32(r.WeightDecay)))
+		}
+	}
+	switch name {
+	case "sgd":
+		return optim.NewSGD(params, opts...), nil
+	case "adam":
+		return optim.NewAdam(params, opts...), nil
+	case "adamw":
+		return optim.NewAdamW(params, opts...), nil
+	}
+	return nil, fmt.Errorf("optimiser %q: want sgd, adam or adamw", name)
+}
+
+// NewSchedule is the recipe's learning-rate schedule at base rate lr over
+// total steps of perEpoch each.
+func NewSchedule(r models.Recipe, lr float64, perEpoch, total int) optim.Schedule {
+	switch r.Schedule {
+	case models.OneCycle:
+		return optim.OneCycle(float32(lr), total, 0.25, 25, 1e4)
+	case models.Cosine:
+		return optim.Cosine(float32(lr), 0, min(perEpoch, total/10), total)
+	}
+	return optim.Constant(float32(lr))
+}
+
+// TotalSteps is how many steps a run of epochs takes at perEpoch steps each,
+// capped by maxSteps when it is positive, without overflowing.
+func TotalSteps(perEpoch, epochs, maxSteps int) int {
+	total := perEpoch * epochs
+	if perEpoch > 0 && epochs > (1<<62)/perEpoch {
+		total = 1 << 62
+	}
+	if maxSteps > 0 {
+		total = min(total, maxSteps)
+	}
+	return total
+}
 
 // Evaluate returns net's accuracy on d in evaluation mode, without
 // recording gradients, under autocast to low when useAMP is set. It leaves

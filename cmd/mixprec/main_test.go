@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
+)
+
+func TestMain(m *testing.M) { clitest.Main(m, main) }
+
+// TestHelp is issue 9 item 3: -h exits 0 for the tool and every command,
+// prints help to standard output and nothing else.
+func TestHelp(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"usage: mixprec <command>", "memcompare"}},
+		{[]string{"help"}, []string{"usage: mixprec <command>"}},
+		{[]string{"device", "-h"}, []string{"usage: mixprec device [flags]", "-json"}},
+		{[]string{"bench", "-h"}, []string{"usage: mixprec bench matmul"}},
+		{[]string{"bench", "matmul", "-h"}, []string{"usage: mixprec bench matmul [flags]", "-cpu-n n", "-dtypes f32,f16,bf16", "-gpu-only"}},
+		{[]string{"memcompare", "-help"}, []string{"usage: mixprec memcompare [flags]", "-model mlp|wide|deepmlp|cnn|resnet20\n",
+			"-checkpoint auto|N", "-amp f16|bf16", "-device auto|cpu|cuda", "per model: mlp 128, wide 512"}},
+	} {
+		r := clitest.Run(t, nil, c.args...)
+		if r.Code != 0 || r.Stderr != "" {
+			t.Errorf("%v: exit %d, stderr %q; want 0 and nothing", c.args, r.Code, r.Stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.Stdout, w) {
+				t.Errorf("%v: help lacks %q:\n%s", c.args, w, r.Stdout)
+			}
+		}
+	}
+}
+
+// TestBadFlagValues is issue 9 item 2: one line naming the problem, exit
+// status 2, no table of dashes and no stack trace.
+func TestBadFlagValues(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"nosuch"},
+		{"bench"},
+		{"bench", "conv"},
+		{"bench", "matmul", "-cpu-n", "0"},
+		{"bench", "matmul", "-cpu-n", "-1"},
+		{"bench", "matmul", "-n", "0"},
+		{"bench", "matmul", "-n", "1000000"},
+		{"bench", "matmul", "-reps", "0"},
+		{"bench", "matmul", "-cpu-reps", "0"},
+		{"bench", "matmul", "-dtypes", "f32,f8"},
+		{"bench", "matmul", "-dtypes", ""},
+		{"bench", "matmul", "stray"},
+		{"device", "stray"},
+		{"device", "-nosuch"},
+		{"memcompare", "-checkpoint", "0"}, // once silently 2 segments
+		{"memcompare", "-checkpoint", "off"},
+		{"memcompare", "-checkpoint", "-3"},
+		{"memcompare", "-amp", "off"},
+		{"memcompare", "-amp", "f32"},
+		{"memcompare", "-model", "gpt2"},
+		{"memcompare", "-batch", "0"},
+		{"memcompare", "-steps", "0"},
+		{"memcompare", "-device", "tpu"},
+		{"memcompare", "-png", filepath.Join(t.TempDir(), "missing", "chart.png")},
+	} {
+		r := clitest.Run(t, nil, args...)
+		if r.Code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d (stdout %q, stderr %q)", args, r.Code, cli.ExitUsage, r.Stdout, r.Stderr)
+		}
+		if len(args) == 0 {
+			continue // the command list, as usage
+		}
+		if bad := clitest.OneLine(r.Stderr); bad != "" || r.Stdout != "" {
+			t.Errorf("%v: stderr %q: %s; stdout %q; want one line and nothing on stdout", args, r.Stderr, bad, r.Stdout)
+		}
+	}
+}
+
+// TestGPUOnlyWithoutGPU: -gpu-only with no GPU is an error that says why
+// CUDA is unavailable, not a table of dashes.
+func TestGPUOnlyWithoutGPU(t *testing.T) {
+	_, cerr := device.Open("cuda")
+	if cerr == nil {
+		t.Skip("a GPU is present")
+	}
+	r := clitest.Run(t, nil, "bench", "matmul", "-gpu-only", "-n", "64")
+	why := strings.TrimPrefix(cerr.Error(), "device cuda: ")
+	if r.Code != cli.ExitError || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, why) || strings.Contains(r.Stdout, " - ") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d and one line with %q", r.Code, r.Stdout, r.Stderr, cli.ExitError, why)
+	}
+}
+
+// TestMemcompare runs the smallest comparison and checks the report: what
+// auto means, and that every column trained.
+func TestMemcompare(t *testing.T) {
+	png := filepath.Join(t.TempDir(), "chart.png")
+	r := clitest.Run(t, nil, "memcompare", "-model", "mlp", "-batch", "16", "-steps", "1", "-device", "cpu", "-json", "-png", png)
+	if r.Code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	var rep mcReport
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v: %q", err, r.Stdout)
+	}
+	// mlp is 5 layers (3 Linear, 2 ReLU): auto is round(sqrt(5)) = 2.
+	if rep.Segments != 2 || len(rep.Results) != 5 || rep.Batch != 16 {
+		t.Errorf("report %+v; want 2 segments, 5 columns, batch 16", rep)
+	}
+	for _, res := range rep.Results {
+		if !(res.FinalLoss > 0) || res.Peak.Total == 0 {
+			t.Errorf("%s: loss %v, peak %d", res.Config, res.FinalLoss, res.Peak.Total)
+		}
+	}
+	if fi, err := os.Stat(png); err != nil || fi.Size() == 0 {
+		t.Errorf("chart: %v", err)
+	}
+}
