@@ -50,6 +50,18 @@ type Device interface {
 	Kernels
 }
 
+// StepCaster is an optional fast path a backend may offer, found by type
+// assertion: the optimiser steps of Kernels that also write the updated
+// parameter, rounded to low's dtype (F16 or BF16), into low in the same
+// pass over memory. Autocast keeps a low-precision copy of each weight
+// (tensor.CachedCast); an optimiser that refreshes it this way makes the
+// next step's cast free. low has p's length, and afterwards holds exactly
+// what Copy(low, 0, p, 0, n) would.
+type StepCaster interface {
+	SGDCast(p, g, mom, low Buffer, h SGDParams)
+	AdamCast(p, g, m, v, low Buffer, h AdamParams)
+}
+
 // Category says what a buffer is for, so memory reports can say where the
 // bytes went.
 type Category uint8

@@ -196,6 +196,10 @@ func (d *Device) CopyFromHost(dst device.Buffer, src []float32) {
 		copy(b.f32, src)
 		return
 	}
+	if b.n <= grain {
+		dtype.Encode(b.dt, b.u16, src)
+		return
+	}
 	d.parallel(b.n, func(lo, hi int) { dtype.Encode(b.dt, b.u16[lo:hi], src[lo:hi]) })
 }
 
@@ -207,6 +211,10 @@ func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
 	}
 	if b.dt == dtype.F32 {
 		copy(dst, b.f32)
+		return
+	}
+	if b.n <= grain {
+		dtype.Decode(b.dt, dst, b.u16)
 		return
 	}
 	d.parallel(b.n, func(lo, hi int) { dtype.Decode(b.dt, dst[lo:hi], b.u16[lo:hi]) })
@@ -257,6 +265,11 @@ func (d *Device) parallel(n int, fn func(lo, hi int)) {
 
 // parallelGrain is parallel with a piece size g: each piece is [i*g, (i+1)*g).
 // Pieces depend only on n and g, never on the number of workers.
+//
+// fn escapes to the helpers, so the closure a kernel passes is allocated
+// even when there turns out to be a single piece; kernels called on small
+// buffers every step therefore run a single piece themselves and create
+// the closure only on the path that calls parallelGrain.
 //
 // The calling goroutine offers the work to the device's helpers and starts
 // on the pieces at once; each goroutine claims the next piece until none is
@@ -491,3 +504,5 @@ func (d *Device) checkLenOf(kernel string, op fmt.Stringer, n int, bufs ...*Buff
 		}
 	}
 }
+
+var _ device.StepCaster = (*Device)(nil)

@@ -12,27 +12,33 @@ import (
 // Fill sets every element of dst to v.
 func (d *Device) Fill(dst device.Buffer, v float32) {
 	b := d.buf(dst, "Fill")
-	if b.dt == dtype.F32 {
-		d.parallel(b.n, func(lo, hi int) {
-			s := b.f32[lo:hi]
-			for i := range s {
-				s[i] = v
-			}
-		})
-		return
-	}
 	var h uint16
-	if b.dt == dtype.F16 {
+	switch b.dt {
+	case dtype.F16:
 		h = dtype.F32ToF16(v)
-	} else {
+	case dtype.BF16:
 		h = dtype.F32ToBF16(v)
 	}
-	d.parallel(b.n, func(lo, hi int) {
-		s := b.u16[lo:hi]
+	if b.n <= grain {
+		fillPiece(b, v, h, 0, b.n)
+		return
+	}
+	d.parallel(b.n, func(lo, hi int) { fillPiece(b, v, h, lo, hi) })
+}
+
+// fillPiece sets b[lo:hi] to v, or to its 16-bit pattern h.
+func fillPiece(b *Buffer, v float32, h uint16, lo, hi int) {
+	if b.dt == dtype.F32 {
+		s := b.f32[lo:hi]
 		for i := range s {
-			s[i] = h
+			s[i] = v
 		}
-	})
+		return
+	}
+	s := b.u16[lo:hi]
+	for i := range s {
+		s[i] = h
+	}
 }
 
 // Copy copies n elements, converting dtypes.
@@ -49,16 +55,25 @@ func (d *Device) Copy(dst device.Buffer, dstOff int, src device.Buffer, srcOff, 
 		copy(db.f32[dstOff:dstOff+n], sb.f32[srcOff:srcOff+n])
 	case db.dt == sb.dt:
 		copy(db.u16[dstOff:dstOff+n], sb.u16[srcOff:srcOff+n])
+	case n <= grain:
+		convertPiece(db, dstOff, sb, srcOff, 0, n)
+	default:
+		d.parallel(n, func(lo, hi int) { convertPiece(db, dstOff, sb, srcOff, lo, hi) })
+	}
+}
+
+// convertPiece converts elements [lo, hi) of src[srcOff:] into dst[dstOff:],
+// whose dtypes differ.
+func convertPiece(db *Buffer, dstOff int, sb *Buffer, srcOff, lo, hi int) {
+	switch {
 	case db.dt == dtype.F32:
-		d.parallel(n, func(lo, hi int) { dtype.Decode(sb.dt, db.f32[dstOff+lo:dstOff+hi], sb.u16[srcOff+lo:srcOff+hi]) })
+		dtype.Decode(sb.dt, db.f32[dstOff+lo:dstOff+hi], sb.u16[srcOff+lo:srcOff+hi])
 	case sb.dt == dtype.F32:
-		d.parallel(n, func(lo, hi int) { dtype.Encode(db.dt, db.u16[dstOff+lo:dstOff+hi], sb.f32[srcOff+lo:srcOff+hi]) })
+		dtype.Encode(db.dt, db.u16[dstOff+lo:dstOff+hi], sb.f32[srcOff+lo:srcOff+hi])
 	default: // F16 <-> BF16 through float32
-		d.parallel(n, func(lo, hi int) {
-			v := read(sb, srcOff+lo, srcOff+hi)
-			dtype.Encode(db.dt, db.u16[dstOff+lo:dstOff+hi], v.v)
-			v.done()
-		})
+		v := read(sb, srcOff+lo, srcOff+hi)
+		dtype.Encode(db.dt, db.u16[dstOff+lo:dstOff+hi], v.v)
+		v.done()
 	}
 }
 
@@ -66,37 +81,46 @@ func (d *Device) Copy(dst device.Buffer, dstOff int, src device.Buffer, srcOff, 
 func (d *Device) Axpby(dst, x, y device.Buffer, alpha, beta float32) {
 	db, xb := d.buf(dst, "Axpby"), d.buf(x, "Axpby")
 	n := db.n
+	var yb *Buffer
 	if beta == 0 {
 		d.checkLen("Axpby", n, xb)
-		d.parallel(n, func(lo, hi int) {
-			xv, w := read(xb, lo, hi), writeView(db, lo, hi)
-			for i, v := range xv.v {
-				w.v[i] = alpha * v
-			}
-			xv.done()
-			commit(db, lo, w)
-		})
+	} else {
+		yb = d.buf(y, "Axpby")
+		d.checkLen("Axpby", n, xb, yb)
+	}
+	if n <= grain {
+		axpbyPiece(db, xb, yb, alpha, beta, 0, n)
 		return
 	}
-	yb := d.buf(y, "Axpby")
-	d.checkLen("Axpby", n, xb, yb)
-	d.parallel(n, func(lo, hi int) {
-		xv, yv, w := read(xb, lo, hi), read(yb, lo, hi), writeView(db, lo, hi)
-		o, xs, ys := w.v, xv.v, yv.v[:len(xv.v)]
-		switch {
-		case alpha == 1 && beta == 1:
-			for i := range xs {
-				o[i] = xs[i] + ys[i]
-			}
-		default:
-			for i := range xs {
-				o[i] = alpha*xs[i] + beta*ys[i]
-			}
+	d.parallel(n, func(lo, hi int) { axpbyPiece(db, xb, yb, alpha, beta, lo, hi) })
+}
+
+// axpbyPiece is Axpby on [lo, hi); yb is nil when beta is 0.
+func axpbyPiece(db, xb, yb *Buffer, alpha, beta float32, lo, hi int) {
+	xv, w := read(xb, lo, hi), writeView(db, lo, hi)
+	if beta == 0 {
+		for i, v := range xv.v {
+			w.v[i] = alpha * v
 		}
 		xv.done()
-		yv.done()
 		commit(db, lo, w)
-	})
+		return
+	}
+	yv := read(yb, lo, hi)
+	o, xs, ys := w.v, xv.v, yv.v[:len(xv.v)]
+	switch {
+	case alpha == 1 && beta == 1:
+		for i := range xs {
+			o[i] = xs[i] + ys[i]
+		}
+	default:
+		for i := range xs {
+			o[i] = alpha*xs[i] + beta*ys[i]
+		}
+	}
+	xv.done()
+	yv.done()
+	commit(db, lo, w)
 }
 
 // Binary computes dst = op(a, b) with broadcasting strides.
@@ -104,15 +128,30 @@ func (d *Device) Binary(op device.BinaryOp, dst, a, b device.Buffer, s device.St
 	db, ab, bb := d.buf(dst, "Binary"), d.buf(a, "Binary"), d.buf(b, "Binary")
 	it := newIter(s.Shape, s.A, s.B)
 	d.checkLenOf("Binary", op, it.rows*it.L, db)
-	d.forRows(&it, func(r int) {
-		ba, bbase := it.bases(r)
-		av, bv := readRow(ab, ba, it.sa, it.L), readRow(bb, bbase, it.sb, it.L)
-		w := writeView(db, r*it.L, (r+1)*it.L)
-		binaryRow(op, w.v, av.v, bv.v)
-		av.done()
-		bv.done()
-		commit(db, r*it.L, w)
-	})
+	if oneRowPiece(&it) {
+		for r := range it.rows {
+			binaryAt(op, db, ab, bb, &it, r)
+		}
+		return
+	}
+	rows := it // the closure's copy: capturing it would put it on the heap on every path
+	d.forRows(&rows, func(r int) { binaryAt(op, db, ab, bb, &rows, r) })
+}
+
+// oneRowPiece reports whether forRows would run the rows of it as a single
+// piece, which a kernel then runs itself: the closure forRows needs would
+// otherwise be the kernel's one allocation.
+func oneRowPiece(it *iter) bool { return it.rows <= max(1, grain/max(it.L, 1)) }
+
+// binaryAt computes row r of Binary.
+func binaryAt(op device.BinaryOp, db, ab, bb *Buffer, it *iter, r int) {
+	ba, bbase := it.bases(r)
+	av, bv := readRow(ab, ba, it.sa, it.L), readRow(bb, bbase, it.sb, it.L)
+	w := writeView(db, r*it.L, (r+1)*it.L)
+	binaryRow(op, w.v, av.v, bv.v)
+	av.done()
+	bv.done()
+	commit(db, r*it.L, w)
 }
 
 // binaryRow computes out[i] = op(a[i], b[i]); a or b of length 1 broadcasts.
@@ -240,12 +279,19 @@ func binaryFunc(op device.BinaryOp) func(x, y float32) float32 {
 func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32) {
 	db, sb := d.buf(dst, "Unary"), d.buf(src, "Unary")
 	d.checkLenOf("Unary", op, db.n, sb)
-	d.parallel(db.n, func(lo, hi int) {
-		sv, w := read(sb, lo, hi), writeView(db, lo, hi)
-		unaryRow(op, w.v, sv.v, alpha)
-		sv.done()
-		commit(db, lo, w)
-	})
+	if db.n <= grain {
+		unaryPiece(op, db, sb, alpha, 0, db.n)
+		return
+	}
+	d.parallel(db.n, func(lo, hi int) { unaryPiece(op, db, sb, alpha, lo, hi) })
+}
+
+// unaryPiece is Unary on [lo, hi).
+func unaryPiece(op device.UnaryOp, db, sb *Buffer, alpha float32, lo, hi int) {
+	sv, w := read(sb, lo, hi), writeView(db, lo, hi)
+	unaryRow(op, w.v, sv.v, alpha)
+	sv.done()
+	commit(db, lo, w)
 }
 
 func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
@@ -309,36 +355,43 @@ func unaryFunc(op device.UnaryOp, alpha float64) func(float64) float64 {
 func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 	db, gb, ib := d.buf(dst, "UnaryGrad"), d.buf(dy, "UnaryGrad"), d.buf(in, "UnaryGrad")
 	d.checkLenOf("UnaryGrad", op, db.n, gb, ib)
-	d.parallel(db.n, func(lo, hi int) {
-		gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
-		o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
-		switch op {
-		case device.ReLU: // x is the output y; y > 0 exactly where the input was, and a NaN y passes dy
-			for i := range g {
-				o[i] = math.Float32frombits(math.Float32bits(g[i]) & reluGradMask(x[i]))
-			}
-		case device.Tanh:
-			for i := range g {
-				o[i] = g[i] * (1 - x[i]*x[i])
-			}
-		case device.Sigmoid:
-			for i := range g {
-				o[i] = g[i] * x[i] * (1 - x[i])
-			}
-		case device.GELU:
-			for i := range g {
-				v := float64(x[i])
-				cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
-				pdf := math.Exp(-0.5*v*v) / math.Sqrt(2*math.Pi)
-				o[i] = g[i] * float32(cdf+v*pdf)
-			}
-		default:
-			panic(fmt.Sprintf("cpu: UnaryGrad has no rule for %v", op))
+	if db.n <= grain {
+		unaryGradPiece(op, db, gb, ib, 0, db.n)
+		return
+	}
+	d.parallel(db.n, func(lo, hi int) { unaryGradPiece(op, db, gb, ib, lo, hi) })
+}
+
+// unaryGradPiece is UnaryGrad on [lo, hi).
+func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, lo, hi int) {
+	gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
+	o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
+	switch op {
+	case device.ReLU: // x is the output y; y > 0 exactly where the input was, and a NaN y passes dy
+		for i := range g {
+			o[i] = math.Float32frombits(math.Float32bits(g[i]) & reluGradMask(x[i]))
 		}
-		gv.done()
-		iv.done()
-		commit(db, lo, w)
-	})
+	case device.Tanh:
+		for i := range g {
+			o[i] = g[i] * (1 - x[i]*x[i])
+		}
+	case device.Sigmoid:
+		for i := range g {
+			o[i] = g[i] * x[i] * (1 - x[i])
+		}
+	case device.GELU:
+		for i := range g {
+			v := float64(x[i])
+			cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
+			pdf := math.Exp(-0.5*v*v) / math.Sqrt(2*math.Pi)
+			o[i] = g[i] * float32(cdf+v*pdf)
+		}
+	default:
+		panic(fmt.Sprintf("cpu: UnaryGrad has no rule for %v", op))
+	}
+	gv.done()
+	iv.done()
+	commit(db, lo, w)
 }
 
 // Reduce sums src into dst through the strides s.A, in float64.
@@ -356,34 +409,12 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 	}
 	accp := getAcc(pieces * db.n)
 	acc := *accp
-	d.parallelGrain(pieces, 1, func(plo, phi int) {
-		for p := plo; p < phi; p++ {
-			a := acc[p*db.n : (p+1)*db.n]
-			clear(a)
-			for r := p * perPiece; r < min((p+1)*perPiece, it.rows); r++ {
-				base, _ := it.bases(r)
-				v := read(sb, r*it.L, (r+1)*it.L)
-				switch it.sa {
-				case 0:
-					var sum float64
-					for _, x := range v.v {
-						sum += float64(x)
-					}
-					a[base] += sum
-				case 1:
-					dstRow := a[base : base+it.L]
-					for j, x := range v.v {
-						dstRow[j] += float64(x)
-					}
-				default:
-					for j, x := range v.v {
-						a[base+j*it.sa] += float64(x)
-					}
-				}
-				v.done()
-			}
-		}
-	})
+	if pieces == 1 {
+		reducePieces(sb, &it, acc, db.n, perPiece, 0, 1)
+	} else {
+		rows := it // the closure's copy: capturing it would put it on the heap on every path
+		d.parallelGrain(pieces, 1, func(plo, phi int) { reducePieces(sb, &rows, acc, db.n, perPiece, plo, phi) })
+	}
 	sum := acc[:db.n]
 	for p := 1; p < pieces; p++ {
 		for i, v := range acc[p*db.n : (p+1)*db.n] {
@@ -396,6 +427,37 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 	}
 	putAcc(accp)
 	commit(db, 0, w)
+}
+
+// reducePieces sums Reduce's pieces [plo, phi), each of perPiece rows of
+// it, into its own accumulator of n elements in acc.
+func reducePieces(sb *Buffer, it *iter, acc []float64, n, perPiece, plo, phi int) {
+	for p := plo; p < phi; p++ {
+		a := acc[p*n : (p+1)*n]
+		clear(a)
+		for r := p * perPiece; r < min((p+1)*perPiece, it.rows); r++ {
+			base, _ := it.bases(r)
+			v := read(sb, r*it.L, (r+1)*it.L)
+			switch it.sa {
+			case 0:
+				var sum float64
+				for _, x := range v.v {
+					sum += float64(x)
+				}
+				a[base] += sum
+			case 1:
+				dstRow := a[base : base+it.L]
+				for j, x := range v.v {
+					dstRow[j] += float64(x)
+				}
+			default:
+				for j, x := range v.v {
+					a[base+j*it.sa] += float64(x)
+				}
+			}
+			v.done()
+		}
+	}
 }
 
 // accPool holds Reduce's float64 accumulators, which a training step needs
@@ -431,31 +493,41 @@ func (d *Device) Expand(dst, src device.Buffer, s device.Strides, alpha float32)
 	db, sb := d.buf(dst, "Expand"), d.buf(src, "Expand")
 	it := newIter(s.Shape, s.A, zeroStrides(len(s.Shape)))
 	d.checkLen("Expand", it.rows*it.L, db)
-	d.forRows(&it, func(r int) {
-		base, _ := it.bases(r)
-		w := writeView(db, r*it.L, (r+1)*it.L)
-		if it.sa == 0 {
-			x := alpha * get(sb, base)
-			for j := range w.v {
-				w.v[j] = x
-			}
-			commit(db, r*it.L, w)
-			return
+	if oneRowPiece(&it) {
+		for r := range it.rows {
+			expandAt(db, sb, &it, alpha, r)
 		}
-		v := readRow(sb, base, it.sa, it.L)
-		if len(v.v) == 1 {
-			x := alpha * v.v[0]
-			for j := range w.v {
-				w.v[j] = x
-			}
-		} else {
-			for j, x := range v.v {
-				w.v[j] = alpha * x
-			}
+		return
+	}
+	rows := it // the closure's copy: capturing it would put it on the heap on every path
+	d.forRows(&rows, func(r int) { expandAt(db, sb, &rows, alpha, r) })
+}
+
+// expandAt computes row r of Expand.
+func expandAt(db, sb *Buffer, it *iter, alpha float32, r int) {
+	base, _ := it.bases(r)
+	w := writeView(db, r*it.L, (r+1)*it.L)
+	if it.sa == 0 {
+		x := alpha * get(sb, base)
+		for j := range w.v {
+			w.v[j] = x
 		}
-		v.done()
 		commit(db, r*it.L, w)
-	})
+		return
+	}
+	v := readRow(sb, base, it.sa, it.L)
+	if len(v.v) == 1 {
+		x := alpha * v.v[0]
+		for j := range w.v {
+			w.v[j] = x
+		}
+	} else {
+		for j, x := range v.v {
+			w.v[j] = alpha * x
+		}
+	}
+	v.done()
+	commit(db, r*it.L, w)
 }
 
 // Dropout computes dst = src * mask / (1-p) with a counter-based mask.
@@ -466,16 +538,23 @@ func (d *Device) Dropout(dst, src device.Buffer, p float32, key device.RandKey) 
 	if p < 1 {
 		scale = 1 / (1 - p)
 	}
-	d.parallel(db.n, func(lo, hi int) {
-		sv, w := read(sb, lo, hi), writeView(db, lo, hi)
-		for i, x := range sv.v {
-			if device.Uniform(key, uint64(lo+i)) >= p {
-				w.v[i] = x * scale
-			} else {
-				w.v[i] = 0
-			}
+	if db.n <= grain {
+		dropoutPiece(db, sb, p, scale, key, 0, db.n)
+		return
+	}
+	d.parallel(db.n, func(lo, hi int) { dropoutPiece(db, sb, p, scale, key, lo, hi) })
+}
+
+// dropoutPiece is Dropout on [lo, hi).
+func dropoutPiece(db, sb *Buffer, p, scale float32, key device.RandKey, lo, hi int) {
+	sv, w := read(sb, lo, hi), writeView(db, lo, hi)
+	for i, x := range sv.v {
+		if device.Uniform(key, uint64(lo+i)) >= p {
+			w.v[i] = x * scale
+		} else {
+			w.v[i] = 0
 		}
-		sv.done()
-		commit(db, lo, w)
-	})
+	}
+	sv.done()
+	commit(db, lo, w)
 }

@@ -52,71 +52,150 @@ func (d *Device) f32At(op string, i int, b device.Buffer, n int) *Buffer {
 }
 
 // SGD is PyTorch's SGD step with momentum, dampening, Nesterov and weight decay.
-func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
+func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) { d.sgd(p, g, mom, nil, h) }
+
+// SGDCast is SGD that also writes the updated p, rounded, into the 16-bit
+// buffer low: device.StepCaster, for autocast's cached weight copies.
+func (d *Device) SGDCast(p, g, mom, low device.Buffer, h device.SGDParams) {
+	d.sgd(p, g, mom, low, h)
+}
+
+func (d *Device) sgd(p, g, mom, low device.Buffer, h device.SGDParams) {
 	pb := d.f32At("SGD", 0, p, -1)
 	gb := d.f32At("SGD", 1, g, pb.n)
-	var mb *Buffer
-	if h.Momentum != 0 {
-		if mom == nil {
-			panic("cpu: SGD with momentum needs a momentum buffer")
-		}
-		mb = d.f32At("SGD", 2, mom, pb.n)
+	mb := d.momentum(mom, h, pb.n)
+	lb := d.lowCopy("SGDCast", low, pb.n)
+	if pb.n <= grain {
+		stepCast(pb, lb, 0, pb.n, func(lo, hi int) { sgdPiece(pb, gb, mb, h, lo, hi) })
+		return
 	}
 	d.parallel(pb.n, func(lo, hi int) {
-		ps, gs := pb.f32[lo:hi], gb.f32[lo:hi]
-		if h.Momentum == 0 {
-			gs = gs[:len(ps)]
-			if h.WeightDecay == 0 {
-				done := sgdPlainSIMD(ps, gs, h.LR)
-				for i, g := range gs[done:] {
-					ps[done+i] -= h.LR * g
-				}
-				return
-			}
-			for i, g := range gs {
-				ps[i] -= h.LR * (g + h.WeightDecay*ps[i])
-			}
-			return
-		}
-		ms := mb.f32[lo:hi]
-		ms, gs = ms[:len(ps)], gs[:len(ps)]
-		// The common case, hoisted out of the general loop: plain momentum
-		// after the first step, no weight decay.
-		if !h.First && !h.Nesterov && h.WeightDecay == 0 {
-			damp := 1 - h.Dampening
-			for i := sgdMomentumSIMD(ps, gs, ms, h.Momentum, damp, h.LR); i < len(ps); i++ {
-				ms[i] = h.Momentum*ms[i] + damp*gs[i]
-				ps[i] -= h.LR * ms[i]
-			}
-			return
-		}
-		for i := range ps {
-			gi := gs[i]
-			if h.WeightDecay != 0 {
-				gi += h.WeightDecay * ps[i]
-			}
-			if h.First {
-				ms[i] = gi
-			} else {
-				ms[i] = h.Momentum*ms[i] + (1-h.Dampening)*gi
-			}
-			if h.Nesterov {
-				gi += h.Momentum * ms[i]
-			} else {
-				gi = ms[i]
-			}
-			ps[i] -= h.LR * gi
-		}
+		stepCast(pb, lb, lo, hi, func(lo, hi int) { sgdPiece(pb, gb, mb, h, lo, hi) })
 	})
 }
 
+// momentum checks SGD's momentum buffer, nil when h has no momentum. (A
+// variable assigned once, so that the kernel's closures copy it.)
+func (d *Device) momentum(mom device.Buffer, h device.SGDParams, n int) *Buffer {
+	if h.Momentum == 0 {
+		return nil
+	}
+	if mom == nil {
+		panic("cpu: SGD with momentum needs a momentum buffer")
+	}
+	return d.f32At("SGD", 2, mom, n)
+}
+
+// sgdPiece is the SGD step on [lo, hi).
+func sgdPiece(pb, gb, mb *Buffer, h device.SGDParams, lo, hi int) {
+	ps, gs := pb.f32[lo:hi], gb.f32[lo:hi]
+	if h.Momentum == 0 {
+		gs = gs[:len(ps)]
+		if h.WeightDecay == 0 {
+			done := sgdPlainSIMD(ps, gs, h.LR)
+			for i, g := range gs[done:] {
+				ps[done+i] -= h.LR * g
+			}
+			return
+		}
+		for i, g := range gs {
+			ps[i] -= h.LR * (g + h.WeightDecay*ps[i])
+		}
+		return
+	}
+	ms := mb.f32[lo:hi]
+	ms, gs = ms[:len(ps)], gs[:len(ps)]
+	// The common case, hoisted out of the general loop: plain momentum
+	// after the first step, no weight decay.
+	if !h.First && !h.Nesterov && h.WeightDecay == 0 {
+		damp := 1 - h.Dampening
+		for i := sgdMomentumSIMD(ps, gs, ms, h.Momentum, damp, h.LR); i < len(ps); i++ {
+			ms[i] = h.Momentum*ms[i] + damp*gs[i]
+			ps[i] -= h.LR * ms[i]
+		}
+		return
+	}
+	for i := range ps {
+		gi := gs[i]
+		if h.WeightDecay != 0 {
+			gi += h.WeightDecay * ps[i]
+		}
+		if h.First {
+			ms[i] = gi
+		} else {
+			ms[i] = h.Momentum*ms[i] + (1-h.Dampening)*gi
+		}
+		if h.Nesterov {
+			gi += h.Momentum * ms[i]
+		} else {
+			gi = ms[i]
+		}
+		ps[i] -= h.LR * gi
+	}
+}
+
+// lowCopy checks the copy a fused step writes (nil for a plain step): a
+// live 16-bit buffer of this device with n elements.
+func (d *Device) lowCopy(op string, low device.Buffer, n int) *Buffer {
+	if low == nil {
+		return nil
+	}
+	lb := d.buf(low, op)
+	if !lb.dt.Half() || lb.n != n {
+		panic(fmt.Sprintf("cpu: %s: copy of %d %v elements for a parameter of %d; want f16 or bf16 of the same length", op, lb.n, lb.dt, n))
+	}
+	return lb
+}
+
+// castBlock is how many elements a fused step updates before rounding them
+// into the copy: 8 KiB of float32, still in L1 when they are read back.
+const castBlock = 2048
+
+// stepCast runs step on [lo, hi) and, when lb is not nil, rounds the
+// updated parameters into lb block by block, so that the copy costs a pass
+// over cached data instead of a second pass over memory. The step is
+// elementwise, so splitting it into blocks does not change its results.
+// step does not escape: the single-piece paths allocate nothing.
+func stepCast(pb, lb *Buffer, lo, hi int, step func(lo, hi int)) {
+	if lb == nil {
+		step(lo, hi)
+		return
+	}
+	for b := lo; b < hi; b += castBlock {
+		e := min(b+castBlock, hi)
+		step(b, e)
+		dtype.Encode(lb.dt, lb.u16[b:e], pb.f32[b:e])
+	}
+}
+
 // Adam is PyTorch's Adam step, or AdamW's when h.Decoupled.
-func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
+func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) { d.adam(p, g, m, v, nil, h) }
+
+// AdamCast is Adam that also writes the updated p, rounded, into the 16-bit
+// buffer low: device.StepCaster, for autocast's cached weight copies.
+func (d *Device) AdamCast(p, g, m, v, low device.Buffer, h device.AdamParams) {
+	d.adam(p, g, m, v, low, h)
+}
+
+func (d *Device) adam(p, g, m, v, low device.Buffer, h device.AdamParams) {
 	pb := d.f32At("Adam", 0, p, -1)
 	gb, mb, vb := d.f32At("Adam", 1, g, pb.n), d.f32At("Adam", 2, m, pb.n), d.f32At("Adam", 3, v, pb.n)
 	if h.Step < 1 {
 		panic(fmt.Sprintf("cpu: Adam step %d, want >= 1", h.Step))
 	}
+	k := adamConstsOf(h) // assigned once, so that the closures copy it
+	lb := d.lowCopy("AdamCast", low, pb.n)
+	if pb.n <= grain {
+		stepCast(pb, lb, 0, pb.n, func(lo, hi int) { adamPiece(pb, gb, mb, vb, k, lo, hi) })
+		return
+	}
+	d.parallel(pb.n, func(lo, hi int) {
+		stepCast(pb, lb, lo, hi, func(lo, hi int) { adamPiece(pb, gb, mb, vb, k, lo, hi) })
+	})
+}
+
+// adamConstsOf computes the per-element constants of the step h.
+func adamConstsOf(h device.AdamParams) adamConsts {
 	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
 	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
 	stepSize := float32(float64(h.LR) / bc1)
@@ -131,11 +210,15 @@ func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
 	default:
 		k.mode = adamCoupled
 	}
-	d.parallel(pb.n, func(lo, hi int) {
-		ps, gs, ms, vs := pb.f32[lo:hi], gb.f32[lo:hi], mb.f32[lo:hi], vb.f32[lo:hi]
-		done := adamSIMD(ps, gs, ms, vs, &k)
-		adamGo(ps[done:], gs[done:], ms[done:], vs[done:], &k)
-	})
+	return k
+}
+
+// adamPiece is the Adam step on [lo, hi). k is a copy: the assembly reads
+// it through a pointer that does not escape.
+func adamPiece(pb, gb, mb, vb *Buffer, k adamConsts, lo, hi int) {
+	ps, gs, ms, vs := pb.f32[lo:hi], gb.f32[lo:hi], mb.f32[lo:hi], vb.f32[lo:hi]
+	done := adamSIMD(ps, gs, ms, vs, &k)
+	adamGo(ps[done:], gs[done:], ms[done:], vs[done:], &k)
 }
 
 // adamConsts are an Adam step's per-element constants, laid out for the
@@ -171,27 +254,38 @@ func adamGo(ps, gs, ms, vs []float32, k *adamConsts) {
 }
 
 // UnscaleCheck multiplies every gradient by inv and reports any Inf or NaN.
+// OR is order-independent, so the answer does not depend on which
+// goroutine ran which piece.
 func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
-	// One flag for every piece of every buffer: OR is order-independent,
-	// so the answer does not depend on which goroutine ran which piece.
-	var found atomic.Bool
+	found := false
 	for i, g := range grads {
 		b := d.f32At("UnscaleCheck", i, g, -1)
+		if b.n <= grain {
+			found = unscalePiece(b, inv, 0, b.n) || found
+			continue
+		}
+		var nf atomic.Bool
 		d.parallel(b.n, func(lo, hi int) {
-			s := b.f32[lo:hi]
-			done, nf := unscaleSIMD(s, inv)
-			for i, v := range s[done:] {
-				i += done
-				v *= inv
-				s[i] = v
-				if v-v != 0 { // NaN for Inf and NaN alike
-					nf = true
-				}
-			}
-			if nf {
-				found.Store(true)
+			if unscalePiece(b, inv, lo, hi) {
+				nf.Store(true)
 			}
 		})
+		found = nf.Load() || found
 	}
-	return found.Load()
+	return found
+}
+
+// unscalePiece multiplies b[lo:hi] by inv and reports any Inf or NaN.
+func unscalePiece(b *Buffer, inv float32, lo, hi int) bool {
+	s := b.f32[lo:hi]
+	done, nf := unscaleSIMD(s, inv)
+	for i, v := range s[done:] {
+		i += done
+		v *= inv
+		s[i] = v
+		if v-v != 0 { // NaN for Inf and NaN alike
+			nf = true
+		}
+	}
+	return nf
 }

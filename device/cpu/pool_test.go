@@ -167,3 +167,42 @@ func waitGoroutines(t *testing.T, want int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestSmallKernelsDoNotAllocate checks that the elementwise kernels a
+// training step calls on small buffers run their single piece without a
+// Go allocation: the closure that parallel needs is made only when there
+// is more than one piece.
+func TestSmallKernelsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	withProcs(t, 2)
+	d := New()
+	defer d.Close()
+	const n = grain
+	x, y := d.Alloc(dtype.F32, n, device.Temp), d.Alloc(dtype.F32, n, device.Temp)
+	h := d.Alloc(dtype.F16, n, device.Temp)
+	host := make([]float32, n)
+	d.Fill(x, 0.5)
+	d.Fill(y, -0.25)
+	for _, k := range []struct {
+		name string
+		run  func()
+	}{
+		{"Fill", func() { d.Fill(y, 1) }},
+		{"Copy f32 to f16", func() { d.Copy(h, 0, x, 0, n) }},
+		{"Copy f16 to f32", func() { d.Copy(y, 0, h, 0, n) }},
+		{"Axpby", func() { d.Axpby(y, x, y, 2, 1) }},
+		{"Axpby beta 0", func() { d.Axpby(y, x, nil, 2, 0) }},
+		{"Unary", func() { d.Unary(device.ReLU, y, x, 0) }},
+		{"UnaryGrad", func() { d.UnaryGrad(device.ReLU, y, x, x) }},
+		{"Dropout", func() { d.Dropout(y, x, 0.5, device.RandKey{Seed: 1}) }},
+		{"CopyFromHost", func() { d.CopyFromHost(h, host) }},
+		{"CopyToHost", func() { d.CopyToHost(host, h) }},
+	} {
+		k.run()
+		if got := testing.AllocsPerRun(20, k.run); got != 0 {
+			t.Errorf("%s on %d elements: %v allocations per call, want 0", k.name, n, got)
+		}
+	}
+}
