@@ -149,20 +149,32 @@ func (g *Graph) pool(op Op, x *Var, k, stride, pad int) *Var {
 		panic(fmt.Sprintf("autograd.%v: window %d does not fit input %v", op, k, xs))
 	}
 	y := g.alloc(dt, s.N, s.C, s.OH, s.OW)
+	rec := g.recording(x)
+	var arg *tensor.Tensor
 	if op == OpMaxPool {
-		g.dev.MaxPool(y.Buffer(), buf(x), s)
+		var ab device.Buffer
+		if rec {
+			// Backward needs only where each maximum was: its position in
+			// the window, a small integer F16 holds exactly, a quarter of
+			// x's F32 bytes for 2x2 windows, and no recomputation.
+			adt := dtype.F16
+			if !s.ArgFits(adt) {
+				adt = dtype.F32
+			}
+			arg = g.alloc(adt, s.N, s.C, s.OH, s.OW)
+			ab = arg.Buffer()
+		}
+		g.dev.MaxPool(y.Buffer(), ab, buf(x), s)
 	} else {
 		g.dev.AvgPool(y.Buffer(), buf(x), s)
 	}
 	out := g.result(y)
-	if g.recording(x) {
-		if op == OpMaxPool {
-			g.save(x.Value)
-		}
+	if rec {
+		g.save(arg)
 		g.push(op, out, []*Var{x}, func(dy *tensor.Tensor) {
 			dx := g.alloc(dt, xs...)
 			if op == OpMaxPool {
-				g.dev.MaxPoolGrad(dx.Buffer(), dy.Buffer(), buf(x), s)
+				g.dev.MaxPoolGrad(dx.Buffer(), dy.Buffer(), arg.Buffer(), s)
 			} else {
 				g.dev.AvgPoolGrad(dx.Buffer(), dy.Buffer(), s)
 			}

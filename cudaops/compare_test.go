@@ -515,14 +515,16 @@ func cmpPool(c *cmp) {
 			}
 			x := c.put(ty[1], xv)
 			y := c.out(ty[0], s.N*s.C*s.OH*s.OW)
-			c.cpu.MaxPool(y[0], x[0], s)
-			c.dev.MaxPool(y[1], x[1], s)
+			arg := c.out(ty[2], y[0].Len())
+			c.cpu.MaxPool(y[0], arg[0], x[0], s)
+			c.dev.MaxPool(y[1], arg[1], x[1], s)
 			c.exact(fmt.Sprintf("MaxPool/%s/%+v", name(ty), s), y)
+			c.exact(fmt.Sprintf("MaxPool arg/%s/%+v", name(ty), s), arg)
 
 			dy := c.put(ty[2], c.uniform(y[0].Len(), -1, 1))
 			dx := c.out(ty[0], x[0].Len())
-			c.cpu.MaxPoolGrad(dx[0], dy[0], x[0], s)
-			c.dev.MaxPoolGrad(dx[1], dy[1], x[1], s)
+			c.cpu.MaxPoolGrad(dx[0], dy[0], arg[0], s)
+			c.dev.MaxPoolGrad(dx[1], dy[1], arg[1], s)
 			c.near(fmt.Sprintf("MaxPoolGrad/%s/%+v", name(ty), s), dx, nil)
 
 			xa := c.put(ty[1], c.uniform(x[0].Len(), -2, 2))

@@ -59,8 +59,9 @@ func poolParam(s device.PoolShape) param {
 }
 
 // MaxPool writes each window's maximum: its first maximum, or its last NaN
-// (PyTorch's choice; see window_argmax in kernels/pool.cu).
-func (d *Device) MaxPool(y, x device.Buffer, s device.PoolShape) {
+// (PyTorch's choice; see window_argmax in kernels/pool.cu), and, unless arg
+// is nil, its position in the window.
+func (d *Device) MaxPool(y, arg, x device.Buffer, s device.PoolShape) {
 	d.enter()
 	defer d.leave()
 	yb, xb := d.buf(y, "MaxPool"), d.buf(x, "MaxPool")
@@ -68,25 +69,36 @@ func (d *Device) MaxPool(y, x device.Buffer, s device.PoolShape) {
 	checkLen("MaxPool", s.N*s.C*s.H*s.W, xb)
 	total := s.N * s.C * s.OH * s.OW
 	checkLen("MaxPool", total, yb)
+	var ab *Buffer
+	adt := pInt(0)
+	if arg != nil {
+		ab = d.buf(arg, "MaxPool")
+		checkLen("MaxPool", total, ab)
+		if !s.ArgFits(ab.dt) {
+			panic(fmt.Sprintf("cudaops: MaxPool: %dx%d window positions do not fit %v exactly", s.KH, s.KW, ab.dt))
+		}
+		adt = dt(ab)
+	}
 	if total == 0 {
 		return
 	}
-	d.launch(d.ks.maxpool, gridFor(total), ptr(yb), dt(yb), ptr(xb), dt(xb), poolParam(s), pInt(total))
+	d.launch(d.ks.maxpool, gridFor(total), ptr(yb), dt(yb), ptr(ab), adt, ptr(xb), dt(xb), poolParam(s), pInt(total))
 }
 
-// MaxPoolGrad routes dy to the element of each window MaxPool chose.
-func (d *Device) MaxPoolGrad(dx, dy, x device.Buffer, s device.PoolShape) {
+// MaxPoolGrad routes dy to the element of each window MaxPool chose, as its
+// arg recorded.
+func (d *Device) MaxPoolGrad(dx, dy, arg device.Buffer, s device.PoolShape) {
 	d.enter()
 	defer d.leave()
-	db, gb, xb := d.buf(dx, "MaxPoolGrad"), d.buf(dy, "MaxPoolGrad"), d.buf(x, "MaxPoolGrad")
+	db, gb, ab := d.buf(dx, "MaxPoolGrad"), d.buf(dy, "MaxPoolGrad"), d.buf(arg, "MaxPoolGrad")
 	checkPool(s)
 	total := s.N * s.C * s.H * s.W
-	checkLen("MaxPoolGrad", total, xb, db)
-	checkLen("MaxPoolGrad", s.N*s.C*s.OH*s.OW, gb)
+	checkLen("MaxPoolGrad", total, db)
+	checkLen("MaxPoolGrad", s.N*s.C*s.OH*s.OW, gb, ab)
 	if total == 0 {
 		return
 	}
-	d.launch(d.ks.maxpoolGrad, gridFor(total), ptr(db), dt(db), ptr(gb), dt(gb), ptr(xb), dt(xb), poolParam(s), pInt(total))
+	d.launch(d.ks.maxpoolGrad, gridFor(total), ptr(db), dt(db), ptr(gb), dt(gb), ptr(ab), dt(ab), poolParam(s), pInt(total))
 }
 
 // AvgPool writes each window's mean, padding counted as zeros.

@@ -630,7 +630,8 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 	},
 	// pool.cu
 	"mp_maxpool": func(g *fakeGPU, a *argv, _ int) {
-		y, ydt, x, xdt, s, total := a.ptr(), a.int(), a.ptr(), a.int(), a.pool(), a.int()
+		y, ydt, arg, adt, x, xdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
+		s, total := a.pool(), a.int()
 		hw, ohw := s.h*s.w, s.oh*s.ow
 		for idx := range total {
 			i, o := idx/ohw, idx%ohw
@@ -639,10 +640,14 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			w0, w1, _ := emuWindow(ow, s.sw, s.pw, s.kw, s.w)
 			best := g.windowArgmax(x, xdt, i*hw, s.w, h0, h1, w0, w1)
 			g.st(y, ydt, idx, g.ld(x, xdt, i*hw+best))
+			if arg != 0 {
+				kh, kw := best/s.w-(oh*s.sh-s.ph), best%s.w-(ow*s.sw-s.pw)
+				g.st(arg, adt, idx, float32(kh*s.kw+kw))
+			}
 		}
 	},
 	"mp_maxpool_grad": func(g *fakeGPU, a *argv, _ int) {
-		dx, ddt, dy, gdt, x, xdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
+		dx, ddt, dy, gdt, arg, adt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
 		s, total := a.pool(), a.int()
 		hw, ohw := s.h*s.w, s.oh*s.ow
 		for idx := range total {
@@ -651,17 +656,18 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			var sum float32
 			ohEnd, owEnd := min(s.oh-1, (ih+s.ph)/s.sh), min(s.ow-1, (iw+s.pw)/s.sw)
 			for oh := firstCover(ih, s.sh, s.ph, s.kh); oh <= ohEnd; oh++ {
-				h0, h1, _ := emuWindow(oh, s.sh, s.ph, s.kh, s.h)
-				if ih < h0 || ih >= h1 {
+				kh := ih - (oh*s.sh - s.ph)
+				if kh < 0 || kh >= s.kh {
 					continue
 				}
 				for ow := firstCover(iw, s.sw, s.pw, s.kw); ow <= owEnd; ow++ {
-					w0, w1, _ := emuWindow(ow, s.sw, s.pw, s.kw, s.w)
-					if iw < w0 || iw >= w1 {
+					kw := iw - (ow*s.sw - s.pw)
+					if kw < 0 || kw >= s.kw {
 						continue
 					}
-					if g.windowArgmax(x, xdt, i*hw, s.w, h0, h1, w0, w1) == pix {
-						sum += g.ld(dy, gdt, i*ohw+oh*s.ow+ow)
+					o := i*ohw + oh*s.ow + ow
+					if g.ld(arg, adt, o) == float32(kh*s.kw+kw) {
+						sum += g.ld(dy, gdt, o)
 					}
 				}
 			}

@@ -1,6 +1,10 @@
 package device
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/dtype"
+)
 
 // Kernels are the primitive operations a backend implements. Every kernel
 // takes its destination first, accepts F32, F16 and BF16 storage for every
@@ -74,11 +78,16 @@ type Kernels interface {
 	// Col2Im is Im2Col's adjoint: it overwrites images [s.N0, s.N0+s.NB) of
 	// dx (N, C, H, W) with the sum of the col entries that read each pixel.
 	Col2Im(dx, col Buffer, s ConvShape)
-	// MaxPool writes each window's maximum. y (N, C, OH, OW), x (N, C, H, W)
-	MaxPool(y, x Buffer, s PoolShape)
-	// MaxPoolGrad routes dy to the first maximal element of each window of x
-	// (the one MaxPool chose), summing where windows overlap. dx (N,C,H,W)
-	MaxPoolGrad(dx, dy, x Buffer, s PoolShape)
+	// MaxPool writes each window's maximum to y: its first largest element
+	// in row-major order, or its last NaN when it holds any (PyTorch's
+	// choice). Unless arg is nil it also writes where that element sits in
+	// its window, kh*KW + kw, as an exact integer (s.ArgFits(arg's dtype)
+	// must hold), for MaxPoolGrad. y, arg (N, C, OH, OW); x (N, C, H, W)
+	MaxPool(y, arg, x Buffer, s PoolShape)
+	// MaxPoolGrad routes each dy to the element MaxPool chose, as recorded
+	// in arg, summing in (oh, ow) order where windows overlap.
+	// dx (N, C, H, W); dy, arg (N, C, OH, OW)
+	MaxPoolGrad(dx, dy, arg Buffer, s PoolShape)
 	// AvgPool writes each window's mean, counting padding as zeros (PyTorch's
 	// count_include_pad=True).
 	AvgPool(y, x Buffer, s PoolShape)
@@ -264,6 +273,20 @@ type PoolShape struct {
 	StrideH, StrideW int
 	PadH, PadW       int
 	OH, OW           int
+}
+
+// ArgFits reports whether dt holds every window position of s (0 to
+// KH*KW-1) as an exact integer, as MaxPool's arg must: BF16 does up to 256,
+// F16 up to 2048, F32 up to 2^24.
+func (s PoolShape) ArgFits(dt dtype.DType) bool {
+	limit := 1 << 24
+	switch dt {
+	case dtype.F16:
+		limit = 1 << 11
+	case dtype.BF16:
+		limit = 1 << 8
+	}
+	return s.KH*s.KW-1 <= limit
 }
 
 // NewPoolShape fills the output size (floor mode, as PyTorch's default).

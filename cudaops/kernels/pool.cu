@@ -52,7 +52,10 @@ __device__ __forceinline__ int first_cover(int i, int stride, int pad, int k) {
 	return t <= 0 ? 0 : (t + stride - 1) / stride;
 }
 
-extern "C" __global__ void mp_maxpool(void* y, int ydt, const void* x, int xdt, Pool s, int total) {
+// mp_maxpool writes each window's maximum to y and, unless arg is null, its
+// position in the window (kh*kw_size + kw from the unclipped corner) to arg.
+extern "C" __global__ void mp_maxpool(void* y, int ydt, void* arg, int adt, const void* x, int xdt, Pool s,
+                                      int total) {
 	int hw = s.h * s.w, ohw = s.oh * s.ow;
 	GRID_STRIDE(idx, total) {
 		int i = idx / ohw;
@@ -64,36 +67,40 @@ extern "C" __global__ void mp_maxpool(void* y, int ydt, const void* x, int xdt, 
 		int plane = i * hw;
 		int best = window_argmax(x, xdt, plane, s.w, h0, h1, w0, w1);
 		st(y, ydt, idx, ld(x, xdt, plane + best));
+		if (arg != nullptr) {
+			int kh = best / s.w - (oh * s.sh - s.ph);
+			int kw = best - (best / s.w) * s.w - (ow * s.sw - s.pw);
+			st(arg, adt, idx, (float)(kh * s.kw + kw));
+		}
 	}
 }
 
-// mp_maxpool_grad: dx[pixel] = sum of dy over the windows whose first
-// maximum is that pixel. total is n*c*h*w.
-extern "C" __global__ void mp_maxpool_grad(void* dx, int ddt, const void* dy, int gdt, const void* x, int xdt,
+// mp_maxpool_grad: dx[pixel] = the sum, in (oh, ow) order as the CPU adds
+// them, of dy over the windows whose recorded position (arg) is that
+// pixel. total is n*c*h*w.
+extern "C" __global__ void mp_maxpool_grad(void* dx, int ddt, const void* dy, int gdt, const void* arg, int adt,
                                            Pool s, int total) {
 	int hw = s.h * s.w, ohw = s.oh * s.ow;
 	GRID_STRIDE(idx, total) {
 		int i = idx / hw;
 		int pix = idx - i * hw;
 		int ih = pix / s.w, iw = pix - (pix / s.w) * s.w;
-		int plane = i * hw;
 		float sum = 0.0f;
 		int ohEnd = min(s.oh - 1, (ih + s.ph) / s.sh);
 		int owEnd = min(s.ow - 1, (iw + s.pw) / s.sw);
 		for (int oh = first_cover(ih, s.sh, s.ph, s.kh); oh <= ohEnd; oh++) {
-			int h0, h1, e;
-			window(oh, s.sh, s.ph, s.kh, s.h, &h0, &h1, &e);
-			if (ih < h0 || ih >= h1) {
+			int kh = ih - (oh * s.sh - s.ph);
+			if (kh < 0 || kh >= s.kh) {
 				continue;
 			}
 			for (int ow = first_cover(iw, s.sw, s.pw, s.kw); ow <= owEnd; ow++) {
-				int w0, w1;
-				window(ow, s.sw, s.pw, s.kw, s.w, &w0, &w1, &e);
-				if (iw < w0 || iw >= w1) {
+				int kw = iw - (ow * s.sw - s.pw);
+				if (kw < 0 || kw >= s.kw) {
 					continue;
 				}
-				if (window_argmax(x, xdt, plane, s.w, h0, h1, w0, w1) == pix) {
-					sum += ld(dy, gdt, i * ohw + oh * s.ow + ow);
+				int o = i * ohw + oh * s.ow + ow;
+				if (ld(arg, adt, o) == (float)(kh * s.kw + kw)) {
+					sum += ld(dy, gdt, o);
 				}
 			}
 		}

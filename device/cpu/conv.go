@@ -157,32 +157,38 @@ func window(o, stride, pad, k, size int) (lo, hi, extent int) {
 	return max(lo, 0), min(hi, size), extent
 }
 
-// MaxPool writes each window's maximum.
-func (d *Device) MaxPool(y, x device.Buffer, s device.PoolShape) {
+// MaxPool writes each window's maximum to y and, unless arg is nil, its
+// position in the window to arg (see device.Kernels).
+func (d *Device) MaxPool(y, arg, x device.Buffer, s device.PoolShape) {
 	yb, xb := d.buf(y, "MaxPool"), d.buf(x, "MaxPool")
 	checkPool(s)
 	hw, ohw := s.H*s.W, s.OH*s.OW
 	d.checkLen("MaxPool", s.N*s.C*hw, xb)
 	d.checkLen("MaxPool", s.N*s.C*ohw, yb)
+	var ab *Buffer
+	if arg != nil {
+		ab = d.buf(arg, "MaxPool")
+		d.checkLen("MaxPool", s.N*s.C*ohw, ab)
+		if !s.ArgFits(ab.dt) {
+			panic(fmt.Sprintf("cpu: MaxPool: %dx%d window positions do not fit %v exactly", s.KH, s.KW, ab.dt))
+		}
+	}
 	d.forPlanes(s.N*s.C, hw, func(i int) {
 		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*ohw, (i+1)*ohw)
+		var pos view
+		if ab != nil {
+			pos = writeView(ab, i*ohw, (i+1)*ohw)
+		}
 		if is2x2(s) {
-			for oh := range s.OH {
-				for ow := range s.OW {
-					out.v[oh*s.OW+ow] = in.v[argmax2x2(in.v, s.W, 2*oh, 2*ow)]
-				}
-			}
+			maxPool2x2(out.v, pos.v, in.v, s.W, s.OH, s.OW)
 		} else {
-			for oh := range s.OH {
-				h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
-				for ow := range s.OW {
-					w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
-					out.v[oh*s.OW+ow] = in.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)]
-				}
-			}
+			maxPoolPlane(out.v, pos.v, in.v, s)
 		}
 		in.done()
 		commit(yb, i*ohw, out)
+		if ab != nil {
+			commit(ab, i*ohw, pos)
+		}
 	})
 }
 
@@ -192,17 +198,61 @@ func is2x2(s device.PoolShape) bool {
 	return s.KH == 2 && s.KW == 2 && s.StrideH == 2 && s.StrideW == 2 && s.PadH == 0 && s.PadW == 0
 }
 
-// argmax2x2 is argmaxWindow for the 2x2 window at (h, w), with the same
-// first-maximum and last-NaN rules.
-func argmax2x2(v []float32, width, h, w int) int {
-	j := h*width + w
-	best := j
-	for _, k := range [3]int{j + 1, j + width, j + width + 1} {
-		if x := v[k]; x > v[best] || x != x {
-			best = k
+// maxPool2x2 pools one plane (rows of w) with 2x2 windows at stride 2 into
+// y (oh, ow), writing the positions to pos unless it is nil: with AVX-512
+// sixteen windows at a time, else in Go.
+func maxPool2x2(y, pos, x []float32, w, oh, ow int) {
+	if oh == 0 || ow == 0 {
+		return
+	}
+	_ = x[(2*oh-1)*w+2*ow-1]
+	_ = y[oh*ow-1]
+	if pos != nil {
+		_ = pos[oh*ow-1]
+	}
+	if maxPoolSIMD(y, pos, x, w, oh, ow) {
+		return
+	}
+	for r := range oh {
+		r0, r1 := x[2*r*w:2*r*w+2*ow], x[(2*r+1)*w:(2*r+1)*w+2*ow]
+		yr := y[r*ow : (r+1)*ow]
+		for c := range yr {
+			// The window's elements in row-major order; a later one wins
+			// when it is larger, or when it is a NaN (argmaxWindow's rule).
+			best, k := r0[2*c], 0
+			if v := r0[2*c+1]; v > best || v != v {
+				best, k = v, 1
+			}
+			if v := r1[2*c]; v > best || v != v {
+				best, k = v, 2
+			}
+			if v := r1[2*c+1]; v > best || v != v {
+				best, k = v, 3
+			}
+			yr[c] = best
+			if pos != nil {
+				pos[r*ow+c] = float32(k)
+			}
 		}
 	}
-	return best
+}
+
+// maxPoolPlane is MaxPool on one plane for any geometry.
+func maxPoolPlane(y, pos, x []float32, s device.PoolShape) {
+	for oh := range s.OH {
+		h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
+		for ow := range s.OW {
+			w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
+			j := argmaxWindow(x, s.W, h0, h1, w0, w1)
+			y[oh*s.OW+ow] = x[j]
+			if pos != nil {
+				// Relative to the window's unclipped corner, so that the
+				// position alone (with oh, ow) locates the element.
+				kh, kw := j/s.W-(oh*s.StrideH-s.PadH), j%s.W-(ow*s.StrideW-s.PadW)
+				pos[oh*s.OW+ow] = float32(kh*s.KW + kw)
+			}
+		}
+	}
 }
 
 // argmaxWindow returns the index of the first maximum of the window rows
@@ -222,36 +272,68 @@ func argmaxWindow(v []float32, width, h0, h1, w0, w1 int) int {
 	return best
 }
 
-// MaxPoolGrad routes dy to the element of each window MaxPool chose: its
-// first maximum, or its last NaN (see argmaxWindow).
-func (d *Device) MaxPoolGrad(dx, dy, x device.Buffer, s device.PoolShape) {
-	db, gb, xb := d.buf(dx, "MaxPoolGrad"), d.buf(dy, "MaxPoolGrad"), d.buf(x, "MaxPoolGrad")
+// MaxPoolGrad adds each dy to the element MaxPool chose, found from its
+// recorded position in arg, in (oh, ow) order.
+func (d *Device) MaxPoolGrad(dx, dy, arg device.Buffer, s device.PoolShape) {
+	db, gb, ab := d.buf(dx, "MaxPoolGrad"), d.buf(dy, "MaxPoolGrad"), d.buf(arg, "MaxPoolGrad")
 	checkPool(s)
 	hw, ohw := s.H*s.W, s.OH*s.OW
-	d.checkLen("MaxPoolGrad", s.N*s.C*hw, xb, db)
-	d.checkLen("MaxPoolGrad", s.N*s.C*ohw, gb)
+	d.checkLen("MaxPoolGrad", s.N*s.C*hw, db)
+	d.checkLen("MaxPoolGrad", s.N*s.C*ohw, gb, ab)
 	d.forPlanes(s.N*s.C, hw, func(i int) {
-		in, g, out := read(xb, i*hw, (i+1)*hw), read(gb, i*ohw, (i+1)*ohw), writeView(db, i*hw, (i+1)*hw)
+		g, pos, out := read(gb, i*ohw, (i+1)*ohw), read(ab, i*ohw, (i+1)*ohw), writeView(db, i*hw, (i+1)*hw)
 		clear(out.v)
 		if is2x2(s) {
-			for oh := range s.OH {
-				for ow := range s.OW {
-					out.v[argmax2x2(in.v, s.W, 2*oh, 2*ow)] += g.v[oh*s.OW+ow]
-				}
-			}
+			maxPoolGrad2x2(out.v, g.v, pos.v, s.W, s.OH, s.OW)
 		} else {
-			for oh := range s.OH {
-				h0, h1, _ := window(oh, s.StrideH, s.PadH, s.KH, s.H)
-				for ow := range s.OW {
-					w0, w1, _ := window(ow, s.StrideW, s.PadW, s.KW, s.W)
-					out.v[argmaxWindow(in.v, s.W, h0, h1, w0, w1)] += g.v[oh*s.OW+ow]
-				}
-			}
+			maxPoolGradPlane(out.v, g.v, pos.v, s)
 		}
-		in.done()
 		g.done()
+		pos.done()
 		commit(db, i*hw, out)
 	})
+}
+
+// badPos panics on a position MaxPool cannot have written.
+func badPos(p float32, s device.PoolShape) {
+	panic(fmt.Sprintf("cpu: MaxPoolGrad: arg holds %v, not a position in a %dx%d window", p, s.KH, s.KW))
+}
+
+// maxPoolGrad2x2 is maxPoolGradPlane for 2x2 windows at stride 2: every
+// window is disjoint, so each dy lands in its own element of the cleared dx.
+func maxPoolGrad2x2(dx, dy, pos []float32, w, oh, ow int) {
+	for r := range oh {
+		// The window at (r, c) starts at element (2r)*w + 2c; position k is
+		// row k>>1 and column k&1 within it.
+		base := dx[2*r*w : (2*r+2)*w]
+		gr, pr := dy[r*ow:(r+1)*ow], pos[r*ow:(r+1)*ow]
+		for c, p := range pr {
+			k := uint(int32(p))
+			if k > 3 || float32(k) != p {
+				badPos(p, device.PoolShape{KH: 2, KW: 2})
+			}
+			base[(k>>1)*uint(w)+2*uint(c)+k&1] += gr[c]
+		}
+	}
+}
+
+// maxPoolGradPlane is MaxPoolGrad on one plane for any geometry.
+func maxPoolGradPlane(dx, dy, pos []float32, s device.PoolShape) {
+	kk := s.KH * s.KW
+	for oh := range s.OH {
+		for ow := range s.OW {
+			p := pos[oh*s.OW+ow]
+			k := int(int32(p))
+			if k < 0 || k >= kk || float32(k) != p {
+				badPos(p, s)
+			}
+			ih, iw := oh*s.StrideH-s.PadH+k/s.KW, ow*s.StrideW-s.PadW+k%s.KW
+			if ih < 0 || ih >= s.H || iw < 0 || iw >= s.W {
+				badPos(p, s)
+			}
+			dx[ih*s.W+iw] += dy[oh*s.OW+ow]
+		}
+	}
 }
 
 // AvgPool writes each window's mean, padding counted as zeros.

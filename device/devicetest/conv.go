@@ -219,6 +219,44 @@ func maxPoolRef(s device.PoolShape, x []float32) []int {
 	return arg
 }
 
+// windowPos turns maxPoolRef's input indices into what MaxPool writes to
+// arg: each element's position kh*KW + kw in its window, counted from the
+// window's corner before clipping.
+func windowPos(s device.PoolShape, arg []int) []float32 {
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	pos := make([]float32, len(arg))
+	for i, j := range arg {
+		o := i % ohw
+		oh, ow := o/s.OW, o%s.OW
+		ih, iw := (j%hw)/s.W, j%s.W
+		pos[i] = float32((ih-(oh*s.StrideH-s.PadH))*s.KW + iw - (ow*s.StrideW - s.PadW))
+	}
+	return pos
+}
+
+// checkMaxPool runs MaxPool on x, stored as xdt, into y (ydt) and arg
+// (adt), and requires both bit for bit; then again without arg, which must
+// give the same y.
+func (e *env) checkMaxPool(s device.PoolShape, x []float32, ydt, xdt, adt dtype.DType) {
+	xb := e.put(xdt, x)
+	ny := s.N * s.C * s.OH * s.OW
+	got := e.twice(func(fill float32) [][]float32 {
+		yb, ab := e.full(ydt, ny, fill), e.full(adt, ny, fill)
+		e.dev.MaxPool(yb, ab, xb, s)
+		return [][]float32{e.get(yb), e.get(ab)}
+	})
+	ref := maxPoolRef(s, x)
+	want := make([]float32, len(ref))
+	for i, j := range ref {
+		want[i] = dtype.Round(ydt, x[j])
+	}
+	e.exact("y", got[0], want)
+	e.exact("arg", got[1], windowPos(s, ref))
+	yb := e.full(ydt, ny, nan)
+	e.dev.MaxPool(yb, nil, xb, s)
+	e.exact("y (arg nil)", e.get(yb), want)
+}
+
 // poolInput returns pooling inputs: small integers for cases with ties
 // (many windows then hold several maxima), else uniform values.
 func (e *env) poolInput(n int, ties bool) []float32 {
@@ -230,34 +268,69 @@ func (e *env) poolInput(n int, ties bool) []float32 {
 
 var poolTypes = sameAnd(1, mix(dtype.F32, dtype.F16), mix(dtype.BF16, dtype.F32))
 
+// poolArgTypes are the dtypes arg is stored in, one per poolTypes entry,
+// so that each of the three is written by some case, BF16 (the narrowest)
+// next to F32 values among them.
+var poolArgTypes = []dtype.DType{dtype.BF16, dtype.F16, dtype.F32, dtype.F16, dtype.BF16}
+
 func testMaxPool(t *testing.T, dev device.Device) {
-	for _, ty := range poolTypes {
+	for i, ty := range poolTypes {
 		for _, c := range poolCases() {
 			for _, ties := range []bool{false, true} {
-				run(t, dev, fmt.Sprintf("%v/%s/ties=%v", ty, c.name, ties), func(e *env) {
+				run(t, dev, fmt.Sprintf("%v,arg=%v/%s/ties=%v", ty, poolArgTypes[i], c.name, ties), func(e *env) {
 					s := c.s
-					x := e.poolInput(s.N*s.C*s.H*s.W, ties)
-					xb := e.put(ty.src[0], x)
-					got := e.twice(func(fill float32) [][]float32 {
-						yb := e.full(ty.dst, s.N*s.C*s.OH*s.OW, fill)
-						e.dev.MaxPool(yb, xb, s)
-						return [][]float32{e.get(yb)}
-					})[0]
-					arg := maxPoolRef(s, x)
-					want := make([]float32, len(arg))
-					for i, j := range arg {
-						want[i] = dtype.Round(ty.dst, x[j])
-					}
-					e.exact("y", got, want)
+					e.checkMaxPool(s, e.poolInput(s.N*s.C*s.H*s.W, ties), ty.dst, ty.src[0], poolArgTypes[i])
 				})
 			}
 		}
 	}
+	testMaxPoolArgFits(t, dev)
 	testMaxPoolNaN(t, dev)
 }
 
-// maxPoolGradTypes are MaxPoolGrad's dtype combinations: dx; dy, x.
+// testMaxPoolArgFits: an arg dtype that cannot hold every window position
+// exactly is refused, and one that can is accepted, at the edges of BF16's
+// and F16's integers (256 and 2048).
+func testMaxPoolArgFits(t *testing.T, dev device.Device) {
+	cases := []struct {
+		adt  dtype.DType
+		k    int
+		fits bool
+	}{
+		{dtype.BF16, 16, true}, // positions up to 255
+		{dtype.BF16, 17, false},
+		{dtype.F16, 45, true}, // up to 2024
+		{dtype.F16, 46, false},
+		{dtype.F32, 46, true},
+	}
+	for _, c := range cases {
+		run(t, dev, fmt.Sprintf("argfits/%v/k%d", c.adt, c.k), func(e *env) {
+			s := device.NewPoolShape(1, 1, c.k, c.k, c.k, 1, 0)
+			if got := s.ArgFits(c.adt); got != c.fits {
+				e.t.Fatalf("PoolShape{KH: %d, KW: %d}.ArgFits(%v) = %v, want %v", c.k, c.k, c.adt, got, c.fits)
+			}
+			xb := e.put(dtype.F32, e.uniform(c.k*c.k, -1, 1))
+			yb, ab := e.alloc(dtype.F32, 1), e.alloc(c.adt, 1)
+			if !c.fits {
+				mustPanic(e.t, fmt.Sprintf("MaxPool with a %v arg and a %dx%d window", c.adt, c.k, c.k), func() { e.dev.MaxPool(yb, ab, xb, s) })
+				return
+			}
+			e.dev.MaxPool(yb, ab, xb, s)
+		})
+	}
+}
+
+// maxPoolGradTypes are MaxPoolGrad's dtype combinations: dx; dy, arg.
 var maxPoolGradTypes = sameAnd(2, mix(dtype.F32, dtype.F16, dtype.F16), mix(dtype.BF16, dtype.F32, dtype.BF16))
+
+// maxPoolGradRef is dx for dy routed through MaxPool's choices on x.
+func maxPoolGradRef(s device.PoolShape, x, dy []float32) []float64 {
+	want := make([]float64, s.N*s.C*s.H*s.W)
+	for i, j := range maxPoolRef(s, x) {
+		want[j] += float64(dy[i])
+	}
+	return want
+}
 
 func testMaxPoolGrad(t *testing.T, dev device.Device) {
 	for _, ty := range maxPoolGradTypes {
@@ -268,17 +341,13 @@ func testMaxPoolGrad(t *testing.T, dev device.Device) {
 					n := s.N * s.C * s.H * s.W
 					x := e.poolInput(n, ties)
 					dy := e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
-					dyb, xb := e.put(ty.src[0], dy), e.put(ty.src[1], x)
+					dyb, ab := e.put(ty.src[0], dy), e.put(ty.src[1], windowPos(s, maxPoolRef(s, x)))
 					got := e.twice(func(fill float32) [][]float32 {
 						db := e.full(ty.dst, n, fill)
-						e.dev.MaxPoolGrad(db, dyb, xb, s)
+						e.dev.MaxPoolGrad(db, dyb, ab, s)
 						return [][]float32{e.get(db)}
 					})[0]
-					want := make([]float64, n)
-					for i, j := range maxPoolRef(s, x) {
-						want[j] += float64(dy[i])
-					}
-					e.near("dx", ty.dst, got, want, nil)
+					e.near("dx", ty.dst, got, maxPoolGradRef(s, x, dy), nil)
 				})
 			}
 		}

@@ -189,26 +189,15 @@ func (e *env) poolNaNInput(n int, bits []uint32) []float32 {
 	return x
 }
 
-// testMaxPoolNaN: a window holding a NaN has a NaN maximum.
+// testMaxPoolNaN: a window holding a NaN has a NaN maximum, and arg
+// points at the window's last NaN.
 func testMaxPoolNaN(t *testing.T, dev device.Device) {
 	for _, nk := range nanKinds {
-		for _, ty := range poolTypes {
+		for i, ty := range poolTypes {
 			for _, c := range poolCases() {
-				run(t, dev, fmt.Sprintf("nan/%s/%v/%s", nk.name, ty, c.name), func(e *env) {
+				run(t, dev, fmt.Sprintf("nan/%s/%v,arg=%v/%s", nk.name, ty, poolArgTypes[i], c.name), func(e *env) {
 					s := c.s
-					x := e.poolNaNInput(s.N*s.C*s.H*s.W, nk.bits)
-					xb := e.put(ty.src[0], x)
-					got := e.twice(func(fill float32) [][]float32 {
-						yb := e.full(ty.dst, s.N*s.C*s.OH*s.OW, fill)
-						e.dev.MaxPool(yb, xb, s)
-						return [][]float32{e.get(yb)}
-					})[0]
-					arg := maxPoolRef(s, x)
-					want := make([]float32, len(arg))
-					for i, j := range arg {
-						want[i] = dtype.Round(ty.dst, x[j])
-					}
-					e.exact("y", got, want)
+					e.checkMaxPool(s, e.poolNaNInput(s.N*s.C*s.H*s.W, nk.bits), ty.dst, ty.src[0], poolArgTypes[i])
 				})
 			}
 		}
@@ -216,7 +205,8 @@ func testMaxPoolNaN(t *testing.T, dev device.Device) {
 }
 
 // testMaxPoolGradNaN: dy goes to the position MaxPool chose, the NaN's
-// when the window holds one; a NaN in dy reaches only that position.
+// when the window holds one (arg from the device's own MaxPool on x with
+// NaNs); a NaN in dy reaches only that position.
 func testMaxPoolGradNaN(t *testing.T, dev device.Device) {
 	for _, where := range []string{"x", "dy"} {
 		for _, nk := range nanKinds {
@@ -224,27 +214,25 @@ func testMaxPoolGradNaN(t *testing.T, dev device.Device) {
 				for _, c := range poolCases() {
 					run(t, dev, fmt.Sprintf("nan/%s=%s/%v/%s", where, nk.name, ty, c.name), func(e *env) {
 						s := c.s
-						n := s.N * s.C * s.H * s.W
+						n, ny := s.N*s.C*s.H*s.W, s.N*s.C*s.OH*s.OW
 						var x, dy []float32
 						if where == "x" {
 							x = e.poolNaNInput(n, nk.bits)
-							dy = e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
+							dy = e.uniform(ny, -1, 1)
 						} else {
 							x = e.poolInput(n, true)
-							dy = e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
+							dy = e.uniform(ny, -1, 1)
 							e.sprinkle(dy, nk.bits, 6)
 						}
-						dyb, xb := e.put(ty.src[0], dy), e.put(ty.src[1], x)
+						ab := e.alloc(ty.src[1], ny)
+						e.dev.MaxPool(e.alloc(dtype.F32, ny), ab, e.put(dtype.F32, x), s)
+						dyb := e.put(ty.src[0], dy)
 						got := e.twice(func(fill float32) [][]float32 {
 							db := e.full(ty.dst, n, fill)
-							e.dev.MaxPoolGrad(db, dyb, xb, s)
+							e.dev.MaxPoolGrad(db, dyb, ab, s)
 							return [][]float32{e.get(db)}
 						})[0]
-						want := make([]float64, n)
-						for i, j := range maxPoolRef(s, x) {
-							want[j] += float64(dy[i])
-						}
-						e.near("dx", ty.dst, got, want, nil)
+						e.near("dx", ty.dst, got, maxPoolGradRef(s, x, dy), nil)
 					})
 				}
 			}
