@@ -38,6 +38,7 @@ import (
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/runstate"
 )
 
 func main() {
@@ -63,7 +64,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	f.Register(fs, mnistModels(), []string{"sgd", "adam", "adamw"}, "about the square root of the number of layers")
 	dataset := "mnist"
 	fs.Var(cli.NewChoice(&dataset, "mnist", "fashion"), "dataset", "mnist, or fashion for Fashion-MNIST")
+	var st cli.StateFlags
+	st.Register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if err := st.Check(); err != nil {
 		return err
 	}
 	spec := f.Resolve(fs)
@@ -99,6 +105,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nn.CheckpointSequential(g, net.Layers, segments, x)
 	}
 	scaler := amp.NewGradScaler(amp.For(lowType))
+	if st.Eval != "" {
+		return evaluate(stdout, f, dataset, dev, net, testSet, st.Eval)
+	}
+	// What a checkpoint must share with the run that resumes it: the rest
+	// of the run's state is in the checkpoint itself.
+	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
+		"program": "mnist", "dataset": dataset, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
+		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "epochs": fmt.Sprint(f.Epochs),
+		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String()}})
+	defer saver.Close()
+	pos, err := saver.Resume()
+	if err != nil {
+		return err
+	}
 
 	log := func(format string, a ...any) {
 		if !f.JSON {
@@ -111,6 +131,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if useAMP && !scaler.IsEnabled() {
 		log("(%s)", scaler.Note())
+	}
+	if st.Resume != "" {
+		log("resuming from step %d (epoch %d, batch %d) of %s", pos.Step, pos.Epoch+1, pos.Batch, st.Resume)
 	}
 
 	batchOpts := func(epoch int) []datasets.Option {
@@ -128,17 +151,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 	perEpoch := datasets.NumBatches(trainSet, f.Batch)
 	schedule := train.NewSchedule(recipe, f.LR, perEpoch, train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps))
 	dev.ResetPeak()
-	steps, samples, trainTime, lastLoss := 0, 0, 0.0, 0.0
+	steps, samples, trainTime, lastLoss := pos.Step, 0, 0.0, 0.0
 	var peak device.MemStats // over training steps only, not evaluation
 	var acc float64
 	var diverged *cli.Diverged
 	wall := time.Now()
-	for epoch := range f.Epochs {
+	done := func() bool { return f.MaxSteps > 0 && steps >= f.MaxSteps }
+	for epoch := pos.Epoch; epoch < f.Epochs; epoch++ {
 		nn.SetTraining(net, true)
 		bar := cli.NewProgress(stderr, fmt.Sprintf("epoch %d/%d", epoch+1, f.Epochs), perEpoch)
 		start := time.Now()
 		sum, n := 0.0, 0
-		for b := range datasets.Batches(trainSet, f.Batch, batchOpts(epoch)...) {
+		opts := batchOpts(epoch)
+		if epoch == pos.Epoch && pos.Batch > 0 { // resumed mid-epoch: the sums so far come with it
+			sum, n = pos.Sums["loss"], pos.Counts["loss"]
+			opts = append(opts, datasets.From(pos.Batch))
+		}
+		for b := range datasets.Batches(trainSet, f.Batch, opts...) {
+			if done() {
+				break
+			}
 			optim.Apply(opt, schedule, steps)
 			g := autograd.NewGraph(dev)
 			if useAMP {
@@ -151,6 +183,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 			if err := scaler.Update(); err != nil {
 				return err
+			}
+			for _, w := range scaler.Warnings() {
+				fmt.Fprintf(stderr, "mnist: %v\n", w)
 			}
 			opt.ZeroGrad()
 			l := float64(loss.Value.Item())
@@ -168,8 +203,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 				break
 			}
 			bar.Update(n, fmt.Sprintf("loss %.4f", sum/float64(n)))
-			if f.MaxSteps > 0 && steps >= f.MaxSteps {
-				break
+			pos = runstate.Position{Step: steps, Epoch: epoch, Batch: b.Index + 1,
+				Sums: map[string]float64{"loss": sum}, Counts: map[string]int{"loss": n}}
+			if err := saver.AfterStep(pos); err != nil {
+				bar.Done()
+				return err
 			}
 		}
 		trainTime += time.Since(start).Seconds()
@@ -183,14 +221,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		acc = train.Evaluate(dev, net, testSet, 1000, useAMP, lowType)
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss,
-			100*acc, float64(samples)/trainTime)
-		if f.MaxSteps > 0 && steps >= f.MaxSteps {
+			100*acc, float64(samples)/max(trainTime, 1e-9))
+		if done() {
 			break
+		}
+	}
+	if diverged == nil {
+		if err := saver.Finish(pos); err != nil {
+			return err
 		}
 	}
 	s := cli.Summary{Model: f.Model, Data: dataset, Device: dev.Name(), AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(),
 		Epochs: f.Epochs, Steps: steps, TrainLoss: cli.Float(lastLoss), TestAccuracy: cli.Float(acc),
-		SamplesPerSec: cli.Float(float64(samples) / trainTime), MsPerStep: cli.Float(1000 * trainTime / float64(max(steps, 1))),
+		SamplesPerSec: cli.Float(float64(samples) / max(trainTime, 1e-9)), MsPerStep: cli.Float(1000 * trainTime / float64(max(steps, 1))),
 		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
 		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: f.Optimizer, DeviceFallback: note}
 	if diverged != nil {
@@ -233,4 +276,21 @@ func loadFashion(dirs []string) (train, test *datasets.Dataset, err error) {
 	}
 	return nil, nil, fmt.Errorf("no Fashion-MNIST directory: tried %s; install the Debian package dataset-fashion-mnist (it fills %s) or copy the four files into %s",
 		strings.Join(dirs, ", "), datasets.SystemFashionMNISTDir, dirs[0])
+}
+
+// evaluate loads weights from path into net and reports their test
+// accuracy, as the summary's test_accuracy with -json.
+func evaluate(stdout io.Writer, f cli.Flags, dataset string, dev device.Device, net nn.Module, testSet *datasets.Dataset, path string) error {
+	if err := train.LoadEval(path, net); err != nil {
+		return err
+	}
+	wall := time.Now()
+	acc := train.Evaluate(dev, net, testSet, 1000, f.AMP.On(), f.AMP.DType())
+	if !f.JSON {
+		fmt.Fprintf(stdout, "%s: %s from %s: test accuracy %.2f%%\n", dataset, f.Model, path, 100*acc)
+		return nil
+	}
+	return cli.PrintJSON(stdout, cli.Summary{Model: f.Model, Data: dataset, Device: dev.Name(), AMP: f.AMP.String(),
+		Checkpoint: f.Checkpoint.String(), TestAccuracy: cli.Float(acc), WallSeconds: cli.Float(time.Since(wall).Seconds()),
+		Seed: f.Seed, Batch: f.Batch, Optimizer: f.Optimizer})
 }

@@ -45,7 +45,7 @@ func (e *Diverged) Error() string {
 // Exit writes err, if any, to stderr as one line prefixed with prog and
 // returns the exit status for it: ExitOK for nil and for flag.ErrHelp (help
 // was asked for and printed), ExitUsage for a UsageError, ExitDiverged for
-// Diverged, ExitError otherwise.
+// Diverged, ExitInterrupted for Interrupted, ExitError otherwise.
 func Exit(stderr io.Writer, prog string, err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return ExitOK
@@ -55,11 +55,14 @@ func Exit(stderr io.Writer, prog string, err error) int {
 	fmt.Fprintf(stderr, "%s: %s\n", prog, msg)
 	var usage *UsageError
 	var diverged *Diverged
+	var interrupted *Interrupted
 	switch {
 	case errors.As(err, &usage):
 		return ExitUsage
 	case errors.As(err, &diverged):
 		return ExitDiverged
+	case errors.As(err, &interrupted):
+		return ExitInterrupted
 	}
 	return ExitError
 }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
+	"github.com/mixprec/mixprec/runstate"
+	"github.com/mixprec/mixprec/safetensors"
+)
+
+// lastSummary parses a program's last line of output.
+func lastSummary(t *testing.T, out string) cli.Summary {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var s cli.Summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("last line is not the JSON summary: %q: %v", lines[len(lines)-1], err)
+	}
+	return s
+}
+
+// killAt starts the program with args and sends it sig once dir holds a
+// checkpoint of step at least step, then waits for it to end.
+func killAt(t *testing.T, dir string, step int, sig syscall.Signal, args ...string) (code int, stderr string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MIXPREC_CLITEST_MAIN=1")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if latest, err := runstate.Latest(dir); err == nil {
+			var n int
+			fmt.Sscanf(filepath.Base(latest), "step-%d", &n)
+			if n >= step {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no checkpoint of step %d within 5 minutes:\n%s", step, errb.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(sig)
+	err := cmd.Wait()
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	}
+	return code, errb.String()
+}
+
+func sameWeights(t *testing.T, a, b string) {
+	t.Helper()
+	fa, err := safetensors.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := safetensors.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ta := range fa.Tensors {
+		tb := fb.Tensor(ta.Name)
+		if tb == nil {
+			t.Fatalf("%s missing from %s", ta.Name, b)
+		}
+		for i := range ta.F32 {
+			if math.Float32bits(ta.F32[i]) != math.Float32bits(tb.F32[i]) {
+				t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", ta.Name, i, ta.F32[i], tb.F32[i])
+			}
+		}
+	}
+}
+
+// TestResumeAfterKill kills runs with SIGKILL part-way (after a periodic
+// checkpoint, at an arbitrary instant, possibly during the next save),
+// resumes them with -resume, and requires the uninterrupted run's
+// train_loss, test_accuracy and weights bit for bit: the MLP and the CNN
+// (dropout, augmentation, AdamW, one-cycle schedule), in FP32, F16 (with
+// the loss scaler) and BF16.
+func TestResumeAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 18 short runs; skipped with -short")
+	}
+	d := dataDir(t)
+	for _, c := range []struct {
+		model       string
+		steps, kill int
+	}{{"mlp", 40, 17}, {"cnn", 8, 3}} {
+		for _, a := range []string{"off", "f16", "bf16"} {
+			t.Run(c.model+"/"+a, func(t *testing.T) {
+				args := []string{"-data", d, "-model", c.model, "-amp", a, "-seed", "5", "-max-steps", fmt.Sprint(c.steps), "-json"}
+				full := t.TempDir()
+				r := clitest.Run(t, nil, append(args, "-save", full)...)
+				if r.Code != 0 {
+					t.Fatalf("uninterrupted run: exit %d\n%s", r.Code, r.Stderr)
+				}
+				want := lastSummary(t, r.Stdout)
+
+				dir := t.TempDir()
+				code, stderr := killAt(t, dir, c.kill, syscall.SIGKILL, append(args, "-save", dir, "-save-every", "1")...)
+				if code == 0 {
+					t.Fatalf("the run finished before it was killed:\n%s", stderr)
+				}
+				r = clitest.Run(t, nil, append(args, "-resume", dir)...)
+				if r.Code != 0 {
+					t.Fatalf("resumed run: exit %d\n%s", r.Code, r.Stderr)
+				}
+				got := lastSummary(t, r.Stdout)
+				if math.Float64bits(float64(got.TrainLoss)) != math.Float64bits(float64(want.TrainLoss)) || got.TestAccuracy != want.TestAccuracy ||
+					got.Steps != want.Steps || got.SkippedSteps != want.SkippedSteps || got.FinalScale != want.FinalScale {
+					t.Errorf("resumed: loss %v, accuracy %v, %d steps, %d skipped, scale %v; uninterrupted: %v, %v, %d, %d, %v",
+						got.TrainLoss, got.TestAccuracy, got.Steps, got.SkippedSteps, got.FinalScale,
+						want.TrainLoss, want.TestAccuracy, want.Steps, want.SkippedSteps, want.FinalScale)
+				}
+				sameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
+			})
+		}
+	}
+}
+
+// TestInterruptSavesAndEval covers SIGINT (a checkpoint, one line, exit
+// 130), -eval of the saved weights, and the refusal to resume with another
+// configuration.
+func TestInterruptSavesAndEval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains three short runs; skipped with -short")
+	}
+	d := dataDir(t)
+	args := []string{"-data", d, "-seed", "2", "-max-steps", "400", "-json"}
+	dir := t.TempDir()
+	code, stderr := killAt(t, dir, 5, syscall.SIGINT, append(args, "-save", dir, "-save-every", "5")...)
+	if code != cli.ExitInterrupted || !strings.Contains(stderr, "saved "+dir) || !strings.Contains(stderr, "-resume") {
+		t.Fatalf("SIGINT: exit %d, stderr %q; want %d and a line naming the checkpoint", code, stderr, cli.ExitInterrupted)
+	}
+	r := clitest.Run(t, nil, append(args, "-resume", dir, "-amp", "bf16")...)
+	if r.Code != cli.ExitError || !strings.Contains(r.Stderr, "amp=off, this run has amp=bf16") || clitest.OneLine(r.Stderr) != "" {
+		t.Errorf("resuming with another -amp: exit %d, %q; want one line naming amp", r.Code, r.Stderr)
+	}
+	r = clitest.Run(t, nil, "-data", d, "-seed", "2", "-max-steps", "60", "-json", "-save", dir)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	trained := lastSummary(t, r.Stdout)
+	r = clitest.Run(t, nil, "-data", d, "-json", "-eval", filepath.Join(dir, "model.safetensors"))
+	if r.Code != 0 {
+		t.Fatalf("-eval: exit %d: %s", r.Code, r.Stderr)
+	}
+	if got := lastSummary(t, r.Stdout); got.TestAccuracy != trained.TestAccuracy || got.Steps != 0 {
+		t.Errorf("-eval: accuracy %v after %d steps, the run that saved the weights %v", got.TestAccuracy, got.Steps, trained.TestAccuracy)
+	}
+	r = clitest.Run(t, nil, "-data", d, "-model", "cnn", "-eval", filepath.Join(dir, "model.safetensors"))
+	if r.Code != cli.ExitError || !strings.Contains(r.Stderr, "0.weight") || clitest.OneLine(r.Stderr) != "" {
+		t.Errorf("-eval of MLP weights into the CNN: exit %d, %q; want one line naming the tensor", r.Code, r.Stderr)
+	}
+}

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"os"
+)
+
+// ExitInterrupted is the status after SIGINT or SIGTERM (128 + SIGINT's
+// number, as shells report it): the run stopped early, on purpose, after
+// saving its state when -save said where.
+const ExitInterrupted = 130
+
+// Interrupted reports a run stopped by a signal.
+type Interrupted struct {
+	Signal os.Signal
+	Step   int    // steps done
+	Saved  string // the checkpoint written, or "" with no -save
+}
+
+func (e *Interrupted) Error() string {
+	if e.Saved == "" {
+		return fmt.Sprintf("%v after step %d; no -save directory, so nothing was saved", e.Signal, e.Step)
+	}
+	return fmt.Sprintf("%v after step %d; saved %s (continue with -resume)", e.Signal, e.Step, e.Saved)
+}
+
+// StateFlags are the options that make a run outlive its process.
+type StateFlags struct {
+	Save      string // directory: final weights (model.safetensors) and run checkpoints
+	SaveEvery int    // steps between checkpoints; 0: only at the end and on a signal
+	Resume    string // directory to continue from (its newest checkpoint)
+	Eval      string // safetensors weights to evaluate instead of training
+}
+
+// Register defines -save, -save-every, -resume and -eval on fs.
+func (s *StateFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&s.Save, "save", "", "save the final weights to `DIR`/model.safetensors and the run's state beside them\n(also every -save-every steps, and on SIGINT or SIGTERM)")
+	fs.Var(&IntValue{p: &s.SaveEvery, min: 0}, "save-every", "save the run's state every n steps (0: at the end and on a signal only)")
+	fs.StringVar(&s.Resume, "resume", "", "continue from the newest checkpoint in `DIR`, with the same flags otherwise\n(-save defaults to DIR)")
+	fs.StringVar(&s.Eval, "eval", "", "load weights from a safetensors `FILE` and only evaluate them")
+}
+
+// Check refuses combinations that cannot work, and makes -save default to
+// -resume's directory.
+func (s *StateFlags) Check() error {
+	switch {
+	case s.Eval != "" && (s.Save != "" || s.Resume != "" || s.SaveEvery != 0):
+		return Usagef("-eval only evaluates: it takes none of -save, -save-every and -resume")
+	case s.SaveEvery > 0 && s.Save == "" && s.Resume == "":
+		return Usagef("-save-every %d needs -save DIR (or -resume DIR) to save into", s.SaveEvery)
+	}
+	if s.Save == "" {
+		s.Save = s.Resume
+	}
+	return nil
+}

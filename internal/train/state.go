@@ -1,0 +1,125 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/runstate"
+)
+
+// Saver carries a training program's -save, -save-every and -resume: it
+// restores a run, saves checkpoints on schedule, and turns the first
+// SIGINT or SIGTERM into a checkpoint and a clean stop between steps. A
+// second signal ends the process at once (the default action is restored
+// after the first).
+type Saver struct {
+	flags   cli.StateFlags
+	run     runstate.Run
+	signals chan os.Signal
+	last    int // step of the newest checkpoint written, -1 for none
+}
+
+// NewSaver starts watching for SIGINT and SIGTERM; Close stops it.
+func NewSaver(flags cli.StateFlags, run runstate.Run) *Saver {
+	s := &Saver{flags: flags, run: run, signals: make(chan os.Signal, 1), last: -1}
+	signal.Notify(s.signals, os.Interrupt, syscall.SIGTERM)
+	return s
+}
+
+// Close stops watching for signals.
+func (s *Saver) Close() { signal.Stop(s.signals) }
+
+// Resume restores the run from the newest checkpoint in -resume's
+// directory and returns where to continue; with no -resume it returns the
+// start.
+func (s *Saver) Resume() (runstate.Position, error) {
+	if s.flags.Resume == "" {
+		return runstate.Position{}, nil
+	}
+	dir, err := runstate.Latest(s.flags.Resume)
+	if err != nil {
+		return runstate.Position{}, err
+	}
+	pos, err := runstate.Load(dir, s.run)
+	if err != nil {
+		return runstate.Position{}, err
+	}
+	s.last = pos.Step
+	return pos, nil
+}
+
+// keep is how many checkpoints a run leaves: the newest, and the one before
+// in case the newest is what the user wanted to roll back from.
+const keep = 2
+
+// AfterStep saves a checkpoint when -save-every says so, and after a
+// signal saves one (when there is a -save directory) and returns an
+// *cli.Interrupted, on which the program stops.
+func (s *Saver) AfterStep(pos runstate.Position) error {
+	select {
+	case sig := <-s.signals:
+		signal.Reset(os.Interrupt, syscall.SIGTERM) // a second signal ends the process at once
+		saved := ""
+		if s.flags.Save != "" {
+			dir, err := s.save(pos)
+			if err != nil {
+				return fmt.Errorf("%v after step %d, and saving failed: %w", sig, pos.Step, err)
+			}
+			saved = dir
+		}
+		return &cli.Interrupted{Signal: sig, Step: pos.Step, Saved: saved}
+	default:
+	}
+	if s.flags.Save != "" && s.flags.SaveEvery > 0 && pos.Step%s.flags.SaveEvery == 0 {
+		if _, err := s.save(pos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Saver) save(pos runstate.Position) (string, error) {
+	if pos.Step == s.last {
+		return runstate.Dir(s.flags.Save, pos.Step), nil
+	}
+	dir, err := runstate.Save(s.flags.Save, s.run, pos, keep)
+	if err != nil {
+		return "", err
+	}
+	s.last = pos.Step
+	return dir, nil
+}
+
+// Finish writes the final weights to -save's model.safetensors, with
+// metadata (the run's configuration), and the run's final state beside
+// them; without -save it does nothing.
+func (s *Saver) Finish(pos runstate.Position) error {
+	if s.flags.Save == "" {
+		return nil
+	}
+	if _, err := s.save(pos); err != nil {
+		return err
+	}
+	path := filepath.Join(s.flags.Save, "model.safetensors")
+	if err := nn.SaveWeights(path, s.run.Model, s.run.Config); err != nil {
+		return err
+	}
+	return nil
+}
+
+// LoadEval loads -eval's weights into m.
+func LoadEval(path string, m nn.Module) error {
+	if _, err := nn.LoadWeights(path, m); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("-eval %s: no such file", path)
+		}
+		return err
+	}
+	return nil
+}
