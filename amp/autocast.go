@@ -12,8 +12,14 @@
 //	scaler.Step(opt)
 //	scaler.Update()
 //
-// Parameters stay F32 (master weights). Each is cast to the low dtype once
-// per graph, and the cast is differentiable, so its gradient arrives in F32.
+// Parameters stay F32 (master weights). Each is cast to the low dtype at
+// most once per graph, and the cast is differentiable, so its gradient
+// arrives in F32. The low-precision copy outlives the graph: the
+// parameter's tensor keeps it, accounted as cast memory, until the
+// parameter is released, and converts it again only after the parameter
+// has changed. On backends with fused step-and-cast kernels (the CPU's)
+// the optimiser writes the copy as it updates the weight, so a training
+// step converts no weight at all.
 //
 // BF16 has F32's exponent range, so its gradients do not underflow and
 // loss scaling is unnecessary: NewGradScaler(For(dtype.BF16)) makes a

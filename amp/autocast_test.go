@@ -98,28 +98,63 @@ func TestOpDTypes(t *testing.T) {
 }
 
 // TestWeightCastCachedAndGradF32 checks that a weight used twice is cast
-// once per graph, that the copy is accounted as Cast, and that the F32
-// master weight gets an F32 gradient.
+// once, that the copy is accounted as Cast and kept across graphs until the
+// weight changes or is released, and that the F32 master weight gets an
+// F32 gradient.
 func TestWeightCastCachedAndGradF32(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
 		rng := rand.New(rand.NewPCG(2, 2))
 		w := autograd.ParamOf("w", tensor.Uniform(dev, dtype.F32, device.Param, rng, -1, 1, 5, 5))
+		const castBytes = 5 * 5 * 2 // one f16 copy of w
+		for step := range 2 {
+			allocs := dev.MemStats().Allocs
+			g := autograd.NewGraph(dev)
+			amp.Autocast(g, dtype.F16)
+			x := g.Input(tensor.UniformHost(rng, -1, 1, 2, 5))
+			y := g.Linear(g.Linear(x, w, nil), w, nil)
+			if got := dev.MemStats().Live.Category(device.Cast); got != castBytes {
+				t.Errorf("step %d: cast bytes = %d, want %d (one f16 copy of w)", step, got, castBytes)
+			}
+			// Input, its f16 cast and two outputs; the first step also the copy of w.
+			if got, want := dev.MemStats().Allocs-allocs, int64(4+1-step); got != want {
+				t.Errorf("step %d: %d allocations in the forward pass, want %d", step, got, want)
+			}
+			g.Backward(g.Sum(y))
+			if w.Grad.DType() != dtype.F32 {
+				t.Errorf("weight gradient dtype %v, want f32", w.Grad.DType())
+			}
+			g.Release()
+			w.FreeGrad()
+			if live := dev.MemStats().Live; live.Total != live.Category(device.Param)+castBytes {
+				t.Errorf("step %d: after Release, live memory other than params and w's copy: %v", step, dev.MemStats())
+			}
+		}
+		w.Value.Release()
+		if live := dev.MemStats().Live.Total; live != 0 {
+			t.Errorf("after releasing w, %d bytes live; want 0 (its copy goes with it)", live)
+		}
+	})
+}
+
+// TestWeightCastFollowsUpdates checks that a weight changed between graphs
+// (SetValues, an optimiser's step) is cast again, not served stale.
+func TestWeightCastFollowsUpdates(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		w := autograd.ParamOf("w", tensor.FromSlice(dev, dtype.F32, device.Param, []float32{1, 2, 3, 4}, 2, 2))
 		defer w.Value.Release()
-		g := autograd.NewGraph(dev)
-		amp.Autocast(g, dtype.F16)
-		x := g.Input(tensor.UniformHost(rng, -1, 1, 2, 5))
-		y := g.Linear(g.Linear(x, w, nil), w, nil)
-		if got, want := dev.MemStats().Live.Category(device.Cast), int64(5*5*2); got != want {
-			t.Errorf("cast bytes = %d, want %d (one f16 copy of w)", got, want)
+		x := tensor.Host{Shape: []int{1, 2}, Data: []float32{1, 1}}
+		forward := func() []float32 {
+			g := autograd.NewGraph(dev)
+			defer g.Release()
+			amp.Autocast(g, dtype.BF16)
+			return g.Linear(g.Input(x), w, nil).Value.ToHost()
 		}
-		g.Backward(g.Sum(y))
-		if w.Grad.DType() != dtype.F32 {
-			t.Errorf("weight gradient dtype %v, want f32", w.Grad.DType())
+		if got := forward(); got[0] != 3 || got[1] != 7 {
+			t.Fatalf("x·wᵀ = %v, want [3 7]", got)
 		}
-		g.Release()
-		w.FreeGrad()
-		if live := dev.MemStats().Live; live.Total != live.Category(device.Param) {
-			t.Errorf("after Release, live memory other than params: %v", dev.MemStats())
+		w.SetValues([]float32{10, 20, 30, 40})
+		if got := forward(); got[0] != 30 || got[1] != 70 {
+			t.Errorf("after SetValues, x·wᵀ = %v, want [30 70]", got)
 		}
 	})
 }

@@ -149,6 +149,7 @@ func (v *Var) SetValues(data []float32) {
 		return
 	}
 	v.Value.Device().CopyFromHost(v.Value.Buffer(), data)
+	v.Value.Modified() // autocast's cached copies are stale
 }
 
 // ZeroGrad sets a parameter's gradient to zero, keeping its memory.
@@ -175,12 +176,14 @@ func (v *Var) mustLive(op string) {
 	}
 }
 
-// node is one recorded operation.
+// node is one recorded operation: one output and its backward function,
+// or (a checkpointed segment) several outputs and backMulti.
 type node struct {
-	op       Op
-	inputs   []*Var
-	outs     []*Var
-	backward func(dys []*tensor.Tensor)
+	op        Op
+	out       *Var
+	backward  func(dy *tensor.Tensor)
+	outs      []*Var
+	backMulti func(dys []*tensor.Tensor)
 }
 
 // Graph is the tape of one forward and backward pass.
@@ -190,7 +193,7 @@ type Graph struct {
 	owned    []*tensor.Tensor
 	policy   CastPolicy
 	noGrad   int
-	casts    map[castKey]*Var
+	casts    []castEntry // parameters' copies in other dtypes in use, see as
 	rng      drawSource
 	saveCat  device.Category
 	sawGrad  bool
@@ -198,6 +201,17 @@ type Graph struct {
 	backDone bool
 	released bool
 	busy     atomic.Bool // held while the bookkeeping above changes; see enter
+
+	// The graph's arenas: the structs of its tensors, Vars and tape
+	// nodes, and the first stretch of its tape and ownership list, come
+	// from chunks instead of one Go allocation each (see arena.go).
+	ts       tensor.Arena
+	vars     slab[Var]
+	nodes    slab[node]
+	tape0    [24]*node
+	owned0   [48]*tensor.Tensor
+	casts0   [8]castEntry
+	dtsSpace [4]dtype.DType // computeType's scratch
 }
 
 // misuse is the panic of a graph entered by a second goroutine.
@@ -232,6 +246,7 @@ func WithPolicy(p CastPolicy) Option { return func(g *Graph) { g.policy = p } }
 // NewGraph returns an empty graph whose operations run on dev.
 func NewGraph(dev device.Device, opts ...Option) *Graph {
 	g := &Graph{dev: dev, rng: freshDraws{}, saveCat: device.Activation}
+	g.tape, g.owned, g.casts = g.tape0[:0], g.owned0[:0], g.casts0[:0]
 	for _, o := range opts {
 		o(g)
 	}
@@ -286,8 +301,48 @@ func (g *Graph) own(t *tensor.Tensor) *tensor.Tensor {
 
 // alloc makes a graph-owned tensor accounted as Temp until an op saves it.
 func (g *Graph) alloc(dt dtype.DType, shape ...int) *tensor.Tensor {
+	g.enter()
+	defer g.leave() // a bad shape panics inside
 	g.check()
-	return g.own(tensor.New(g.dev, dt, device.Temp, shape...))
+	t := g.ts.New(g.dev, dt, device.Temp, shape...)
+	g.owned = append(g.owned, t)
+	return t
+}
+
+// move is t.Move(shape...) with the new tensor owned by the graph and
+// made in its arena.
+func (g *Graph) move(t *tensor.Tensor, shape ...int) *tensor.Tensor {
+	g.enter()
+	defer g.leave()
+	out := g.ts.Move(t, shape...)
+	g.owned = append(g.owned, out)
+	return out
+}
+
+// ints returns a copy of dims that lives as long as the graph's tensors,
+// for the shapes and strides a backward closure keeps.
+func (g *Graph) ints(dims ...int) []int {
+	g.enter()
+	defer g.leave()
+	return g.ts.Shape(dims...)
+}
+
+// zeros returns n zero strides that live as long as the graph's tensors.
+func (g *Graph) zeros(n int) []int {
+	var space [8]int
+	if n > len(space) {
+		return g.ints(make([]int, n)...)
+	}
+	return g.ints(space[:n]...)
+}
+
+// newVar returns v in a struct from the graph's arena.
+func (g *Graph) newVar(v Var) *Var {
+	g.enter()
+	p := g.vars.get()
+	g.leave()
+	*p = v
+	return p
 }
 
 func (g *Graph) check() {
@@ -309,8 +364,14 @@ func (g *Graph) save(ts ...*tensor.Tensor) {
 // Input copies a host array onto the graph's device as an F32 leaf that does
 // not require grad.
 func (g *Graph) Input(h tensor.Host) *Var {
+	g.enter()
 	g.check()
-	return &Var{Value: g.own(tensor.FromHost(g.dev, dtype.F32, device.Temp, h)), graph: g}
+	t := g.ts.FromHost(g.dev, dtype.F32, device.Temp, h)
+	g.owned = append(g.owned, t)
+	v := g.vars.get()
+	g.leave()
+	*v = Var{Value: t, graph: g}
+	return v
 }
 
 // Leaf wraps t as a leaf of the graph (the graph does not take ownership).
@@ -320,14 +381,14 @@ func (g *Graph) Leaf(t *tensor.Tensor, requiresGrad bool) *Var {
 	if t.Device() != g.dev {
 		panic(fmt.Sprintf("autograd.Leaf: tensor on %s, graph on %s", t.Device().Name(), g.dev.Name()))
 	}
-	return &Var{Value: t, requiresGrad: requiresGrad, graph: g}
+	return g.newVar(Var{Value: t, requiresGrad: requiresGrad, graph: g})
 }
 
 // Const returns a graph-owned constant tensor of the given shape filled with v.
 func (g *Graph) Const(dt dtype.DType, v float32, shape ...int) *Var {
 	t := g.alloc(dt, shape...)
 	g.dev.Fill(t.Buffer(), v)
-	return &Var{Value: t, graph: g}
+	return g.newVar(Var{Value: t, graph: g})
 }
 
 // recording reports whether an op on these inputs must be recorded, and
@@ -346,22 +407,29 @@ func (g *Graph) recording(in ...*Var) bool {
 }
 
 // result wraps a graph-owned tensor as an op's output.
-func (g *Graph) result(t *tensor.Tensor) *Var { return &Var{Value: t, graph: g} }
+func (g *Graph) result(t *tensor.Tensor) *Var { return g.newVar(Var{Value: t, graph: g}) }
 
-// push records a single-output op.
+// push records a single-output op. in lists its inputs, for the reader: the
+// tape does not keep them, since backward captures what it needs.
 func (g *Graph) push(op Op, out *Var, in []*Var, backward func(dy *tensor.Tensor)) {
-	g.pushMulti(op, []*Var{out}, in, func(dys []*tensor.Tensor) { backward(dys[0]) })
+	g.record(node{op: op, out: out, backward: backward}, out)
 }
 
 // pushMulti records an op with several outputs; backward gets one gradient
 // per output, nil where none arrived.
 func (g *Graph) pushMulti(op Op, outs []*Var, in []*Var, backward func(dys []*tensor.Tensor)) {
+	g.record(node{op: op, outs: outs, backMulti: backward}, outs...)
+}
+
+// record puts nd on the tape as the producer of outs.
+func (g *Graph) record(nd node, outs ...*Var) {
 	g.enter()
 	if g.backDone {
 		g.leave()
 		panic("autograd: operation recorded after Backward; use a new Graph per step")
 	}
-	n := &node{op: op, inputs: in, outs: outs, backward: backward}
+	n := g.nodes.get()
+	*n = nd
 	for _, o := range outs {
 		o.requiresGrad = true
 		o.node = n
@@ -412,33 +480,50 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 		// since it records into the graph itself (own, accum).
 		g.enter()
 		n := g.tape[i]
-		g.tape[i] = nil // what the closure captured can be collected
+		g.tape[i] = nil
 		g.leave()
-		dys := make([]*tensor.Tensor, len(n.outs))
-		seen := false
-		for j, o := range n.outs {
-			switch {
-			case o.Grad == nil:
-			case o.retain:
-				dys[j] = g.own(o.Grad.Clone(device.Temp))
-			default:
-				dys[j], o.Grad = o.Grad, nil
-			}
-			seen = seen || dys[j] != nil
-		}
-		if !seen {
-			continue
-		}
-		n.backward(dys)
-		for _, dy := range dys {
-			if dy != nil {
+		if n.backward != nil {
+			if dy := g.takeGrad(n.out); dy != nil {
+				n.backward(dy)
 				dy.Release() // a no-op for one the closure passed on
 			}
+		} else {
+			dys := make([]*tensor.Tensor, len(n.outs))
+			seen := false
+			for j, o := range n.outs {
+				dys[j] = g.takeGrad(o)
+				seen = seen || dys[j] != nil
+			}
+			if seen {
+				n.backMulti(dys)
+				for _, dy := range dys {
+					if dy != nil {
+						dy.Release()
+					}
+				}
+			}
 		}
+		// What the closure captured can be collected, although the
+		// outputs still point at the node.
+		n.backward, n.backMulti = nil, nil
 	}
 	g.enter()
 	g.tape = g.tape[:0]
 	g.leave()
+}
+
+// takeGrad takes o's gradient for its producer's backward function: the
+// tensor itself, or a copy when o keeps it (RetainGrad); nil if none came.
+func (g *Graph) takeGrad(o *Var) *tensor.Tensor {
+	switch {
+	case o.Grad == nil:
+		return nil
+	case o.retain:
+		return g.own(o.Grad.Clone(device.Temp))
+	}
+	dy := o.Grad
+	o.Grad = nil
+	return dy
 }
 
 // pass hands an incoming gradient on unchanged (in a new shape if given),
@@ -447,7 +532,7 @@ func (g *Graph) pass(dy *tensor.Tensor, shape ...int) *tensor.Tensor {
 	if shape == nil {
 		shape = dy.Shape()
 	}
-	return g.own(dy.Move(shape...))
+	return g.move(dy, shape...)
 }
 
 // accum adds gradient t (graph-owned; accum takes it over) into v's
@@ -465,11 +550,15 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 		case v.Grad == nil && t.DType() == v.DType() && !t.IsView():
 			// The first gradient of the step: take the buffer over rather
 			// than copy it (the graph's Release then skips it).
-			v.Grad = t.Move(v.Shape()...)
+			g.enter()
+			v.Grad = g.ts.Move(t, v.Shape()...)
+			g.leave()
 			v.Grad.SetCategory(device.Grad)
 			return
 		case v.Grad == nil:
-			v.Grad = tensor.New(g.dev, v.DType(), device.Grad, v.Shape()...)
+			g.enter()
+			v.Grad = g.ts.New(g.dev, v.DType(), device.Grad, v.Shape()...)
+			g.leave()
 			g.dev.Copy(v.Grad.Buffer(), 0, t.Buffer(), 0, t.Numel())
 		default:
 			g.dev.Axpby(v.Grad.Buffer(), v.Grad.Buffer(), t.Buffer(), 1, 1)

@@ -3,6 +3,7 @@ package autograd
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -60,9 +61,11 @@ func (g *Graph) Mul(a, b *Var) *Var { return g.binary(OpMul, device.Mul, a, b) }
 // Div returns a / b (elementwise) with broadcasting.
 func (g *Graph) Div(a, b *Var) *Var { return g.binary(OpDiv, device.Div, a, b) }
 
-func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
-	dt := g.computeType(op, a, b)
-	a, b = g.as(a, dt), g.as(b, dt)
+func (g *Graph) binary(op Op, k device.BinaryOp, a0, b0 *Var) *Var {
+	dt := g.computeType(op, a0, b0)
+	// New names, never reassigned, so that the backward closure captures
+	// copies instead of moving the variables to the heap.
+	a, b := g.as(a0, dt), g.as(b0, dt)
 	shape := broadcastShape(op, a.Shape(), b.Shape())
 	sa, sb := device.BroadcastStrides(a.Shape(), shape), device.BroadcastStrides(b.Shape(), shape)
 	y := g.alloc(dt, shape...)
@@ -72,12 +75,6 @@ func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
 		return out
 	}
 	contig := device.ContiguousStrides(shape)
-	// grad computes dy op x for the operand read through strides st.
-	grad := func(dy *tensor.Tensor, k device.BinaryOp, x *Var, st []int) *tensor.Tensor {
-		t := g.alloc(dt, shape...)
-		g.dev.Binary(k, t.Buffer(), dy.Buffer(), buf(x), device.Strides{Shape: shape, A: contig, B: st})
-		return t
-	}
 	switch op {
 	case OpMul:
 		g.save(a.Value, b.Value)
@@ -85,6 +82,12 @@ func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
 		g.save(b.Value, y) // da = dy/b and db = -(dy/b)·y need no a
 	}
 	g.push(op, out, []*Var{a, b}, func(dy *tensor.Tensor) {
+		// grad computes dy k x for the operand x read through strides st.
+		grad := func(k device.BinaryOp, x *Var, st []int) *tensor.Tensor {
+			t := g.alloc(dt, shape...)
+			g.dev.Binary(k, t.Buffer(), dy.Buffer(), buf(x), device.Strides{Shape: shape, A: contig, B: st})
+			return t
+		}
 		switch op {
 		case OpAdd, OpSub:
 			if b.requiresGrad {
@@ -101,13 +104,13 @@ func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
 			}
 		case OpMul:
 			if a.requiresGrad {
-				g.accum(a, g.reduceTo(grad(dy, device.Mul, b, sb), a.Shape()))
+				g.accum(a, g.reduceTo(grad(device.Mul, b, sb), a.Shape()))
 			}
 			if b.requiresGrad {
-				g.accum(b, g.reduceTo(grad(dy, device.Mul, a, sa), b.Shape()))
+				g.accum(b, g.reduceTo(grad(device.Mul, a, sa), b.Shape()))
 			}
 		case OpDiv:
-			q := grad(dy, device.Div, b, sb) // dy / b
+			q := grad(device.Div, b, sb) // dy / b
 			if b.requiresGrad {
 				// d(a/b)/db = -a/b², so db = -(dy/b) * (a/b) = -(dy/b) * y.
 				t := g.alloc(dt, shape...)
@@ -125,58 +128,113 @@ func (g *Graph) binary(op Op, k device.BinaryOp, a, b *Var) *Var {
 	return out
 }
 
-// unary applies an elementwise kernel; grad computes the input gradient
-// from dy, the input x and the output y.
-func (g *Graph) unary(op Op, x *Var, fwd func(y, x device.Buffer), saveX, saveY bool, grad func(dx, dy, x, y device.Buffer)) *Var {
-	dt := g.computeType(op, x)
-	x = g.as(x, dt)
+// keep says what an elementwise op's backward reads besides dy.
+type keep uint8
+
+const (
+	keepNothing keep = iota
+	keepX            // the input
+	keepY            // the output
+)
+
+// unaryRule is an elementwise op: its forward kernel, what its backward
+// reads and its backward kernel, which computes dx from dy and the input x
+// or output y it kept. alpha is the op's scalar parameter. The rules are
+// package-level values, so recording an op makes no closures for them.
+type unaryRule struct {
+	fwd  func(d device.Device, y, x device.Buffer, alpha float32)
+	keep keep
+	grad func(d device.Device, dx, dy, x, y device.Buffer, alpha float32)
+}
+
+// unaryRules, indexed by Op.
+var unaryRules = [numOps]*unaryRule{
+	OpReLU: {
+		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.ReLU, y, x, 0) },
+		keep: keepY,
+		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(device.ReLU, dx, dy, y) },
+	},
+	OpGELU: {
+		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.GELU, y, x, 0) },
+		keep: keepX,
+		grad: func(d device.Device, dx, dy, x, _ device.Buffer, _ float32) { d.UnaryGrad(device.GELU, dx, dy, x) },
+	},
+	OpTanh: {
+		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Tanh, y, x, 0) },
+		keep: keepY,
+		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(device.Tanh, dx, dy, y) },
+	},
+	OpSigmoid: {
+		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Sigmoid, y, x, 0) },
+		keep: keepY,
+		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(device.Sigmoid, dx, dy, y) },
+	},
+	OpExp: {
+		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Exp, y, x, 0) },
+		keep: keepY,
+		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) {
+			d.Binary(device.Mul, dx, dy, y, elementwise(dx.Len()))
+		},
+	},
+	OpLog: {
+		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Log, y, x, 0) },
+		keep: keepX,
+		grad: func(d device.Device, dx, dy, x, _ device.Buffer, _ float32) {
+			d.Binary(device.Div, dx, dy, x, elementwise(dx.Len()))
+		},
+	},
+	OpPow: { // alpha is the exponent
+		fwd:  func(d device.Device, y, x device.Buffer, p float32) { d.Unary(device.Pow, y, x, p) },
+		keep: keepX,
+		grad: func(d device.Device, dx, dy, x, _ device.Buffer, p float32) {
+			d.Unary(device.Pow, dx, x, p-1)
+			d.Unary(device.Scale, dx, dx, p)
+			d.Binary(device.Mul, dx, dx, dy, elementwise(dx.Len()))
+		},
+	},
+	OpScale: {
+		fwd:  func(d device.Device, y, x device.Buffer, alpha float32) { d.Unary(device.Scale, y, x, alpha) },
+		keep: keepNothing,
+		grad: func(d device.Device, dx, dy, _, _ device.Buffer, alpha float32) { d.Unary(device.Scale, dx, dy, alpha) },
+	},
+}
+
+// unary applies the elementwise op op with parameter alpha.
+func (g *Graph) unary(op Op, x0 *Var, alpha float32) *Var {
+	r := unaryRules[op]
+	dt := g.computeType(op, x0)
+	x := g.as(x0, dt)
 	y := g.alloc(dt, x.Shape()...)
-	fwd(y.Buffer(), buf(x))
+	r.fwd(g.dev, y.Buffer(), buf(x), alpha)
 	out := g.result(y)
 	if !g.recording(x) {
 		return out
 	}
-	if saveX {
+	switch r.keep {
+	case keepX:
 		g.save(x.Value)
-	}
-	if saveY {
+	case keepY:
 		g.save(y)
 	}
 	g.push(op, out, []*Var{x}, func(dy *tensor.Tensor) {
 		dx := g.alloc(dt, x.Shape()...)
-		grad(dx.Buffer(), dy.Buffer(), buf(x), y.Buffer())
+		r.grad(g.dev, dx.Buffer(), dy.Buffer(), buf(x), y.Buffer(), alpha)
 		g.accum(x, dx)
 	})
 	return out
 }
 
 // ReLU returns max(x, 0).
-func (g *Graph) ReLU(x *Var) *Var {
-	return g.unary(OpReLU, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.ReLU, y, x, 0) }, false, true,
-		func(dx, dy, _, y device.Buffer) { g.dev.UnaryGrad(device.ReLU, dx, dy, y) })
-}
+func (g *Graph) ReLU(x *Var) *Var { return g.unary(OpReLU, x, 0) }
 
 // GELU returns x·Φ(x), the exact (erf) form PyTorch uses by default.
-func (g *Graph) GELU(x *Var) *Var {
-	return g.unary(OpGELU, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.GELU, y, x, 0) }, true, false,
-		func(dx, dy, x, _ device.Buffer) { g.dev.UnaryGrad(device.GELU, dx, dy, x) })
-}
+func (g *Graph) GELU(x *Var) *Var { return g.unary(OpGELU, x, 0) }
 
 // Tanh returns tanh(x).
-func (g *Graph) Tanh(x *Var) *Var {
-	return g.unary(OpTanh, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.Tanh, y, x, 0) }, false, true,
-		func(dx, dy, _, y device.Buffer) { g.dev.UnaryGrad(device.Tanh, dx, dy, y) })
-}
+func (g *Graph) Tanh(x *Var) *Var { return g.unary(OpTanh, x, 0) }
 
 // Sigmoid returns 1/(1+e^-x).
-func (g *Graph) Sigmoid(x *Var) *Var {
-	return g.unary(OpSigmoid, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.Sigmoid, y, x, 0) }, false, true,
-		func(dx, dy, _, y device.Buffer) { g.dev.UnaryGrad(device.Sigmoid, dx, dy, y) })
-}
+func (g *Graph) Sigmoid(x *Var) *Var { return g.unary(OpSigmoid, x, 0) }
 
 // elementwise returns the strides that make Binary a plain elementwise op.
 func elementwise(n int) device.Strides {
@@ -184,42 +242,25 @@ func elementwise(n int) device.Strides {
 }
 
 // Exp returns e^x.
-func (g *Graph) Exp(x *Var) *Var {
-	return g.unary(OpExp, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.Exp, y, x, 0) }, false, true,
-		func(dx, dy, _, y device.Buffer) { g.dev.Binary(device.Mul, dx, dy, y, elementwise(dx.Len())) })
-}
+func (g *Graph) Exp(x *Var) *Var { return g.unary(OpExp, x, 0) }
 
 // Log returns the natural logarithm of x.
-func (g *Graph) Log(x *Var) *Var {
-	return g.unary(OpLog, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.Log, y, x, 0) }, true, false,
-		func(dx, dy, x, _ device.Buffer) { g.dev.Binary(device.Div, dx, dy, x, elementwise(dx.Len())) })
-}
+func (g *Graph) Log(x *Var) *Var { return g.unary(OpLog, x, 0) }
 
 // Pow returns x^p elementwise.
-func (g *Graph) Pow(x *Var, p float32) *Var {
-	return g.unary(OpPow, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.Pow, y, x, p) }, true, false,
-		func(dx, dy, x, _ device.Buffer) {
-			g.dev.Unary(device.Pow, dx, x, p-1)
-			g.dev.Unary(device.Scale, dx, dx, p)
-			g.dev.Binary(device.Mul, dx, dx, dy, elementwise(dx.Len()))
-		})
-}
+func (g *Graph) Pow(x *Var, p float32) *Var { return g.unary(OpPow, x, p) }
 
 // Scale returns alpha * x.
-func (g *Graph) Scale(x *Var, alpha float32) *Var {
-	return g.unary(OpScale, x,
-		func(y, x device.Buffer) { g.dev.Unary(device.Scale, y, x, alpha) }, false, false,
-		func(dx, dy, _, _ device.Buffer) { g.dev.Unary(device.Scale, dx, dy, alpha) })
-}
+func (g *Graph) Scale(x *Var, alpha float32) *Var { return g.unary(OpScale, x, alpha) }
 
 // Reshape returns x with a new shape of the same size, sharing its memory.
 // One dimension may be -1.
 func (g *Graph) Reshape(x *Var, shape ...int) *Var {
 	x.mustLive("Reshape")
-	out := g.result(x.Value.Reshape(shape...))
+	g.enter()
+	v := g.ts.Reshape(x.Value, shape...)
+	g.leave()
+	out := g.result(v)
 	if g.recording(x) {
 		g.push(OpReshape, out, []*Var{x}, func(dy *tensor.Tensor) {
 			g.accum(x, g.pass(dy, x.Shape()...))
@@ -241,11 +282,11 @@ func (g *Graph) Mean(x *Var) *Var {
 	return g.reduceAll(OpMean, x, 1/float32(tensor.Numel(x.Shape())))
 }
 
-func (g *Graph) reduceAll(op Op, x *Var, alpha float32) *Var {
-	dt := g.computeType(op, x)
-	x = g.as(x, dt)
+func (g *Graph) reduceAll(op Op, x0 *Var, alpha float32) *Var {
+	dt := g.computeType(op, x0)
+	x := g.as(x0, dt)
 	shape := x.Shape()
-	st := device.Strides{Shape: shape, A: make([]int, len(shape))}
+	st := device.Strides{Shape: shape, A: g.zeros(len(shape))}
 	y := g.alloc(dt)
 	g.dev.Reduce(y.Buffer(), buf(x), st, alpha)
 	out := g.result(y)
@@ -261,9 +302,9 @@ func (g *Graph) reduceAll(op Op, x *Var, alpha float32) *Var {
 
 // SumAxis sums x over one dimension (negative counts from the end),
 // removing it.
-func (g *Graph) SumAxis(x *Var, axis int) *Var {
-	dt := g.computeType(OpSum, x)
-	x = g.as(x, dt)
+func (g *Graph) SumAxis(x0 *Var, axis int) *Var {
+	dt := g.computeType(OpSum, x0)
+	x := g.as(x0, dt)
 	shape := x.Shape()
 	if axis < 0 {
 		axis += len(shape)
@@ -298,9 +339,9 @@ func rowsCols(shape []int) (rows, cols int) {
 }
 
 // LogSoftmax returns x - logsumexp(x) along the last dimension.
-func (g *Graph) LogSoftmax(x *Var) *Var {
-	dt := g.computeType(OpLogSoftmax, x)
-	x = g.as(x, dt)
+func (g *Graph) LogSoftmax(x0 *Var) *Var {
+	dt := g.computeType(OpLogSoftmax, x0)
+	x := g.as(x0, dt)
 	rows, cols := rowsCols(x.Shape())
 	y := g.alloc(dt, x.Shape()...)
 	g.dev.LogSoftmax(y.Buffer(), buf(x), rows, cols)
@@ -319,7 +360,10 @@ func (g *Graph) LogSoftmax(x *Var) *Var {
 // Labels copies class indices onto the device (as exact integers in an F32
 // tensor), checking each is in [0, classes).
 func (g *Graph) Labels(labels []int32, classes int) *tensor.Tensor {
-	h := make([]float32, len(labels))
+	hp := hostScratch.Get().(*[]float32)
+	defer hostScratch.Put(hp)
+	h := append((*hp)[:0], make([]float32, len(labels))...)
+	*hp = h
 	for i, l := range labels {
 		if l < 0 || int(l) >= classes {
 			panic(fmt.Sprintf("autograd.Labels: label %d at row %d is outside [0, %d)", l, i, classes))
@@ -331,12 +375,16 @@ func (g *Graph) Labels(labels []int32, classes int) *tensor.Tensor {
 	return t
 }
 
+// hostScratch holds the host copies of label batches on their way to a
+// device, which every training step makes at the same size.
+var hostScratch = sync.Pool{New: func() any { return new([]float32) }}
+
 // CrossEntropy returns the mean over rows of -log softmax(logits)[label]:
 // logits (N, C), labels N class indices. Log-softmax and the negative
 // log-likelihood run as one fused kernel.
-func (g *Graph) CrossEntropy(logits *Var, labels []int32) *Var {
-	dt := g.computeType(OpCrossEntropy, logits)
-	logits = g.as(logits, dt)
+func (g *Graph) CrossEntropy(logits0 *Var, labels []int32) *Var {
+	dt := g.computeType(OpCrossEntropy, logits0)
+	logits := g.as(logits0, dt)
 	shape := logits.Shape()
 	if len(shape) != 2 || shape[0] != len(labels) {
 		panic(fmt.Sprintf("autograd.CrossEntropy: logits %v with %d labels; want (N, C) with N labels", shape, len(labels)))
@@ -345,7 +393,7 @@ func (g *Graph) CrossEntropy(logits *Var, labels []int32) *Var {
 	lab := g.Labels(labels, c)
 	rowLoss := g.alloc(dt, n)
 	g.dev.CrossEntropy(rowLoss.Buffer(), buf(logits), lab.Buffer(), n, c)
-	st := device.Strides{Shape: []int{n}, A: []int{0}}
+	st := device.Strides{Shape: g.ints(n), A: g.zeros(1)}
 	y := g.alloc(dt)
 	g.dev.Reduce(y.Buffer(), rowLoss.Buffer(), st, 1/float32(n))
 	rowLoss.Release()
@@ -373,13 +421,13 @@ func (g *Graph) MSE(a, b *Var) *Var {
 
 // MatMul returns a @ b for a (M, K) and b (K, N), or batched a (B, M, K) and
 // b (B, K, N).
-func (g *Graph) MatMul(a, b *Var) *Var {
+func (g *Graph) MatMul(a0, b0 *Var) *Var {
 	op := OpMatMul
-	if len(a.Shape()) == 3 {
+	if len(a0.Shape()) == 3 {
 		op = OpBMM
 	}
-	dt := g.computeType(op, a, b)
-	a, b = g.as(a, dt), g.as(b, dt)
+	dt := g.computeType(op, a0, b0)
+	a, b := g.as(a0, dt), g.as(b0, dt)
 	as, bs := a.Shape(), b.Shape()
 	var batch, m, k, n int
 	switch {
@@ -395,22 +443,19 @@ func (g *Graph) MatMul(a, b *Var) *Var {
 		outShape = []int{batch, m, n}
 	}
 	y := g.alloc(dt, outShape...)
-	p := func(ta, tb bool, m, n, k int, sa, sb, sc int) device.GemmParams {
-		return device.GemmParams{TransA: ta, TransB: tb, M: m, N: n, K: k, Alpha: 1, Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
-	}
-	g.dev.Gemm(y.Buffer(), buf(a), buf(b), p(false, false, m, n, k, m*k, k*n, m*n))
+	g.dev.Gemm(y.Buffer(), buf(a), buf(b), batched(batch, false, false, m, n, k, m*k, k*n, m*n))
 	out := g.result(y)
 	if g.recording(a, b) {
 		g.save(a.Value, b.Value)
 		g.push(op, out, []*Var{a, b}, func(dy *tensor.Tensor) {
 			if a.requiresGrad { // da = dy @ bᵀ
 				da := g.alloc(dt, as...)
-				g.dev.Gemm(da.Buffer(), dy.Buffer(), buf(b), p(false, true, m, k, n, m*n, k*n, m*k))
+				g.dev.Gemm(da.Buffer(), dy.Buffer(), buf(b), batched(batch, false, true, m, k, n, m*n, k*n, m*k))
 				g.accum(a, da)
 			}
 			if b.requiresGrad { // db = aᵀ @ dy
 				db := g.alloc(dt, bs...)
-				g.dev.Gemm(db.Buffer(), buf(a), dy.Buffer(), p(true, false, k, n, m, m*k, m*n, k*n))
+				g.dev.Gemm(db.Buffer(), buf(a), dy.Buffer(), batched(batch, true, false, k, n, m, m*k, m*n, k*n))
 				g.accum(b, db)
 			}
 		})
@@ -418,11 +463,17 @@ func (g *Graph) MatMul(a, b *Var) *Var {
 	return out
 }
 
+// batched describes batch products of op(A) (m, k) and op(B) (k, n), whose
+// matrices are sa, sb and sc elements apart.
+func batched(batch int, ta, tb bool, m, n, k int, sa, sb, sc int) device.GemmParams {
+	return device.GemmParams{TransA: ta, TransB: tb, M: m, N: n, K: k, Alpha: 1, Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
+}
+
 // Linear returns x @ wᵀ + b for x (..., in), w (out, in) and b (out) or nil,
 // PyTorch's layout.
-func (g *Graph) Linear(x, w, b *Var) *Var {
-	dt := g.computeType(OpLinear, x, w, b)
-	x, w, b = g.as(x, dt), g.as(w, dt), g.as(b, dt)
+func (g *Graph) Linear(x0, w0, b0 *Var) *Var {
+	dt := g.computeType(OpLinear, x0, w0, b0)
+	x, w, b := g.as(x0, dt), g.as(w0, dt), g.as(b0, dt)
 	xs, ws := x.Shape(), w.Shape()
 	if len(ws) != 2 || len(xs) < 1 || xs[len(xs)-1] != ws[1] || (b != nil && !slices.Equal(b.Shape(), ws[:1])) {
 		var bs []int
@@ -433,9 +484,10 @@ func (g *Graph) Linear(x, w, b *Var) *Var {
 	}
 	in, outF := ws[1], ws[0]
 	rows := tensor.Numel(xs) / in
-	outShape := append(slices.Clone(xs[:len(xs)-1]), outF)
+	var space [8]int
+	outShape := append(append(space[:0], xs[:len(xs)-1]...), outF)
 	y := g.alloc(dt, outShape...)
-	biasSt := device.Strides{Shape: []int{rows, outF}, A: []int{0, 1}}
+	biasSt := device.Strides{Shape: g.ints(rows, outF), A: g.ints(0, 1)}
 	beta := float32(0)
 	if b != nil {
 		g.dev.Expand(y.Buffer(), buf(b), biasSt, 1)
@@ -469,15 +521,15 @@ func (g *Graph) Linear(x, w, b *Var) *Var {
 // Dropout zeroes each element of x with probability p and scales the rest
 // by 1/(1-p). The mask comes from rng through the graph, so a checkpointed
 // segment's recomputation draws the same one.
-func (g *Graph) Dropout(x *Var, p float32, rng *RNG) *Var {
+func (g *Graph) Dropout(x0 *Var, p float32, rng *RNG) *Var {
 	if p < 0 || p > 1 {
 		panic(fmt.Sprintf("autograd.Dropout: p = %v, want [0, 1]", p))
 	}
 	if p == 0 {
-		return x
+		return x0
 	}
-	dt := g.computeType(OpDropout, x)
-	x = g.as(x, dt)
+	dt := g.computeType(OpDropout, x0)
+	x := g.as(x0, dt)
 	key := g.Draw(rng, x.Value.Numel())
 	y := g.alloc(dt, x.Shape()...)
 	g.dev.Dropout(y.Buffer(), buf(x), p, key)

@@ -92,7 +92,10 @@ func Promote(in ...dtype.DType) dtype.DType {
 
 // computeType asks the policy (or applies Promote) for op's dtype.
 func (g *Graph) computeType(op Op, in ...*Var) dtype.DType {
-	dts := make([]dtype.DType, 0, len(in))
+	// The dtypes go to an interface method, which the compiler cannot
+	// see into, so a slice on the stack would escape: the graph keeps
+	// room for them instead.
+	dts := g.dtsSpace[:0]
 	for _, v := range in {
 		if v != nil {
 			v.mustLive(op.String())
@@ -105,31 +108,45 @@ func (g *Graph) computeType(op Op, in ...*Var) dtype.DType {
 	return Promote(dts...)
 }
 
-type castKey struct {
-	v  *Var
-	dt dtype.DType
+// castEntry is a parameter's copy in dtype dt, as the graph's ops use it.
+type castEntry struct {
+	v   *Var
+	dt  dtype.DType
+	out *Var
 }
 
-// as returns v in dtype dt, casting when needed. Casts of parameters are
-// cached for the graph's lifetime and accounted as Cast, like PyTorch's
-// autocast weight cache: a weight used by several ops is converted once.
+// as returns v in dtype dt, casting when needed. A parameter is converted
+// once per graph, like PyTorch's autocast weight cache: a weight used by
+// several ops is one cast node, whose gradient sums theirs. A trainable
+// parameter's copy is moreover kept by its tensor across graphs
+// (tensor.CachedCast) and only converted again after the parameter has
+// changed, or written by the optimiser along with the update; it is
+// accounted as Cast for as long as the parameter lives. Buffers (running
+// statistics) are updated in place by their layers without a record of it,
+// so their copies last one graph.
 func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 	if v == nil || v.DType() == dt {
 		return v
 	}
-	if v.param {
-		if c, ok := g.casts[castKey{v, dt}]; ok {
-			return c
+	if !v.param {
+		return g.Cast(v, dt)
+	}
+	// A linear search: a graph uses a few dozen parameters at most.
+	for _, c := range g.casts {
+		if c.v == v && c.dt == dt {
+			return c.out
 		}
 	}
-	out := g.Cast(v, dt)
-	if v.param {
+	var out *Var
+	if v.requiresGrad {
+		out = g.castFrom(v, v.Value.CachedCast(dt))
+	} else {
+		out = g.Cast(v, dt)
 		out.Value.SetCategory(device.Cast)
-		if g.casts == nil {
-			g.casts = map[castKey]*Var{}
-		}
-		g.casts[castKey{v, dt}] = out
 	}
+	g.enter()
+	g.casts = append(g.casts, castEntry{v, dt, out})
+	g.leave()
 	return out
 }
 
@@ -139,6 +156,11 @@ func (g *Graph) Cast(v *Var, dt dtype.DType) *Var {
 	v.mustLive("Cast")
 	y := g.alloc(dt, v.Shape()...)
 	g.dev.Copy(y.Buffer(), 0, v.Value.Buffer(), 0, v.Value.Numel())
+	return g.castFrom(v, y)
+}
+
+// castFrom records y, which holds v's values in another dtype, as v's cast.
+func (g *Graph) castFrom(v *Var, y *tensor.Tensor) *Var {
 	out := g.result(y)
 	if g.recording(v) {
 		g.push(OpCast, out, []*Var{v}, func(dy *tensor.Tensor) {

@@ -1,6 +1,12 @@
 // Package optim updates parameters from their gradients: SGD, Adam and
 // AdamW with PyTorch's algorithms, learning-rate schedules and gradient
 // clipping. Optimiser state is F32 and accounted as Optim.
+//
+// An update is an in-place write to the parameter, which the optimisers
+// record (tensor.Modified) so that autocast's cached low-precision copy of
+// it is refreshed. Where the backend offers the fused kernels of
+// device.StepCaster, the step writes that copy itself in the same pass, and
+// the next forward pass finds it current instead of converting it again.
 package optim
 
 import (
@@ -139,8 +145,33 @@ func (o *SGD) Step() {
 			}
 			mb = o.mom[i].Buffer()
 		}
-		p.Value.Device().SGD(p.Value.Buffer(), p.Grad.Buffer(), mb, h)
+		dev := p.Value.Device()
+		if low, sc := fusedCast(p); low != nil {
+			sc.SGDCast(p.Value.Buffer(), p.Grad.Buffer(), mb, low.Buffer(), h)
+			p.Value.Modified(low)
+			continue
+		}
+		dev.SGD(p.Value.Buffer(), p.Grad.Buffer(), mb, h)
+		p.Value.Modified()
 	}
+}
+
+// fusedCast returns the cached low-precision copy of p that the update can
+// write in the same pass, and the backend's kernels for it; nil when p has
+// no copy or the backend no fused kernels. An F16 copy is preferred to a
+// BF16 one, should a parameter have both; the other is then converted
+// again on its next use.
+func fusedCast(p *autograd.Var) (*tensor.Tensor, device.StepCaster) {
+	sc, ok := p.Value.Device().(device.StepCaster)
+	if !ok {
+		return nil, nil
+	}
+	for _, dt := range [...]dtype.DType{dtype.F16, dtype.BF16} {
+		if low := p.Value.CachedCopy(dt); low != nil {
+			return low, sc
+		}
+	}
+	return nil, nil
 }
 
 // State returns the momentum buffers (nil before the first step), for
@@ -186,9 +217,16 @@ func (o *Adam) Step() {
 			o.m[i], o.v[i] = state(p), state(p)
 		}
 		o.steps[i]++
-		p.Value.Device().Adam(p.Value.Buffer(), p.Grad.Buffer(), o.m[i].Buffer(), o.v[i].Buffer(), device.AdamParams{
-			LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
-			Decoupled: o.decoupled, Step: o.steps[i]})
+		h := device.AdamParams{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
+			Decoupled: o.decoupled, Step: o.steps[i]}
+		pb, gb, mb, vb := p.Value.Buffer(), p.Grad.Buffer(), o.m[i].Buffer(), o.v[i].Buffer()
+		if low, sc := fusedCast(p); low != nil {
+			sc.AdamCast(pb, gb, mb, vb, low.Buffer(), h)
+			p.Value.Modified(low)
+			continue
+		}
+		p.Value.Device().Adam(pb, gb, mb, vb, h)
+		p.Value.Modified()
 	}
 }
 

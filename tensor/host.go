@@ -19,9 +19,18 @@ func Numel(shape []int) int {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
-			panic(fmt.Sprintf("tensor: negative dimension in shape %v", shape))
+			panic("tensor: negative dimension in shape " + fmtShape(shape))
 		}
 		n *= d
 	}
 	return n
+}
+
+// fmtShape formats a shape for a panic message from a copy, so that the
+// shapes callers pass (often in arrays on their stack) do not escape to the
+// heap on the paths that do not panic.
+func fmtShape(s []int) string {
+	c := make([]int, len(s))
+	copy(c, s)
+	return fmt.Sprint(c)
 }

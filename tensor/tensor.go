@@ -23,12 +23,16 @@ type Tensor struct {
 	dev   device.Device
 	view  bool
 	base  *Tensor // for a view, the tensor that owns the buffer
+
+	// Copies in other dtypes that CachedCast keeps, and the count of
+	// in-place writes that Modified recorded; see castcache.go.
+	casts   []cachedCast
+	version uint64
 }
 
 // New allocates a tensor whose contents are undefined.
 func New(dev device.Device, dt dtype.DType, c device.Category, shape ...int) *Tensor {
-	n := Numel(shape)
-	return &Tensor{shape: slices.Clone(shape), buf: dev.Alloc(dt, n, c), dev: dev}
+	return (*Arena)(nil).New(dev, dt, c, shape...)
 }
 
 // Zeros allocates a tensor of zeros.
@@ -173,43 +177,35 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 	}
 	SameDevice("CopyFrom", t, src)
 	t.dev.Copy(t.live("CopyFrom"), 0, src.live("CopyFrom"), 0, t.Numel())
+	t.Modified()
 }
 
 // Reshape returns a view of t with a new shape of the same size. One
 // dimension may be -1, meaning whatever makes the sizes agree.
-func (t *Tensor) Reshape(shape ...int) *Tensor {
-	s := InferShape(t.Numel(), shape, "Reshape", t.shape)
-	base := t
-	if t.view {
-		base = t.base
-	}
-	return &Tensor{shape: s, buf: t.live("Reshape"), dev: t.dev, view: true, base: base}
-}
+func (t *Tensor) Reshape(shape ...int) *Tensor { return (*Arena)(nil).Reshape(t, shape...) }
 
 // Move returns a tensor with a new shape that takes over t's buffer; t is
 // left released without freeing it. It is how a gradient changes shape
 // without a copy. t must not be a view.
-func (t *Tensor) Move(shape ...int) *Tensor {
-	if t.view {
-		panic(fmt.Sprintf("tensor.Move: %v is a view", t.shape))
-	}
-	s := InferShape(t.Numel(), shape, "Move", t.shape)
-	out := &Tensor{shape: s, buf: t.live("Move"), dev: t.dev}
-	t.buf = nil
-	return out
-}
+func (t *Tensor) Move(shape ...int) *Tensor { return (*Arena)(nil).Move(t, shape...) }
 
 // InferShape resolves a -1 in shape so that it has n elements, panicking
 // with the op's name and the original shape when that is impossible.
 func InferShape(n int, shape []int, op string, from []int) []int {
 	s := slices.Clone(shape)
+	inferInPlace(n, s, shape, op, from)
+	return s
+}
+
+// inferInPlace is InferShape on s, a copy of shape that it resolves in place.
+func inferInPlace(n int, s, shape []int, op string, from []int) {
 	neg, known := -1, 1
 	for i, d := range s {
 		switch {
 		case d == -1 && neg < 0:
 			neg = i
 		case d < 0:
-			panic(fmt.Sprintf("tensor.%s: bad shape %v for %v", op, shape, from))
+			panic(fmt.Sprintf("tensor.%s: bad shape %s for %s", op, fmtShape(shape), fmtShape(from)))
 		default:
 			known *= d
 		}
@@ -219,9 +215,8 @@ func InferShape(n int, shape []int, op string, from []int) []int {
 		known *= s[neg]
 	}
 	if known != n || (neg >= 0 && s[neg] < 0) {
-		panic(fmt.Sprintf("tensor.%s: cannot reshape %v (%d elements) to %v", op, from, n, shape))
+		panic(fmt.Sprintf("tensor.%s: cannot reshape %s (%d elements) to %s", op, fmtShape(from), n, fmtShape(shape)))
 	}
-	return s
 }
 
 // Release frees the tensor's buffer (a view frees nothing). Releasing twice
@@ -231,6 +226,7 @@ func (t *Tensor) Release() {
 		return
 	}
 	if !t.view {
+		t.releaseCasts()
 		t.dev.Free(t.buf)
 	}
 	t.buf = nil

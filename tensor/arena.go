@@ -1,0 +1,124 @@
+package tensor
+
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// Arena makes tensors whose structs and shapes come from chunks it takes
+// from Go a few dozen at a time. A training step makes dozens of small
+// tensors; through an Arena they cost a Go allocation per chunk instead of
+// two each. Nothing an Arena hands out is ever handed out again, so its
+// tensors behave exactly as any other: a stale pointer to a released one
+// still finds it released, and a chunk lives for as long as any tensor in
+// it is reachable.
+//
+// The zero value is ready to use, and a nil *Arena allocates each tensor
+// on its own, which is what the package's functions do. An Arena is not
+// safe for concurrent use; its owner (an autograd graph) serialises access.
+type Arena struct {
+	ts   []Tensor // structs not yet handed out
+	ints []int    // shape storage not yet handed out
+	nts  int      // the length of the last chunk of structs
+	nint int      // and of shape storage
+}
+
+// Chunks start small, for the many short graphs of tests and evaluation,
+// and double up to a limit, for a training step's hundreds of tensors.
+const (
+	firstTensors = 32
+	maxTensors   = 512
+	firstInts    = 128
+	maxInts      = 2048
+)
+
+// tensor returns a zero Tensor struct from the current chunk.
+func (a *Arena) tensor() *Tensor {
+	if a == nil {
+		return new(Tensor)
+	}
+	if len(a.ts) == 0 {
+		a.nts = grow(a.nts, firstTensors, maxTensors)
+		a.ts = make([]Tensor, a.nts)
+	}
+	t := &a.ts[0]
+	a.ts = a.ts[1:]
+	return t
+}
+
+// Shape returns a copy of dims in the arena's storage, for shapes and
+// strides that live as long as the arena's tensors. Its capacity is its
+// length, so an append to it never writes over the next one.
+func (a *Arena) Shape(dims ...int) []int {
+	n := len(dims)
+	if a == nil || n > maxInts/4 {
+		return append([]int(nil), dims...)
+	}
+	if len(a.ints) < n {
+		a.nint = grow(a.nint, firstInts, maxInts)
+		a.ints = make([]int, a.nint)
+	}
+	s := a.ints[:n:n]
+	a.ints = a.ints[n:]
+	copy(s, dims)
+	return s
+}
+
+func grow(last, first, limit int) int {
+	if last == 0 {
+		return first
+	}
+	return min(2*last, limit)
+}
+
+// New is the package's New with the struct and the shape from the arena.
+func (a *Arena) New(dev device.Device, dt dtype.DType, c device.Category, shape ...int) *Tensor {
+	n := Numel(shape)
+	t := a.tensor()
+	*t = Tensor{shape: a.Shape(shape...), buf: dev.Alloc(dt, n, c), dev: dev}
+	return t
+}
+
+// FromHost is the package's FromHost with the struct and the shape from
+// the arena.
+func (a *Arena) FromHost(dev device.Device, dt dtype.DType, c device.Category, h Host) *Tensor {
+	if n := Numel(h.Shape); n != len(h.Data) {
+		panic(fmt.Sprintf("tensor.FromHost: %d values for shape %v (%d elements)", len(h.Data), h.Shape, n))
+	}
+	t := a.New(dev, dt, c, h.Shape...)
+	dev.CopyFromHost(t.buf, h.Data)
+	return t
+}
+
+// Move is t.Move with the new struct and shape from the arena.
+func (a *Arena) Move(t *Tensor, shape ...int) *Tensor {
+	if t.view {
+		panic(fmt.Sprintf("tensor.Move: %v is a view", t.shape))
+	}
+	s := a.Shape(shape...)
+	inferInPlace(t.Numel(), s, shape, "Move", t.shape)
+	out := a.tensor()
+	*out = Tensor{shape: s, buf: t.live("Move"), dev: t.dev}
+	t.buf = nil
+	if t.casts != nil { // a parameter's copies go with its values (gradients have none)
+		castMu.Lock()
+		out.casts, out.version, t.casts = t.casts, t.version, nil
+		castMu.Unlock()
+	}
+	return out
+}
+
+// Reshape is t.Reshape with the view's struct and shape from the arena.
+func (a *Arena) Reshape(t *Tensor, shape ...int) *Tensor {
+	s := a.Shape(shape...)
+	inferInPlace(t.Numel(), s, shape, "Reshape", t.shape)
+	base := t
+	if t.view {
+		base = t.base
+	}
+	out := a.tensor()
+	*out = Tensor{shape: s, buf: t.live("Reshape"), dev: t.dev, view: true, base: base}
+	return out
+}
