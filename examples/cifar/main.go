@@ -32,6 +32,7 @@ import (
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/runstate"
 )
 
 func main() {
@@ -53,7 +54,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cli.IntVar(fs, &workers, "workers", 2, 1, 0, "background workers preparing and augmenting batches")
 	var wd float64
 	cli.FloatVar(fs, &wd, "wd", resnet.Train.WeightDecay, "weight decay", true, "weight decay")
+	var st cli.StateFlags
+	st.Register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if err := st.Check(); err != nil {
 		return err
 	}
 	spec := f.Resolve(fs)
@@ -114,6 +120,31 @@ func run(args []string, stdout, stderr io.Writer) error {
 	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()))
 	step := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: f.AMP.DType(),
 		Segments: f.Checkpoint.Segments(len(net.Layers))} // auto: one segment per stage
+	data := "cifar10"
+	if *synthetic {
+		data = "synthetic"
+	}
+	if st.Eval != "" {
+		if err := train.LoadEval(st.Eval, net); err != nil {
+			return err
+		}
+		acc := train.Evaluate(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
+		log("%s from %s: test accuracy %.2f%%", spec.Name, st.Eval, 100*acc)
+		if f.JSON {
+			return cli.PrintJSON(stdout, cli.Summary{Model: f.Model, Data: data, Device: dev.Name(), AMP: f.AMP.String(),
+				Checkpoint: f.Checkpoint.String(), TestAccuracy: cli.Float(acc), Seed: f.Seed, Batch: f.Batch, Optimizer: "sgd-nesterov"})
+		}
+		return nil
+	}
+	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
+		"program": "cifar", "data": data, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
+		"seed": fmt.Sprint(f.Seed), "lr": fmt.Sprint(f.LR), "wd": fmt.Sprint(wd), "epochs": fmt.Sprint(f.Epochs),
+		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String()}})
+	defer saver.Close()
+	pos, err := saver.Resume()
+	if err != nil {
+		return err
+	}
 
 	log("cifar10: %s, %d parameters, SGD nesterov lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
 		spec.Name, nn.CountParams(net), f.LR, wd, f.Batch, dev.Name(), f.AMP, f.Checkpoint)
@@ -123,33 +154,51 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if f.AMP.On() && !scaler.IsEnabled() {
 		log("(%s)", scaler.Note())
 	}
+	if st.Resume != "" {
+		log("resuming from step %d (epoch %d, batch %d) of %s", pos.Step, pos.Epoch+1, pos.Batch, st.Resume)
+	}
 
 	dev.ResetPeak()
 	var peak device.MemStats
 	var diverged *cli.Diverged
-	steps, trainTime, lastLoss, acc := 0, 0.0, 0.0, 0.0
+	steps, trainTime, lastLoss, acc := pos.Step, 0.0, 0.0, 0.0
+	done := 0 // steps taken by this process, for the speed figures
 	wall := time.Now()
-	for epoch := range f.Epochs {
+	for epoch := pos.Epoch; epoch < f.Epochs && steps < total; epoch++ {
 		nn.SetTraining(net, true)
 		bar := cli.NewProgress(stderr, fmt.Sprintf("%sepoch %d/%d", tag, epoch+1, f.Epochs), perEpoch)
 		start := time.Now()
 		sum, n := 0.0, 0
-		batches := datasets.Batches(trainSet, f.Batch, datasets.Shuffle(f.Seed), datasets.Epoch(epoch), datasets.DropLast(),
-			datasets.Workers(workers), datasets.Augment(datasets.RandomCropFlip(4)))
-		for b := range batches {
+		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), datasets.DropLast(),
+			datasets.Workers(workers), datasets.Augment(datasets.RandomCropFlip(4))}
+		if epoch == pos.Epoch && pos.Batch > 0 { // resumed mid-epoch: the sums so far come with it
+			sum, n = pos.Sums["loss"], pos.Counts["loss"]
+			opts = append(opts, datasets.From(pos.Batch))
+		}
+		for b := range datasets.Batches(trainSet, f.Batch, opts...) {
 			optim.Apply(opt, schedule, steps)
 			l, err := step.Run(b.X, b.Y)
 			if err != nil {
 				return err
 			}
+			for _, w := range scaler.Warnings() {
+				fmt.Fprintf(stderr, "cifar: %v\n", w)
+			}
 			sum += l
 			n++
 			steps++
+			done++
 			if math.IsNaN(l) || math.IsInf(l, 0) {
 				diverged = &cli.Diverged{Step: steps, Epoch: epoch + 1, Loss: l} // see examples/mnist
 				break
 			}
 			bar.Update(n, fmt.Sprintf("loss %.4f lr %.4f", sum/float64(n), opt.LR()))
+			pos = runstate.Position{Step: steps, Epoch: epoch, Batch: b.Index + 1,
+				Sums: map[string]float64{"loss": sum}, Counts: map[string]int{"loss": n}}
+			if err := saver.AfterStep(pos); err != nil {
+				bar.Done()
+				return err
+			}
 			if steps >= total {
 				break
 			}
@@ -165,18 +214,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		acc = train.Evaluate(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s, %.1f ms/step", epoch+1, lastLoss,
-			100*acc, float64(steps*f.Batch)/trainTime, 1000*trainTime/float64(steps))
-		if steps >= total {
-			break
-		}
+			100*acc, float64(done*f.Batch)/max(trainTime, 1e-9), 1000*trainTime/float64(max(done, 1)))
 	}
-	data := "cifar10"
-	if *synthetic {
-		data = "synthetic"
+	if diverged == nil {
+		if err := saver.Finish(pos); err != nil {
+			return err
+		}
 	}
 	s := cli.Summary{Model: f.Model, Data: data, Device: dev.Name(), AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(),
 		Epochs: f.Epochs, Steps: steps, TrainLoss: cli.Float(lastLoss), TestAccuracy: cli.Float(acc),
-		SamplesPerSec: cli.Float(float64(steps*f.Batch) / trainTime), MsPerStep: cli.Float(1000 * trainTime / float64(max(steps, 1))),
+		SamplesPerSec: cli.Float(float64(done*f.Batch) / max(trainTime, 1e-9)), MsPerStep: cli.Float(1000 * trainTime / float64(max(done, 1))),
 		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
 		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: "sgd-nesterov", DeviceFallback: note}
 	if diverged != nil {

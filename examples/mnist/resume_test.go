@@ -1,92 +1,16 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/cli/clitest"
-	"github.com/mixprec/mixprec/runstate"
-	"github.com/mixprec/mixprec/safetensors"
 )
-
-// lastSummary parses a program's last line of output.
-func lastSummary(t *testing.T, out string) cli.Summary {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var s cli.Summary
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
-		t.Fatalf("last line is not the JSON summary: %q: %v", lines[len(lines)-1], err)
-	}
-	return s
-}
-
-// killAt starts the program with args and sends it sig once dir holds a
-// checkpoint of step at least step, then waits for it to end.
-func killAt(t *testing.T, dir string, step int, sig syscall.Signal, args ...string) (code int, stderr string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "MIXPREC_CLITEST_MAIN=1")
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		if latest, err := runstate.Latest(dir); err == nil {
-			var n int
-			fmt.Sscanf(filepath.Base(latest), "step-%d", &n)
-			if n >= step {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no checkpoint of step %d within 5 minutes:\n%s", step, errb.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cmd.Process.Signal(sig)
-	err := cmd.Wait()
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	}
-	return code, errb.String()
-}
-
-func sameWeights(t *testing.T, a, b string) {
-	t.Helper()
-	fa, err := safetensors.ReadFile(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb, err := safetensors.ReadFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ta := range fa.Tensors {
-		tb := fb.Tensor(ta.Name)
-		if tb == nil {
-			t.Fatalf("%s missing from %s", ta.Name, b)
-		}
-		for i := range ta.F32 {
-			if math.Float32bits(ta.F32[i]) != math.Float32bits(tb.F32[i]) {
-				t.Fatalf("%s[%d]: %v uninterrupted, %v resumed", ta.Name, i, ta.F32[i], tb.F32[i])
-			}
-		}
-	}
-}
 
 // TestResumeAfterKill kills runs with SIGKILL part-way (after a periodic
 // checkpoint, at an arbitrary instant, possibly during the next save),
@@ -111,10 +35,10 @@ func TestResumeAfterKill(t *testing.T) {
 				if r.Code != 0 {
 					t.Fatalf("uninterrupted run: exit %d\n%s", r.Code, r.Stderr)
 				}
-				want := lastSummary(t, r.Stdout)
+				want := clitest.Summary(t, r.Stdout)
 
 				dir := t.TempDir()
-				code, stderr := killAt(t, dir, c.kill, syscall.SIGKILL, append(args, "-save", dir, "-save-every", "1")...)
+				code, stderr := clitest.SignalAt(t, dir, c.kill, syscall.SIGKILL, append(args, "-save", dir, "-save-every", "1")...)
 				if code == 0 {
 					t.Fatalf("the run finished before it was killed:\n%s", stderr)
 				}
@@ -122,14 +46,14 @@ func TestResumeAfterKill(t *testing.T) {
 				if r.Code != 0 {
 					t.Fatalf("resumed run: exit %d\n%s", r.Code, r.Stderr)
 				}
-				got := lastSummary(t, r.Stdout)
+				got := clitest.Summary(t, r.Stdout)
 				if math.Float64bits(float64(got.TrainLoss)) != math.Float64bits(float64(want.TrainLoss)) || got.TestAccuracy != want.TestAccuracy ||
 					got.Steps != want.Steps || got.SkippedSteps != want.SkippedSteps || got.FinalScale != want.FinalScale {
 					t.Errorf("resumed: loss %v, accuracy %v, %d steps, %d skipped, scale %v; uninterrupted: %v, %v, %d, %d, %v",
 						got.TrainLoss, got.TestAccuracy, got.Steps, got.SkippedSteps, got.FinalScale,
 						want.TrainLoss, want.TestAccuracy, want.Steps, want.SkippedSteps, want.FinalScale)
 				}
-				sameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
+				clitest.SameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
 			})
 		}
 	}
@@ -145,7 +69,7 @@ func TestInterruptSavesAndEval(t *testing.T) {
 	d := dataDir(t)
 	args := []string{"-data", d, "-seed", "2", "-max-steps", "400", "-json"}
 	dir := t.TempDir()
-	code, stderr := killAt(t, dir, 5, syscall.SIGINT, append(args, "-save", dir, "-save-every", "5")...)
+	code, stderr := clitest.SignalAt(t, dir, 5, syscall.SIGINT, append(args, "-save", dir, "-save-every", "5")...)
 	if code != cli.ExitInterrupted || !strings.Contains(stderr, "saved "+dir) || !strings.Contains(stderr, "-resume") {
 		t.Fatalf("SIGINT: exit %d, stderr %q; want %d and a line naming the checkpoint", code, stderr, cli.ExitInterrupted)
 	}
@@ -157,12 +81,12 @@ func TestInterruptSavesAndEval(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	trained := lastSummary(t, r.Stdout)
+	trained := clitest.Summary(t, r.Stdout)
 	r = clitest.Run(t, nil, "-data", d, "-json", "-eval", filepath.Join(dir, "model.safetensors"))
 	if r.Code != 0 {
 		t.Fatalf("-eval: exit %d: %s", r.Code, r.Stderr)
 	}
-	if got := lastSummary(t, r.Stdout); got.TestAccuracy != trained.TestAccuracy || got.Steps != 0 {
+	if got := clitest.Summary(t, r.Stdout); got.TestAccuracy != trained.TestAccuracy || got.Steps != 0 {
 		t.Errorf("-eval: accuracy %v after %d steps, the run that saved the weights %v", got.TestAccuracy, got.Steps, trained.TestAccuracy)
 	}
 	r = clitest.Run(t, nil, "-data", d, "-model", "cnn", "-eval", filepath.Join(dir, "model.safetensors"))
