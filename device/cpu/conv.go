@@ -35,55 +35,122 @@ func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
 	case cb.dt == xb.dt && cb.dt == dtype.F32:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s)
+			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s, copyRowsF32)
 		})
 	case cb.dt == xb.dt:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s)
+			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s, copyRowsU16)
 		})
 	default:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
 			plane := read(xb, p, p+hw)
 			w := writeView(cb, i*kk*ohw, (i+1)*kk*ohw)
-			unrollPlane(w.v, plane.v, s)
+			unrollPlane(w.v, plane.v, s, copyRowsF32)
 			plane.done()
 			commit(cb, i*kk*ohw, w)
 		})
 	}
 }
 
+// convRows is the block of output rows [oh0, oh1) and columns [lo, hi) of
+// kernel tap (kh, kw) whose input pixel is inside the image, and that
+// pixel's offset in the plane for (oh0, lo). Across, consecutive output
+// rows read input rows StrideH apart; along, columns StrideW apart.
+func convRows(s device.ConvShape, kh, kw int) (oh0, oh1, lo, hi, src int) {
+	oh0, oh1 = validRange(s.OH, s.StrideH, s.PadH, kh, s.H)
+	lo, hi = validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
+	if oh0 >= oh1 || lo >= hi {
+		return 0, 0, 0, 0, 0
+	}
+	return oh0, oh1, lo, hi, (oh0*s.StrideH-s.PadH+kh)*s.W + lo*s.StrideW - s.PadW + kw
+}
+
 // unrollPlane writes the KH*KW rows of one input plane's im2col block.
-func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape) {
+// Taps read contiguous input runs when StrideW is 1, moved a block of rows
+// at a time by copyRows; otherwise element by element.
+func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, copyRows func(dst, src []T, n, rows, ds, ss int)) {
 	ohw := s.OH * s.OW
 	for kh := range s.KH {
 		for kw := range s.KW {
 			row := dst[(kh*s.KW+kw)*ohw : (kh*s.KW+kw+1)*ohw]
-			lo, hi := validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
-			for oh := range s.OH {
-				ih := oh*s.StrideH - s.PadH + kh
-				out := row[oh*s.OW : (oh+1)*s.OW]
-				if ih < 0 || ih >= s.H || lo >= hi {
-					clear(out)
-					continue
+			oh0, oh1, lo, hi, src := convRows(s, kh, kw)
+			if oh0 == oh1 {
+				clear(row)
+				continue
+			}
+			clear(row[:oh0*s.OW])
+			clear(row[oh1*s.OW:])
+			if lo > 0 || hi < s.OW {
+				for oh := oh0; oh < oh1; oh++ {
+					clear(row[oh*s.OW : oh*s.OW+lo])
+					clear(row[oh*s.OW+hi : (oh+1)*s.OW])
 				}
-				src := plane[ih*s.W : (ih+1)*s.W]
-				clear(out[:lo])
-				clear(out[hi:])
-				if s.StrideW == 1 {
-					copy(out[lo:hi], src[lo-s.PadW+kw:])
-				} else {
-					for ow := lo; ow < hi; ow++ {
-						out[ow] = src[ow*s.StrideW-s.PadW+kw]
-					}
+			}
+			if s.StrideW == 1 {
+				copyRows(row[oh0*s.OW+lo:], plane[src:], hi-lo, oh1-oh0, s.OW, s.StrideH*s.W)
+				continue
+			}
+			for oh := oh0; oh < oh1; oh++ {
+				out := row[oh*s.OW+lo : oh*s.OW+hi]
+				in := plane[src+(oh-oh0)*s.StrideH*s.W:]
+				for j := range out {
+					out[j] = in[j*s.StrideW]
 				}
 			}
 		}
 	}
 }
 
-// Col2Im overwrites images [N0, N0+NB) of dx with the adjoint of Im2Col.
+// checkRows panics unless rows of n elements, ds and ss apart, fit dst and
+// src: the assembly loops check nothing.
+func checkRows[T float32 | uint16](op string, dst, src []T, n, rows, ds, ss int) {
+	if n < 0 || rows < 0 || (rows > 0 && n > 0 && ((rows-1)*ds+n > len(dst) || (rows-1)*ss+n > len(src))) {
+		panic(fmt.Sprintf("cpu: %s: %d rows of %d (strides %d, %d) out of range of %d and %d elements", op, rows, n, ds, ss, len(dst), len(src)))
+	}
+}
+
+// copyRowsF32 copies rows of n elements from src to dst, dst rows ds and
+// src rows ss elements apart.
+func copyRowsF32(dst, src []float32, n, rows, ds, ss int) {
+	checkRows("copyRows", dst, src, n, rows, ds, ss)
+	if n == 0 || rows == 0 || copyRowsF32SIMD(dst, src, n, rows, ds, ss) {
+		return
+	}
+	for r := range rows {
+		copy(dst[r*ds:r*ds+n], src[r*ss:r*ss+n])
+	}
+}
+
+// copyRowsU16 is copyRowsF32 for 16-bit storage.
+func copyRowsU16(dst, src []uint16, n, rows, ds, ss int) {
+	checkRows("copyRows", dst, src, n, rows, ds, ss)
+	if n == 0 || rows == 0 || copyRowsU16SIMD(dst, src, n, rows, ds, ss) {
+		return
+	}
+	for r := range rows {
+		copy(dst[r*ds:r*ds+n], src[r*ss:r*ss+n])
+	}
+}
+
+// addRows adds rows of n elements of src into dst (strides as copyRowsF32).
+func addRows(dst, src []float32, n, rows, ds, ss int) {
+	checkRows("addRows", dst, src, n, rows, ds, ss)
+	if n == 0 || rows == 0 || addRowsSIMD(dst, src, n, rows, ds, ss) {
+		return
+	}
+	for r := range rows {
+		d := dst[r*ds : r*ds+n]
+		for j, v := range src[r*ss : r*ss+n] {
+			d[j] += v
+		}
+	}
+}
+
+// Col2Im overwrites images [N0, N0+NB) of dx with the adjoint of Im2Col:
+// each pixel gets the col entries that read it added in (kh, kw, oh, ow)
+// order, whatever the path.
 func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 	db, cb := d.buf(dx, "Col2Im"), d.buf(col, "Col2Im")
 	checkConv(s)
@@ -96,24 +163,19 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 		clear(acc.v)
 		for kh := range s.KH {
 			for kw := range s.KW {
+				oh0, oh1, lo, hi, dst := convRows(s, kh, kw)
+				if oh0 == oh1 {
+					continue
+				}
 				row := (i*kk + kh*s.KW + kw) * ohw
-				r := read(cb, row, row+ohw)
-				lo, hi := validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
-				for oh := range s.OH {
-					ih := oh*s.StrideH - s.PadH + kh
-					if ih < 0 || ih >= s.H || lo >= hi {
-						continue
-					}
-					dst := acc.v[ih*s.W : (ih+1)*s.W]
-					src := r.v[oh*s.OW : (oh+1)*s.OW]
-					if s.StrideW == 1 {
-						d := dst[lo-s.PadW+kw : hi-s.PadW+kw]
-						for j, v := range src[lo:hi] {
-							d[j] += v
-						}
-					} else {
-						for ow := lo; ow < hi; ow++ {
-							dst[ow*s.StrideW-s.PadW+kw] += src[ow]
+				r := read(cb, row+oh0*s.OW, row+oh1*s.OW)
+				if s.StrideW == 1 {
+					addRows(acc.v[dst:], r.v[lo:], hi-lo, oh1-oh0, s.StrideH*s.W, s.OW)
+				} else {
+					for oh := range oh1 - oh0 {
+						out := acc.v[dst+oh*s.StrideH*s.W:]
+						for j, v := range r.v[oh*s.OW+lo : oh*s.OW+hi] {
+							out[j*s.StrideW] += v
 						}
 					}
 				}

@@ -132,3 +132,149 @@ mpNext:
 mpDone:
 	VZEROUPPER
 	RET
+
+// Im2Col's and Col2Im's row loops: rows of n elements, dst rows ds and src
+// rows ss elements apart, sixteen float32 (or thirty-two 16-bit) elements
+// a step and a masked step for the rest.
+
+// func copyRows32(dst, src *float32, n, rows, ds, ss int)
+TEXT ·copyRows32(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	SHLQ $2, R9
+	SHLQ $2, R10
+	MOVQ CX, R11
+	ANDQ $15, R11
+	MOVQ $-1, R12
+	BZHIQ R11, R12, R12
+	KMOVW R12, K1                // the last n%16 elements
+	SHRQ $4, CX                  // whole steps
+	TESTQ R8, R8
+	JZ   c32Done
+
+c32Row:
+	MOVQ DI, AX
+	MOVQ SI, BX
+	MOVQ CX, DX
+	TESTQ DX, DX
+	JZ   c32Tail
+
+c32Step:
+	VMOVUPS (BX), Z0
+	VMOVUPS Z0, (AX)
+	ADDQ $64, AX
+	ADDQ $64, BX
+	DECQ DX
+	JNZ  c32Step
+
+c32Tail:
+	VMOVUPS (BX), K1, Z0
+	VMOVUPS Z0, K1, (AX)
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  c32Row
+
+c32Done:
+	VZEROUPPER
+	RET
+
+// func copyRows16(dst, src *uint16, n, rows, ds, ss int)
+TEXT ·copyRows16(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	SHLQ $1, R9
+	SHLQ $1, R10
+	MOVQ CX, R11
+	ANDQ $31, R11
+	MOVQ $-1, R12
+	BZHIQ R11, R12, R12
+	KMOVD R12, K1                // the last n%32 elements
+	SHRQ $5, CX
+	TESTQ R8, R8
+	JZ   c16Done
+
+c16Row:
+	MOVQ DI, AX
+	MOVQ SI, BX
+	MOVQ CX, DX
+	TESTQ DX, DX
+	JZ   c16Tail
+
+c16Step:
+	VMOVDQU16 (BX), Z0
+	VMOVDQU16 Z0, (AX)
+	ADDQ $64, AX
+	ADDQ $64, BX
+	DECQ DX
+	JNZ  c16Step
+
+c16Tail:
+	VMOVDQU16 (BX), K1, Z0
+	VMOVDQU16 Z0, K1, (AX)
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  c16Row
+
+c16Done:
+	VZEROUPPER
+	RET
+
+// func addRows32(dst, src *float32, n, rows, ds, ss int)
+// dst += src, one float32 addition per element as the Go loop does.
+TEXT ·addRows32(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	SHLQ $2, R9
+	SHLQ $2, R10
+	MOVQ CX, R11
+	ANDQ $15, R11
+	MOVQ $-1, R12
+	BZHIQ R11, R12, R12
+	KMOVW R12, K1
+	SHRQ $4, CX
+	TESTQ R8, R8
+	JZ   a32Done
+
+a32Row:
+	MOVQ DI, AX
+	MOVQ SI, BX
+	MOVQ CX, DX
+	TESTQ DX, DX
+	JZ   a32Tail
+
+a32Step:
+	VMOVUPS (AX), Z0
+	VADDPS  (BX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ $64, AX
+	ADDQ $64, BX
+	DECQ DX
+	JNZ  a32Step
+
+a32Tail:
+	VMOVUPS (AX), K1, Z0
+	VMOVUPS (BX), K1, Z1
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, K1, (AX)
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  a32Row
+
+a32Done:
+	VZEROUPPER
+	RET

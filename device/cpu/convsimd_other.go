@@ -6,3 +6,7 @@ package cpu
 var simdConv = false
 
 func maxPoolSIMD(y, pos, x []float32, w, oh, ow int) bool { return false }
+
+func copyRowsF32SIMD(dst, src []float32, n, rows, ds, ss int) bool { return false }
+func copyRowsU16SIMD(dst, src []uint16, n, rows, ds, ss int) bool  { return false }
+func addRowsSIMD(dst, src []float32, n, rows, ds, ss int) bool     { return false }

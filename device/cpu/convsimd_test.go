@@ -71,3 +71,54 @@ func TestMaxPool2x2SIMD(t *testing.T) {
 		}
 	}
 }
+
+// TestRowsSIMD checks the AVX-512 row copies and additions against the Go
+// loops bit for bit, for row lengths on both sides of the 16- and 32-lane
+// steps, with the elements around each row left untouched.
+func TestRowsSIMD(t *testing.T) {
+	if !simdConv {
+		t.Skip("no AVX-512 on this CPU: only the Go loops run")
+	}
+	for _, n := range []int{0, 1, 5, 15, 16, 17, 24, 31, 32, 33, 47, 64, 70} {
+		for _, rows := range []int{1, 3} {
+			ds, ss := n+3, n+7
+			rng := rand.New(rand.NewPCG(uint64(n), uint64(rows)))
+			src := poolValues(rng, rows*ss)
+			dst0 := poolValues(rng, rows*ds)
+			src16, dst16 := make([]uint16, len(src)), make([]uint16, len(dst0))
+			for i := range src16 {
+				src16[i] = uint16(rng.Uint32())
+			}
+			for i := range dst16 {
+				dst16[i] = uint16(rng.Uint32())
+			}
+			t.Run(fmt.Sprintf("n%d/rows%d", n, rows), func(t *testing.T) {
+				var f32 [3][2][]float32
+				var u16 [2][]uint16
+				for i, on := range []bool{true, false} {
+					withSIMDConv(on, func() {
+						f32[0][i] = append([]float32(nil), dst0...)
+						copyRowsF32(f32[0][i], src, n, rows, ds, ss)
+						f32[1][i] = append([]float32(nil), dst0...)
+						addRows(f32[1][i], src, n, rows, ds, ss)
+						u16[i] = append([]uint16(nil), dst16...)
+						copyRowsU16(u16[i], src16, n, rows, ds, ss)
+					})
+				}
+				for k, name := range []string{"copyRowsF32", "addRows"} {
+					for j := range f32[k][0] {
+						a, b := f32[k][0][j], f32[k][1][j]
+						if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+							t.Errorf("%s [%d]: AVX-512 %v, Go %v", name, j, a, b)
+						}
+					}
+				}
+				for j := range u16[0] {
+					if u16[0][j] != u16[1][j] {
+						t.Errorf("copyRowsU16 [%d]: AVX-512 %#04x, Go %#04x", j, u16[0][j], u16[1][j])
+					}
+				}
+			})
+		}
+	}
+}
