@@ -33,8 +33,10 @@ import (
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	_ "github.com/mixprec/mixprec/device/cpu" // the CPU backend
+	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/train"
+	"github.com/mixprec/mixprec/mpi"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
@@ -66,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Var(cli.NewChoice(&dataset, "mnist", "fashion"), "dataset", "mnist, or fashion for Fashion-MNIST")
 	var st cli.StateFlags
 	st.Register(fs)
+	var dist cli.DistFlags
+	dist.Register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -79,6 +83,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Data parallelism: one process per rank under mpirun. Every rank
+	// trains on its shard of each batch; rank 0 alone prints and saves.
+	var comm *mpi.Comm
+	rank, ranks := 0, 1
+	if dist.Engine == "mpi" {
+		if comm, err = mpi.Open(mpi.Timeout(dist.Timeout)); err != nil {
+			return err
+		}
+		defer comm.Close()
+		rank, ranks = comm.Rank(), comm.Size()
+		if rank != 0 {
+			stdout, stderr = io.Discard, io.Discard
+			st.Save, st.SaveEvery = "", 0
+		}
+	}
 	trainSet, testSet, err := load(dataset, f.Data)
 	if err != nil {
 		return err
@@ -90,6 +109,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	nn.To(net, dev)
 	defer nn.Release(net)
+	var dp *distributed.DataParallel
+	if comm != nil {
+		if dp, err = distributed.New(comm, net); err != nil { // every rank starts from rank 0's weights
+			return err
+		}
+	}
 	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
 	if err != nil {
 		return err
@@ -113,7 +138,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "mnist", "dataset": dataset, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
 		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "epochs": fmt.Sprint(f.Epochs),
-		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String()}})
+		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)}})
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {
@@ -138,6 +163,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	batchOpts := func(epoch int) []datasets.Option {
 		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch)}
+		if ranks > 1 {
+			opts = append(opts, datasets.Shard(rank, ranks))
+		}
 		if recipe.Shift > 0 {
 			// Fill the uncovered strip with the normalised black background.
 			mean, std := float32(datasets.MNISTMean), float32(datasets.MNISTStd)
@@ -148,7 +176,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return opts
 	}
-	perEpoch := datasets.NumBatches(trainSet, f.Batch)
+	perEpoch := datasets.NumBatches(trainSet, f.Batch, batchOpts(0)...)
 	schedule := train.NewSchedule(recipe, f.LR, perEpoch, train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps))
 	dev.ResetPeak()
 	steps, samples, trainTime, lastLoss := pos.Step, 0, 0.0, 0.0
@@ -178,6 +206,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 			loss := nn.CrossEntropy(g, forward(g, g.Input(b.X)), b.Y)
 			g.Backward(scaler.Scale(g, loss))
+			if dp != nil {
+				if err := dp.SyncGrads(); err != nil { // the average over ranks, before the scaler looks for Inf/NaN
+					return err
+				}
+			}
 			if _, err := scaler.Step(opt); err != nil {
 				return err
 			}
@@ -194,7 +227,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			sum += l
 			n++
 			steps++
-			samples += len(b.Y)
+			samples += len(b.Y) * ranks
 			if math.IsNaN(l) || math.IsInf(l, 0) {
 				// Steps on NaN weights teach nothing: stop and report. An
 				// overflow the scaler skips shows in the gradients, not here:
@@ -213,6 +246,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		trainTime += time.Since(start).Seconds()
 		bar.Done()
 		lastLoss = sum / float64(max(n, 1))
+		if comm != nil { // report the loss over every rank's samples, not rank 0's alone
+			v := []float32{float32(sum), float32(n)}
+			if err := comm.AllReduceF32(v, device.Sum); err != nil {
+				return err
+			}
+			lastLoss = float64(v[0]) / float64(max(v[1], 1))
+		}
 		peak = train.MaxPeak(peak, dev.MemStats())
 		if diverged != nil {
 			acc = math.NaN() // a diverged model's accuracy is not worth measuring
@@ -236,6 +276,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		SamplesPerSec: cli.Float(float64(samples) / max(trainTime, 1e-9)), MsPerStep: cli.Float(1000 * trainTime / float64(max(steps, 1))),
 		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
 		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: f.Optimizer, DeviceFallback: note}
+	if ranks > 1 {
+		s.WorldSize = ranks
+	}
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}

@@ -168,6 +168,7 @@ type Summary struct {
 	Diverged       bool      `json:"diverged"`                // the loss became NaN or infinite and the run stopped
 	DivergedStep   int       `json:"diverged_step,omitempty"` // the 1-based step whose loss it was
 	DeviceFallback string    `json:"device_note,omitempty"`
+	WorldSize      int       `json:"world_size,omitempty"` // ranks of a data-parallel run; absent for one process
 }
 
 // PrintJSON writes s as one line.
