@@ -18,8 +18,10 @@ func operand(b *Buffer, off, ld int) gemm.Operand {
 }
 
 // Gemm computes dst = Alpha*op(a)*op(b) + Beta*dst for each batch entry.
-// Operands of any dtype are widened as they are packed; a 16-bit dst is
-// accumulated in float32 and rounded once.
+// The packed GEMM reads operands of any dtype where they lie: 16-bit ones
+// are widened as they are packed, with no separate pass, and two bfloat16
+// operands are multiplied natively where the CPU has AVX512_BF16. The
+// accumulator is float32; a 16-bit dst is rounded once, from it.
 func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 	cb, ab, bb := d.buf(dst, "Gemm"), d.buf(a, "Gemm"), d.buf(b, "Gemm")
 	nb := p.Batches()

@@ -247,8 +247,8 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 	mc := blockLen(m1-m0, im.mc, mr)
 	nc := blockLen(n1-n0, im.nc, nr)
 	kc := j.kc
-	pa := buf.get(&buf.a, roundUp(mc, mr)*kc)
-	pb := buf.get(&buf.b, roundUp(nc, nr)*kc)
+	pa := buf.get(&buf.a, roundUp(mc, mr)*j.steps(kc))
+	pb := buf.get(&buf.b, roundUp(nc, nr)*j.steps(kc))
 	tmp := buf.get(&buf.tmp, mr*nr)
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
@@ -281,7 +281,7 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 	kc := j.kc
 	mp := roundUp(j.m, mr)
 	pa := buf.get(&buf.a, mp*j.steps(j.k))
-	pb := buf.get(&buf.b, roundUp(nc, nr)*kc)
+	pb := buf.get(&buf.b, roundUp(nc, nr)*j.steps(kc))
 	tmp := buf.get(&buf.tmp, mr*nr)
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
