@@ -27,8 +27,10 @@ import (
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	_ "github.com/mixprec/mixprec/device/cpu" // the CPU backend
+	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/train"
+	"github.com/mixprec/mixprec/mpi"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
@@ -56,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cli.FloatVar(fs, &wd, "wd", resnet.Train.WeightDecay, "weight decay", true, "weight decay")
 	var st cli.StateFlags
 	st.Register(fs)
+	var dist cli.DistFlags
+	dist.Register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -79,6 +83,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Data parallelism: one process per rank under mpirun (see examples/mnist).
+	var comm *mpi.Comm
+	rank, ranks := 0, 1
+	if dist.Engine == "mpi" {
+		if comm, err = mpi.Open(mpi.Timeout(dist.Timeout)); err != nil {
+			return err
+		}
+		defer comm.Close()
+		rank, ranks = comm.Rank(), comm.Size()
+		if rank != 0 {
+			stdout, stderr = io.Discard, io.Discard
+			st.Save, st.SaveEvery = "", 0
+		}
+	}
 	// Every batch is full (DropLast), so a batch larger than the training
 	// set would train on nothing.
 	tooBig := func(n int) error {
@@ -100,7 +118,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else if trainSet, testSet, err = datasets.LoadCIFAR10(filepath.Join(datasets.Root(f.Data), "cifar10")); err != nil {
 		return fmt.Errorf("%w; or run with -synthetic to measure speed and memory on random data", err)
 	}
-	perEpoch := datasets.NumBatches(trainSet, f.Batch, datasets.DropLast())
+	shard := []datasets.Option{datasets.DropLast()}
+	if ranks > 1 {
+		shard = append(shard, datasets.Shard(rank, ranks))
+	}
+	perEpoch := datasets.NumBatches(trainSet, f.Batch, shard...)
 	if perEpoch == 0 {
 		return tooBig(trainSet.Len())
 	}
@@ -109,6 +131,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	net := spec.Build(rng)
 	nn.To(net, dev)
 	defer nn.Release(net)
+	var dp *distributed.DataParallel
+	if comm != nil {
+		if dp, err = distributed.New(comm, net); err != nil {
+			return err
+		}
+	}
 	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
 	if err != nil {
 		return err
@@ -120,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()))
 	step := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: f.AMP.DType(),
 		Segments: f.Checkpoint.Segments(len(net.Layers))} // auto: one segment per stage
+	if dp != nil {
+		step.Sync = dp.SyncGrads
+	}
 	data := "cifar10"
 	if *synthetic {
 		data = "synthetic"
@@ -139,7 +170,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "cifar", "data": data, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
 		"seed": fmt.Sprint(f.Seed), "lr": fmt.Sprint(f.LR), "wd": fmt.Sprint(wd), "epochs": fmt.Sprint(f.Epochs),
-		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String()}})
+		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)}})
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {
@@ -169,8 +200,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		bar := cli.NewProgress(stderr, fmt.Sprintf("%sepoch %d/%d", tag, epoch+1, f.Epochs), perEpoch)
 		start := time.Now()
 		sum, n := 0.0, 0
-		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), datasets.DropLast(),
-			datasets.Workers(workers), datasets.Augment(datasets.RandomCropFlip(4))}
+		opts := append([]datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch),
+			datasets.Workers(workers), datasets.Augment(datasets.RandomCropFlip(4))}, shard...)
 		if epoch == pos.Epoch && pos.Batch > 0 { // resumed mid-epoch: the sums so far come with it
 			sum, n = pos.Sums["loss"], pos.Counts["loss"]
 			opts = append(opts, datasets.From(pos.Batch))
@@ -206,6 +237,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		trainTime += time.Since(start).Seconds()
 		bar.Done()
 		lastLoss = sum / float64(max(n, 1))
+		if comm != nil { // the loss over every rank's samples
+			v := []float32{float32(sum), float32(n)}
+			if err := comm.AllReduceF32(v, device.Sum); err != nil {
+				return err
+			}
+			lastLoss = float64(v[0]) / float64(max(v[1], 1))
+		}
 		peak = train.MaxPeak(peak, dev.MemStats())
 		if diverged != nil {
 			acc = math.NaN()
@@ -223,9 +261,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	s := cli.Summary{Model: f.Model, Data: data, Device: dev.Name(), AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(),
 		Epochs: f.Epochs, Steps: steps, TrainLoss: cli.Float(lastLoss), TestAccuracy: cli.Float(acc),
-		SamplesPerSec: cli.Float(float64(done*f.Batch) / max(trainTime, 1e-9)), MsPerStep: cli.Float(1000 * trainTime / float64(max(done, 1))),
+		SamplesPerSec: cli.Float(float64(done*f.Batch*ranks) / max(trainTime, 1e-9)), MsPerStep: cli.Float(1000 * trainTime / float64(max(done, 1))),
 		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
 		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: "sgd-nesterov", DeviceFallback: note}
+	if ranks > 1 {
+		s.WorldSize = ranks
+	}
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}

@@ -30,6 +30,9 @@ type Step struct {
 	Scaler   *amp.GradScaler
 	Low      dtype.DType // autocast dtype; F32 for none
 	Segments int         // checkpoint Net's layers in this many segments; 0 for none
+	// Sync, when set, runs between backward and the scaler's step: a
+	// data-parallel run averages the gradients over its ranks there.
+	Sync func() error
 }
 
 // Run takes one step on the batch x (N, sample...) with labels y and
@@ -53,6 +56,11 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	}
 	loss := nn.CrossEntropy(g, logits, y)
 	g.Backward(s.Scaler.Scale(g, loss))
+	if s.Sync != nil {
+		if err := s.Sync(); err != nil {
+			return 0, err
+		}
+	}
 	if _, err := s.Scaler.Step(s.Opt); err != nil {
 		return 0, err
 	}
