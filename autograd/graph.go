@@ -319,6 +319,29 @@ func (g *Graph) move(t *tensor.Tensor, shape ...int) *tensor.Tensor {
 	return out
 }
 
+// moveOut is t.Move(shape...) made in the graph's arena for a tensor the
+// graph hands on: a parameter's gradient.
+func (g *Graph) moveOut(t *tensor.Tensor, shape ...int) *tensor.Tensor {
+	g.enter()
+	defer g.leave()
+	return g.ts.Move(t, shape...)
+}
+
+// newOut is tensor.New made in the graph's arena for a tensor the graph
+// hands on: a parameter's gradient.
+func (g *Graph) newOut(dt dtype.DType, c device.Category, shape ...int) *tensor.Tensor {
+	g.enter()
+	defer g.leave()
+	return g.ts.New(g.dev, dt, c, shape...)
+}
+
+// view is t.Reshape(shape...) made in the graph's arena.
+func (g *Graph) view(t *tensor.Tensor, shape ...int) *tensor.Tensor {
+	g.enter()
+	defer g.leave() // a bad shape panics inside
+	return g.ts.Reshape(t, shape...)
+}
+
 // ints returns a copy of dims that lives as long as the graph's tensors,
 // for the shapes and strides a backward closure keeps.
 func (g *Graph) ints(dims ...int) []int {
@@ -365,11 +388,11 @@ func (g *Graph) save(ts ...*tensor.Tensor) {
 // not require grad.
 func (g *Graph) Input(h tensor.Host) *Var {
 	g.enter()
+	defer g.leave() // a Host whose data does not fit its shape panics inside
 	g.check()
 	t := g.ts.FromHost(g.dev, dtype.F32, device.Temp, h)
 	g.owned = append(g.owned, t)
 	v := g.vars.get()
-	g.leave()
 	*v = Var{Value: t, graph: g}
 	return v
 }
@@ -550,15 +573,11 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 		case v.Grad == nil && t.DType() == v.DType() && !t.IsView():
 			// The first gradient of the step: take the buffer over rather
 			// than copy it (the graph's Release then skips it).
-			g.enter()
-			v.Grad = g.ts.Move(t, v.Shape()...)
-			g.leave()
+			v.Grad = g.moveOut(t, v.Shape()...)
 			v.Grad.SetCategory(device.Grad)
 			return
 		case v.Grad == nil:
-			g.enter()
-			v.Grad = g.ts.New(g.dev, v.DType(), device.Grad, v.Shape()...)
-			g.leave()
+			v.Grad = g.newOut(v.DType(), device.Grad, v.Shape()...)
 			g.dev.Copy(v.Grad.Buffer(), 0, t.Buffer(), 0, t.Numel())
 		default:
 			g.dev.Axpby(v.Grad.Buffer(), v.Grad.Buffer(), t.Buffer(), 1, 1)

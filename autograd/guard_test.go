@@ -91,3 +91,37 @@ func TestGuardNotTakenByNesting(t *testing.T) {
 		t.Errorf("gradient through the checkpoint %v, want [12 -27]", got)
 	}
 }
+
+// TestGuardFreeAfterProgrammerError checks that a programmer error caught
+// inside the graph's bookkeeping (a bad shape, a Host whose data does not
+// fit it) leaves the busy flag free: the graph goes on working, and the
+// next call does not report two goroutines.
+func TestGuardFreeAfterProgrammerError(t *testing.T) {
+	dev := cpu.New()
+	g := NewGraph(dev)
+	defer g.Release()
+	x := g.Input(tensor.Host{Shape: []int{2, 3}, Data: make([]float32, 6)})
+	for _, c := range []struct {
+		name, want string
+		call       func()
+	}{
+		{"Reshape", "cannot reshape", func() { g.Reshape(x, 4, -1) }},
+		{"Input", "values for shape", func() { g.Input(tensor.Host{Shape: []int{2}, Data: make([]float32, 3)}) }},
+		{"Const", "negative dimension", func() { g.Const(dtype.F32, 1, -1) }},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), c.want) {
+					t.Errorf("%s: recovered %v, want a panic mentioning %q", c.name, r, c.want)
+				}
+			}()
+			c.call()
+		}()
+		if g.busy.Load() {
+			t.Fatalf("%s: busy flag still held after its panic", c.name)
+		}
+		if got := g.Reshape(x, 3, 2).Shape(); got[0] != 3 || got[1] != 2 {
+			t.Errorf("after %s's panic, Reshape gives %v", c.name, got)
+		}
+	}
+}

@@ -257,10 +257,7 @@ func (g *Graph) Scale(x *Var, alpha float32) *Var { return g.unary(OpScale, x, a
 // One dimension may be -1.
 func (g *Graph) Reshape(x *Var, shape ...int) *Var {
 	x.mustLive("Reshape")
-	g.enter()
-	v := g.ts.Reshape(x.Value, shape...)
-	g.leave()
-	out := g.result(v)
+	out := g.result(g.view(x.Value, shape...))
 	if g.recording(x) {
 		g.push(OpReshape, out, []*Var{x}, func(dy *tensor.Tensor) {
 			g.accum(x, g.pass(dy, x.Shape()...))

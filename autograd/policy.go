@@ -72,7 +72,8 @@ func Ops() []Op {
 
 // CastPolicy decides the dtype an operation computes in, given its inputs'
 // dtypes. Inputs in another dtype are cast (differentiably) before the op
-// runs, and the op's backward pass runs in the same dtype.
+// runs, and the op's backward pass runs in the same dtype. The slice in is
+// the graph's scratch space, valid only during the call.
 type CastPolicy interface {
 	ComputeType(op Op, in ...dtype.DType) dtype.DType
 }
