@@ -37,27 +37,45 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 		panic(fmt.Sprintf("autograd.Conv2d: kernel %dx%d with padding %d does not fit input %v", ws[2], ws[3], pad, xs))
 	}
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
-	chunk := max(1, min(n, colBudget/max(ckk*ohw, 1)))
+	// A 16-bit y is accumulated a chunk at a time in F32 and rounded once
+	// by a Copy: the GEMM storing 16-bit C would round, then widen it again
+	// for the bias it adds onto, at a pass over y each. The chunk bounds
+	// that F32 workspace as it bounds the columns.
+	chunk := max(1, min(n, colBudget/max(max(ckk, oc)*ohw, 1)))
 	y := g.alloc(dt, n, oc, s.OH, s.OW)
 	biasSt := device.Strides{Shape: []int{n, oc, ohw}, A: []int{0, 1, 0}}
-	beta := float32(0)
+	var ones, acc *tensor.Tensor
 	if b != nil {
-		// y[i] (OC, OHW) = b (OC, 1) @ ones (1, OHW): the bias broadcast as
-		// a GEMM with k = 1, which writes y at the GEMM's vector speed
-		// (Expand's general strides cost about five times as much here);
-		// each element is b exactly, as a broadcast gives, and the GEMM
-		// below adds onto it.
-		ones := tensor.New(g.dev, dt, device.Workspace, ohw)
+		ones = tensor.New(g.dev, dt, device.Workspace, ohw)
+		defer ones.Release()
 		g.dev.Fill(ones.Buffer(), 1)
-		g.dev.Gemm(y.Buffer(), buf(b), ones.Buffer(), device.GemmParams{M: oc, N: ohw, K: 1, Alpha: 1,
-			Batch: n, StrideC: oc * ohw})
-		ones.Release()
-		beta = 1
+	}
+	if dt != dtype.F32 {
+		acc = tensor.New(g.dev, dtype.F32, device.Workspace, chunk*oc*ohw)
+		defer acc.Release()
 	}
 	g.eachChunk(dt, s, chunk, buf(x), true, func(col *tensor.Tensor, cs device.ConvShape) {
-		// y[i] (OC, OHW) = w (OC, CKK) @ col[i] (CKK, OHW), for each image i
-		g.dev.Gemm(y.Buffer(), buf(w), col.Buffer(), device.GemmParams{M: oc, N: ohw, K: ckk, Alpha: 1, Beta: beta,
-			Batch: cs.NB, StrideB: ckk * ohw, StrideC: oc * ohw, OffC: cs.N0 * oc * ohw})
+		dst, off := y.Buffer(), cs.N0*oc*ohw
+		if acc != nil {
+			dst, off = acc.Buffer(), 0
+		}
+		beta := float32(0)
+		if b != nil {
+			// dst[i] (OC, OHW) = b (OC, 1) @ ones (1, OHW): the bias
+			// broadcast as a GEMM with k = 1, which writes each element as
+			// b exactly at the GEMM's vector speed (Expand's general
+			// strides cost about five times as much here); the product
+			// below adds onto it.
+			g.dev.Gemm(dst, buf(b), ones.Buffer(), device.GemmParams{M: oc, N: ohw, K: 1, Alpha: 1,
+				Batch: cs.NB, StrideC: oc * ohw, OffC: off})
+			beta = 1
+		}
+		// dst[i] (OC, OHW) += w (OC, CKK) @ col[i] (CKK, OHW), for each image i
+		g.dev.Gemm(dst, buf(w), col.Buffer(), device.GemmParams{M: oc, N: ohw, K: ckk, Alpha: 1, Beta: beta,
+			Batch: cs.NB, StrideB: ckk * ohw, StrideC: oc * ohw, OffC: off})
+		if acc != nil {
+			g.dev.Copy(y.Buffer(), cs.N0*oc*ohw, acc.Buffer(), 0, cs.NB*oc*ohw)
+		}
 	})
 	out := g.result(y)
 	if !g.recording(x, w, b) {

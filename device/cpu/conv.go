@@ -236,6 +236,9 @@ func (d *Device) MaxPool(y, arg, x device.Buffer, s device.PoolShape) {
 		}
 	}
 	d.forPlanes(s.N*s.C, hw, func(i int) {
+		if maxPoolSIMD(yb, ab, xb, i, s) {
+			return
+		}
 		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*ohw, (i+1)*ohw)
 		var pos view
 		if ab != nil {
@@ -261,20 +264,9 @@ func is2x2(s device.PoolShape) bool {
 }
 
 // maxPool2x2 pools one plane (rows of w) with 2x2 windows at stride 2 into
-// y (oh, ow), writing the positions to pos unless it is nil: with AVX-512
-// sixteen windows at a time, else in Go.
+// y (oh, ow), writing the positions to pos unless it is nil. It is the
+// reference for the AVX-512 kernels (maxPoolSIMD).
 func maxPool2x2(y, pos, x []float32, w, oh, ow int) {
-	if oh == 0 || ow == 0 {
-		return
-	}
-	_ = x[(2*oh-1)*w+2*ow-1]
-	_ = y[oh*ow-1]
-	if pos != nil {
-		_ = pos[oh*ow-1]
-	}
-	if maxPoolSIMD(y, pos, x, w, oh, ow) {
-		return
-	}
 	for r := range oh {
 		r0, r1 := x[2*r*w:2*r*w+2*ow], x[(2*r+1)*w:(2*r+1)*w+2*ow]
 		yr := y[r*ow : (r+1)*ow]
@@ -343,6 +335,16 @@ func (d *Device) MaxPoolGrad(dx, dy, arg device.Buffer, s device.PoolShape) {
 	d.checkLen("MaxPoolGrad", s.N*s.C*hw, db)
 	d.checkLen("MaxPoolGrad", s.N*s.C*ohw, gb, ab)
 	d.forPlanes(s.N*s.C, hw, func(i int) {
+		if is2x2(s) && db.dt == gb.dt && db.dt != dtype.F32 {
+			// 16-bit dy lands in dx unchanged (0 + dy is dy), so its bits
+			// are moved without widening or rounding.
+			pos := read(ab, i*ohw, (i+1)*ohw)
+			out := db.u16[i*hw : (i+1)*hw]
+			clear(out)
+			maxPoolGrad2x2Bits(out, gb.u16[i*ohw:(i+1)*ohw], pos.v, s.W, s.OH, s.OW)
+			pos.done()
+			return
+		}
 		g, pos, out := read(gb, i*ohw, (i+1)*ohw), read(ab, i*ohw, (i+1)*ohw), writeView(db, i*hw, (i+1)*hw)
 		clear(out.v)
 		if is2x2(s) {
@@ -375,6 +377,26 @@ func maxPoolGrad2x2(dx, dy, pos []float32, w, oh, ow int) {
 				badPos(p, device.PoolShape{KH: 2, KW: 2})
 			}
 			base[(k>>1)*uint(w)+2*uint(c)+k&1] += gr[c]
+		}
+	}
+}
+
+// maxPoolGrad2x2Bits is maxPoolGrad2x2 for 16-bit dx and dy, moving dy's
+// bits. A -0 becomes +0, as 0 + -0 does; a NaN keeps its payload.
+func maxPoolGrad2x2Bits(dx, dy []uint16, pos []float32, w, oh, ow int) {
+	for r := range oh {
+		base := dx[2*r*w : (2*r+2)*w]
+		gr, pr := dy[r*ow:(r+1)*ow], pos[r*ow:(r+1)*ow]
+		for c, p := range pr {
+			k := uint(int32(p))
+			if k > 3 || float32(k) != p {
+				badPos(p, device.PoolShape{KH: 2, KW: 2})
+			}
+			v := gr[c]
+			if v == 0x8000 {
+				v = 0
+			}
+			base[(k>>1)*uint(w)+2*uint(c)+k&1] = v
 		}
 	}
 }

@@ -2,26 +2,40 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
 
 // simdConv selects the AVX-512 pooling and im2col loops; tests turn it off
 // to check them against the Go loops.
 var simdConv = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
 
 //go:noescape
-func maxPool2x2AVX512(y, pos, x *float32, w, oh, ow int)
+func maxPool2x2F32(y *float32, pos *uint16, x *float32, w, oh, ow int)
 
-// maxPoolSIMD runs maxPool2x2 with AVX-512 and reports whether it did. The
-// caller has checked the slices' lengths; pos may be nil.
-func maxPoolSIMD(y, pos, x []float32, w, oh, ow int) bool {
-	if !simdConv {
+//go:noescape
+func maxPool2x2U16(y, pos, x *uint16, w, oh, ow int, bf16 bool)
+
+// maxPoolSIMD pools plane p of x into y and pos with AVX-512 in their own
+// storage and reports whether it did: for 2x2 windows at stride 2, y in
+// x's dtype and positions in F16 (pos may be nil).
+func maxPoolSIMD(y, pos, x *Buffer, p int, s device.PoolShape) bool {
+	if !simdConv || !is2x2(s) || y.dt != x.dt || (pos != nil && pos.dt != dtype.F16) || s.OH == 0 || s.OW == 0 {
 		return false
 	}
-	var p *float32
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	var pp *uint16
 	if pos != nil {
-		p = &pos[0]
+		pp = &pos.u16[p*ohw : (p+1)*ohw][0]
 	}
-	maxPool2x2AVX512(&y[0], p, &x[0], w, oh, ow)
+	if x.dt == dtype.F32 {
+		maxPool2x2F32(&y.f32[p*ohw : (p+1)*ohw][0], pp, &x.f32[p*hw : (p+1)*hw][0], s.W, s.OH, s.OW)
+	} else {
+		maxPool2x2U16(&y.u16[p*ohw : (p+1)*ohw][0], pp, &x.u16[p*hw : (p+1)*hw][0], s.W, s.OH, s.OW, x.dt == dtype.BF16)
+	}
 	return true
 }
 

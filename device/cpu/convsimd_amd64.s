@@ -3,9 +3,11 @@
 #include "textflag.h"
 
 // The 2x2, stride-2 max-pooling of conv.go's maxPool2x2, sixteen windows at
-// a time. It makes the same comparisons in the same order as the Go loop
+// a time, in the input's own storage: F32, or F16 and BF16 widened in
+// registers for the comparisons while the chosen element's own bits are
+// stored. Each makes the same comparisons in the same order as the Go loop
 // (a later element wins when it is greater, or when it is a NaN), so it
-// picks the same element and copies its bits.
+// picks the same element. Positions are stored as F16 (0, 1.0, 2.0, 3.0).
 
 // Lane i of poolEven/poolOdd picks element 2i/2i+1 of a 32-float pair of
 // registers (VPERMI2PS indices).
@@ -29,44 +31,76 @@ DATA poolOdd<>+48(SB)/8, $0x0000001b00000019
 DATA poolOdd<>+56(SB)/8, $0x0000001f0000001d
 GLOBL poolOdd<>(SB), RODATA|NOPTR, $64
 
-// func maxPool2x2AVX512(y, pos, x *float32, w, oh, ow int)
+// poolWords (VPERMW indices) puts the even 16-bit words of a register in
+// its low half and the odd ones in its high half.
+DATA poolWords<>+0(SB)/8, $0x0006000400020000
+DATA poolWords<>+8(SB)/8, $0x000e000c000a0008
+DATA poolWords<>+16(SB)/8, $0x0016001400120010
+DATA poolWords<>+24(SB)/8, $0x001e001c001a0018
+DATA poolWords<>+32(SB)/8, $0x0007000500030001
+DATA poolWords<>+40(SB)/8, $0x000f000d000b0009
+DATA poolWords<>+48(SB)/8, $0x0017001500130011
+DATA poolWords<>+56(SB)/8, $0x001f001d001b0019
+GLOBL poolWords<>(SB), RODATA|NOPTR, $64
+
+// POOLSETUP loads the arguments and the F16 positions 1.0, 2.0, 3.0 (Z27,
+// Z28, Z29, one per 32-bit lane), and sets R10 to all ones for BZHI.
+#define POOLSETUP \
+	MOVQ y+0(FP), DI; \
+	MOVQ pos+8(FP), R8; \
+	MOVQ x+16(FP), SI; \
+	MOVQ w+24(FP), R12; \
+	MOVQ oh+32(FP), R13; \
+	MOVQ ow+40(FP), R14; \
+	MOVL $0x3c00, AX; \
+	VPBROADCASTD AX, Z27; \
+	MOVL $0x4000, AX; \
+	VPBROADCASTD AX, Z28; \
+	MOVL $0x4200, AX; \
+	VPBROADCASTD AX, Z29; \
+	MOVQ $-1, R10
+
+// POOLMASKS sets K5 to the min(CX, 16) windows of this step and R9 to
+// their 2*min(CX, 16) inputs in each row.
+#define POOLMASKS \
+	MOVQ    $16, R9; \
+	CMPQ    CX, R9; \
+	CMOVQLT CX, R9; \
+	BZHIQ   R9, R10, R15; \
+	KMOVW   R15, K5; \
+	ADDQ    R9, R9
+
+// TAKE makes element (f: value as float32, raw: what is stored) the
+// running maximum (Z4 value, Z20 stored, Z8 position) where it is greater,
+// or a NaN, and records its position p.
+#define TAKE(f, raw, p) \
+	VCMPPS    $0x1e, Z4, f, K3; \
+	VCMPPS    $3, f, f, K4; \
+	KORW      K4, K3, K3; \
+	VMOVAPS   f, K3, Z4; \
+	VMOVDQA32 raw, K3, Z20; \
+	VMOVDQA32 p, K3, Z8
+
+// func maxPool2x2F32(y *float32, pos *uint16, x *float32, w, oh, ow int)
 // y, pos (oh, ow); x rows of w floats, 2*oh of them read. pos may be nil.
-TEXT ·maxPool2x2AVX512(SB), NOSPLIT, $0-48
-	MOVQ y+0(FP), DI
-	MOVQ pos+8(FP), R8
-	MOVQ x+16(FP), SI
-	MOVQ w+24(FP), R12
-	MOVQ oh+32(FP), R13
-	MOVQ ow+40(FP), R14
+TEXT ·maxPool2x2F32(SB), NOSPLIT, $0-48
+	POOLSETUP
 	SHLQ $2, R12                 // input row, bytes
 	VMOVDQU32 poolEven<>(SB), Z30
 	VMOVDQU32 poolOdd<>(SB), Z31
-	MOVL $0x3f800000, AX         // 1.0, 2.0, 3.0: the positions
-	VPBROADCASTD AX, Z27
-	MOVL $0x40000000, AX
-	VPBROADCASTD AX, Z28
-	MOVL $0x40400000, AX
-	VPBROADCASTD AX, Z29
-	MOVQ $-1, R10
 	TESTQ R13, R13
-	JZ   mpDone
+	JZ   mpfDone
 
-mpRow:
+mpfRow:
 	MOVQ SI, AX                  // row 2r
 	LEAQ (SI)(R12*1), DX         // row 2r+1
 	MOVQ DI, BX                  // y row
 	MOVQ R8, R11                 // pos row
 	MOVQ R14, CX                 // windows left in the row
 
-mpCol:
-	// K5: the min(CX, 16) windows of this step; K1, K2: their 2*min
-	// inputs in each row, split in two registers of 16.
-	MOVQ    $16, R9
-	CMPQ    CX, R9
-	CMOVQLT CX, R9
-	BZHIQ   R9, R10, R15
-	KMOVW   R15, K5
-	ADDQ    R9, R9
+mpfCol:
+	POOLMASKS
+	// K1, K2: the 2*min inputs of each row, in two registers of 16.
 	MOVQ    $16, R15
 	CMPQ    R9, R15
 	CMOVQLT R9, R15
@@ -88,48 +122,116 @@ mpCol:
 	VPERMI2PS Z3, Z2, Z6         // c: bottom left
 	VMOVAPS   Z31, Z7
 	VPERMI2PS Z3, Z2, Z7         // d: bottom right
-	VXORPS    Z8, Z8, Z8         // positions, 0 for a
-
-	VCMPPS  $0x1e, Z4, Z5, K3    // b > max (ordered)
-	VCMPPS  $3, Z5, Z5, K4       // b is NaN
-	KORW    K4, K3, K3
-	VMOVAPS Z5, K3, Z4
-	VMOVAPS Z27, K3, Z8
-	VCMPPS  $0x1e, Z4, Z6, K3
-	VCMPPS  $3, Z6, Z6, K4
-	KORW    K4, K3, K3
-	VMOVAPS Z6, K3, Z4
-	VMOVAPS Z28, K3, Z8
-	VCMPPS  $0x1e, Z4, Z7, K3
-	VCMPPS  $3, Z7, Z7, K4
-	KORW    K4, K3, K3
-	VMOVAPS Z7, K3, Z4
-	VMOVAPS Z29, K3, Z8
+	VPXORD    Z8, Z8, Z8         // position 0, a's
+	VMOVDQA32 Z4, Z20
+	TAKE(Z5, Z5, Z27)
+	TAKE(Z6, Z6, Z28)
+	TAKE(Z7, Z7, Z29)
 
 	VMOVUPS Z4, K5, (BX)
 	TESTQ   R8, R8
-	JZ      mpNoPos
-	VMOVUPS Z8, K5, (R11)
-	ADDQ    $64, R11
+	JZ      mpfNoPos
+	VPMOVDW Z8, K5, (R11)
+	ADDQ    $32, R11
 
-mpNoPos:
+mpfNoPos:
 	ADDQ $128, AX
 	ADDQ $128, DX
 	ADDQ $64, BX
 	SUBQ $16, CX
-	JG   mpCol
+	JG   mpfCol
 
 	LEAQ (SI)(R12*2), SI         // two input rows down
 	LEAQ (DI)(R14*4), DI         // one output row down
 	TESTQ R8, R8
-	JZ   mpNext
-	LEAQ (R8)(R14*4), R8
+	JZ   mpfNext
+	LEAQ (R8)(R14*2), R8
 
-mpNext:
+mpfNext:
 	DECQ R13
-	JNZ  mpRow
+	JNZ  mpfRow
 
-mpDone:
+mpfDone:
+	VZEROUPPER
+	RET
+
+// func maxPool2x2U16(y, pos, x *uint16, w, oh, ow int, bf16 bool)
+// maxPool2x2F32 for F16 (bf16 false) or BF16 x and y.
+TEXT ·maxPool2x2U16(SB), NOSPLIT, $0-49
+	POOLSETUP
+	MOVBLZX bf16+48(FP), AX
+	KMOVW AX, K7                 // every general register is taken
+	SHLQ $1, R12                 // input row, bytes
+	VMOVDQU16 poolWords<>(SB), Z30
+	TESTQ R13, R13
+	JZ   mphDone
+
+mphRow:
+	MOVQ SI, AX                  // row 2r
+	LEAQ (SI)(R12*1), DX         // row 2r+1
+	MOVQ DI, BX                  // y row
+	MOVQ R8, R11                 // pos row
+	MOVQ R14, CX                 // windows left in the row
+
+mphCol:
+	POOLMASKS
+	BZHIQ R9, R10, R15
+	KMOVD R15, K1                // the 2*min inputs of each row
+
+	VMOVDQU16 (AX), K1, Z0
+	VMOVDQU16 (DX), K1, Z1
+	VPERMW Z0, Z30, Z0           // even words (left) low, odd (right) high
+	VPERMW Z1, Z30, Z1
+	VEXTRACTI64X4 $1, Z0, Y2
+	VEXTRACTI64X4 $1, Z1, Y3
+	VPMOVZXWD Y0, Z20            // a's bits: the running maximum's
+	VPMOVZXWD Y2, Z5             // b
+	VPMOVZXWD Y1, Z6             // c
+	VPMOVZXWD Y3, Z7             // d
+	KORTESTW K7, K7
+	JNZ   mphBF16
+	VCVTPH2PS Y0, Z4
+	VCVTPH2PS Y2, Z9
+	VCVTPH2PS Y1, Z10
+	VCVTPH2PS Y3, Z11
+	JMP   mphTake
+
+mphBF16:
+	VPSLLD $16, Z20, Z4
+	VPSLLD $16, Z5, Z9
+	VPSLLD $16, Z6, Z10
+	VPSLLD $16, Z7, Z11
+
+mphTake:
+	VPXORD Z8, Z8, Z8            // position 0, a's
+	TAKE(Z9, Z5, Z27)
+	TAKE(Z10, Z6, Z28)
+	TAKE(Z11, Z7, Z29)
+
+	VPMOVDW Z20, K5, (BX)
+	TESTQ   R8, R8
+	JZ      mphNoPos
+	VPMOVDW Z8, K5, (R11)
+	ADDQ    $32, R11
+
+mphNoPos:
+	ADDQ $64, AX
+	ADDQ $64, DX
+	ADDQ $32, BX
+	SUBQ $16, CX
+	JG   mphCol
+
+	LEAQ (SI)(R12*2), SI         // two input rows down
+	LEAQ (DI)(R14*2), DI         // one output row down
+	TESTQ R8, R8
+	JZ   mphNext
+	LEAQ (R8)(R14*2), R8
+
+mphNext:
+	DECQ R13
+	JNZ  mphRow
+
+mphDone:
 	VZEROUPPER
 	RET
 

@@ -2,10 +2,12 @@
 
 package cpu
 
+import "github.com/mixprec/mixprec/device"
+
 // Without the amd64 assembly the pooling and im2col loops run in Go.
 var simdConv = false
 
-func maxPoolSIMD(y, pos, x []float32, w, oh, ow int) bool { return false }
+func maxPoolSIMD(y, pos, x *Buffer, p int, s device.PoolShape) bool { return false }
 
 func copyRowsF32SIMD(dst, src []float32, n, rows, ds, ss int) bool { return false }
 func copyRowsU16SIMD(dst, src []uint16, n, rows, ds, ss int) bool  { return false }

@@ -5,6 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
 )
 
 // poolValues are pooling inputs with ties (small integers, zeros of both
@@ -28,7 +31,7 @@ func poolValues(rng *rand.Rand, n int) []float32 {
 	return out
 }
 
-// withSIMDConv runs f with the AVX-512 conv loops on or off.
+// withSIMDConv runs f with the AVX-512 loops of conv.go on or off.
 func withSIMDConv(on bool, f func()) {
 	old := simdConv
 	simdConv = on
@@ -36,40 +39,64 @@ func withSIMDConv(on bool, f func()) {
 	f()
 }
 
-// TestMaxPool2x2SIMD checks the AVX-512 2x2 pooling against the Go loop bit
-// for bit (values and positions), for row lengths around the 16-window step
-// and odd input widths, with and without positions.
+// TestMaxPool2x2SIMD checks the AVX-512 2x2 pooling of each storage
+// dtype against the Go loop: the stored maximum must be the bits of the
+// element the Go loop picks, and the position its F16 encoding, for row
+// lengths around the 16-window step and odd input widths, with and without
+// positions.
 func TestMaxPool2x2SIMD(t *testing.T) {
 	if !simdConv {
 		t.Skip("no AVX-512 on this CPU: only the Go loop runs")
 	}
-	for _, ow := range []int{1, 2, 7, 12, 15, 16, 17, 31, 32, 33, 50} {
-		for _, extra := range []int{0, 1} { // input width 2*ow or 2*ow+1
-			for _, withPos := range []bool{true, false} {
-				t.Run(fmt.Sprintf("ow%d/w%d/pos=%v", ow, 2*ow+extra, withPos), func(t *testing.T) {
-					w, oh := 2*ow+extra, 3
-					rng := rand.New(rand.NewPCG(uint64(ow), uint64(extra)))
-					x := poolValues(rng, 2*oh*w+extra) // an odd last row, never read
-					var ys, ps [2][]float32
-					for i, on := range []bool{true, false} {
-						ys[i] = make([]float32, oh*ow)
+	d := New()
+	for _, dt := range dtype.All {
+		for _, ow := range []int{1, 2, 7, 12, 15, 16, 17, 31, 32, 33, 50} {
+			for _, extra := range []int{0, 1} { // input width 2*ow or 2*ow+1
+				for _, withPos := range []bool{true, false} {
+					t.Run(fmt.Sprintf("%v/ow%d/w%d/pos=%v", dt, ow, 2*ow+extra, withPos), func(t *testing.T) {
+						oh, w := 3, 2*ow+extra
+						s := device.NewPoolShape(2, 1, 2*oh+extra, w, 2, 2, 0)
+						hw, ohw := s.H*s.W, s.OH*s.OW
+						rng := rand.New(rand.NewPCG(uint64(ow), uint64(extra)))
+						xb := d.buf(d.Alloc(dt, 2*hw, device.Temp), "test")
+						yb := d.buf(d.Alloc(dt, 2*ohw, device.Temp), "test")
+						var pb *Buffer
 						if withPos {
-							ps[i] = make([]float32, oh*ow)
+							pb = d.buf(d.Alloc(dtype.F16, 2*ohw, device.Temp), "test")
 						}
-						withSIMDConv(on, func() { maxPool2x2(ys[i], ps[i], x, w, oh, ow) })
-					}
-					for i := range ys[0] {
-						if math.Float32bits(ys[0][i]) != math.Float32bits(ys[1][i]) {
-							t.Errorf("y[%d]: AVX-512 %v (%#08x), Go %v (%#08x)", i, ys[0][i], math.Float32bits(ys[0][i]), ys[1][i], math.Float32bits(ys[1][i]))
+						d.CopyFromHost(xb, poolValues(rng, 2*hw))
+						xs := make([]float32, 2*hw) // what the Go loop sees
+						d.CopyToHost(xs, xb)
+						for p := range 2 {
+							if !maxPoolSIMD(yb, pb, xb, p, s) {
+								t.Fatalf("maxPoolSIMD(%v, %+v) declined", dt, s)
+							}
+							y, pos := make([]float32, ohw), make([]float32, ohw)
+							maxPool2x2(y, pos, xs[p*hw:(p+1)*hw], w, oh, ow)
+							for o := range ohw {
+								k := int(pos[o])
+								j := p*hw + (2*(o/ow)+k>>1)*w + 2*(o%ow) + k&1
+								if got, want := rawBits(yb, p*ohw+o), rawBits(xb, j); got != want {
+									t.Errorf("plane %d y[%d]: AVX-512 stored %#x, Go picks x[%d] = %v (%#x)", p, o, got, j, xs[j], want)
+								}
+								if withPos && pb.u16[p*ohw+o] != dtype.F32ToF16(pos[o]) {
+									t.Errorf("plane %d pos[%d]: AVX-512 %#04x, Go %v", p, o, pb.u16[p*ohw+o], pos[o])
+								}
+							}
 						}
-						if withPos && ps[0][i] != ps[1][i] {
-							t.Errorf("pos[%d]: AVX-512 %v, Go %v", i, ps[0][i], ps[1][i])
-						}
-					}
-				})
+					})
+				}
 			}
 		}
 	}
+}
+
+// rawBits is element i of b's storage.
+func rawBits(b *Buffer, i int) uint32 {
+	if b.dt == dtype.F32 {
+		return math.Float32bits(b.f32[i])
+	}
+	return uint32(b.u16[i])
 }
 
 // TestRowsSIMD checks the AVX-512 row copies and additions against the Go
