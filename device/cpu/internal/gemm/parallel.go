@@ -20,8 +20,9 @@ import (
 //   - strips: when op(A) packed whole is small (stripBudget), C is cut into
 //     column strips of all rows. Each worker packs op(A) once, on its first
 //     strip, and keeps it for the next ones, so small pieces cost no extra
-//     packing; only op(B) is packed per strip, and all of it just once. The
-//     MLP and convolution products are all of this kind.
+//     packing; only op(B) is packed per strip, and all of it just once. It
+//     is chosen when a worker packs no more of A and B than with grid's
+//     rectangles, which holds for all the MLP and convolution products.
 //   - rectangles: otherwise, the pm x pn grid that grid chose, each
 //     rectangle blocked for the caches as a single-goroutine call would be.
 
@@ -49,17 +50,28 @@ type task struct {
 // parallel computes C with up to workers goroutines: the caller and
 // workers-1 helpers, pm x pn being grid's choice of rectangles.
 func (j job) parallel(workers, pm, pn int) {
-	t := &task{j: j, pm: pm, pn: pn, pieces: pm * pn}
-	if steps := j.steps(j.k); roundUp(j.m, j.im.mr)*steps <= stripBudget {
-		t.strips = true
-		t.pieces = min(ceilDiv(j.n, j.im.nr), stripsPerWorker*workers)
-	}
+	t := &task{j: j, pm: pm, pn: pn}
+	t.strips, t.pieces = j.cut(workers, pm, pn)
 	t.done.Add(t.pieces)
 	helpers.offer(t, workers-1)
 	buf := bufPool.Get().(*buffers)
 	t.work(buf)
 	bufPool.Put(buf)
 	t.done.Wait()
+}
+
+// cut chooses between strips and grid's pm x pn rectangles for workers
+// goroutines, and returns the number of pieces.
+func (j *job) cut(workers, pm, pn int) (strips bool, pieces int) {
+	mr, nr := j.im.mr, j.im.nr
+	mt, nt := ceilDiv(j.m, mr), ceilDiv(j.n, nr)
+	// Rows and columns of op(A) and op(B) one worker packs, each k long.
+	stripPack := mt*mr + ceilDiv(nt, workers)*nr
+	rectPack := ceilDiv(mt, pm)*mr + ceilDiv(nt, pn)*nr
+	if mt*mr*j.steps(j.k) <= stripBudget && stripPack <= rectPack {
+		return true, min(nt, stripsPerWorker*workers)
+	}
+	return false, pm * pn
 }
 
 // work claims and computes pieces of t until none is left.

@@ -72,3 +72,34 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestCut checks the choice between strips and rectangles on two workers:
+// strips for the MLP and convolution products, whose op(A) is small,
+// rectangles where op(A) is large or where strips would pack more.
+func TestCut(t *testing.T) {
+	tests := []struct {
+		m, n, k int
+		bf16    bool
+		strips  bool
+		pieces  int
+	}{
+		{128, 256, 784, false, true, 8}, // MLP forward: 8 column tiles
+		{256, 784, 128, false, true, 8}, // MLP dW, although grid splits rows
+		{128, 784, 256, false, true, 8}, // MLP dX
+		{64, 576, 288, false, true, 8},  // convolution forward
+		{128, 256, 784, true, true, 8},  // bfloat16 pairs: half the k
+		{1024, 1024, 1024, false, false, 2},
+		{1000, 64, 100, false, false, 2}, // tall: strips would pack all of A twice
+		{128, 512, 1500, false, false, 2},
+		{128, 512, 1500, true, true, 8}, // over stripBudget as floats, not as pairs
+	}
+	for _, tt := range tests {
+		im := &impl{mr: 12, nr: 32, pairs: tt.bf16} // the AVX-512 tiles
+		j := job{im: im, m: tt.m, n: tt.n, k: tt.k}
+		pm, pn := split(tt.m, tt.n, tt.k, im.mr, im.nr, 2, 0)
+		strips, pieces := j.cut(pm*pn, pm, pn)
+		if strips != tt.strips || pieces != tt.pieces {
+			t.Errorf("%dx%dx%d (bf16 %v, grid %dx%d): strips %v, %d pieces; want %v, %d", tt.m, tt.n, tt.k, tt.bf16, pm, pn, strips, pieces, tt.strips, tt.pieces)
+		}
+	}
+}
