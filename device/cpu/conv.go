@@ -31,73 +31,81 @@ func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
 	hw, ohw, kk := s.H*s.W, s.OH*s.OW, s.KH*s.KW
 	d.checkLen("Im2Col", s.N*s.C*hw, xb)
 	d.checkLen("Im2Col", s.NB*s.C*kk*ohw, cb)
+	taps := convTaps(s)
 	switch {
 	case cb.dt == xb.dt && cb.dt == dtype.F32:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s, copyRowsF32)
+			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s, taps, copyRowsF32)
 		})
 	case cb.dt == xb.dt:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s, copyRowsU16)
+			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s, taps, copyRowsU16)
 		})
 	default:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
 			plane := read(xb, p, p+hw)
 			w := writeView(cb, i*kk*ohw, (i+1)*kk*ohw)
-			unrollPlane(w.v, plane.v, s, copyRowsF32)
+			unrollPlane(w.v, plane.v, s, taps, copyRowsF32)
 			plane.done()
 			commit(cb, i*kk*ohw, w)
 		})
 	}
 }
 
-// convRows is the block of output rows [oh0, oh1) and columns [lo, hi) of
-// kernel tap (kh, kw) whose input pixel is inside the image, and that
-// pixel's offset in the plane for (oh0, lo). Across, consecutive output
-// rows read input rows StrideH apart; along, columns StrideW apart.
-func convRows(s device.ConvShape, kh, kw int) (oh0, oh1, lo, hi, src int) {
-	oh0, oh1 = validRange(s.OH, s.StrideH, s.PadH, kh, s.H)
-	lo, hi = validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
-	if oh0 >= oh1 || lo >= hi {
-		return 0, 0, 0, 0, 0
+// convTap is where kernel tap (kh, kw) reads: the block of output rows
+// [oh0, oh1) and columns [lo, hi) whose input pixel is inside the image
+// (empty when oh0 == oh1), and that pixel's offset in the plane for (oh0,
+// lo). Across, consecutive output rows read input rows StrideH apart;
+// along, columns StrideW apart.
+type convTap struct{ oh0, oh1, lo, hi, src int }
+
+// convTaps returns the taps of s in (kh, kw) order, worked out once per
+// call rather than per plane: small images have many planes.
+func convTaps(s device.ConvShape) []convTap {
+	taps := make([]convTap, s.KH*s.KW)
+	for kh := range s.KH {
+		for kw := range s.KW {
+			oh0, oh1 := validRange(s.OH, s.StrideH, s.PadH, kh, s.H)
+			lo, hi := validRange(s.OW, s.StrideW, s.PadW, kw, s.W)
+			if oh0 < oh1 && lo < hi {
+				taps[kh*s.KW+kw] = convTap{oh0, oh1, lo, hi, (oh0*s.StrideH-s.PadH+kh)*s.W + lo*s.StrideW - s.PadW + kw}
+			}
+		}
 	}
-	return oh0, oh1, lo, hi, (oh0*s.StrideH-s.PadH+kh)*s.W + lo*s.StrideW - s.PadW + kw
+	return taps
 }
 
 // unrollPlane writes the KH*KW rows of one input plane's im2col block.
 // Taps read contiguous input runs when StrideW is 1, moved a block of rows
 // at a time by copyRows; otherwise element by element.
-func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, copyRows func(dst, src []T, n, rows, ds, ss int)) {
+func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, taps []convTap, copyRows func(dst, src []T, n, rows, ds, ss int)) {
 	ohw := s.OH * s.OW
-	for kh := range s.KH {
-		for kw := range s.KW {
-			row := dst[(kh*s.KW+kw)*ohw : (kh*s.KW+kw+1)*ohw]
-			oh0, oh1, lo, hi, src := convRows(s, kh, kw)
-			if oh0 == oh1 {
-				clear(row)
-				continue
-			}
-			clear(row[:oh0*s.OW])
-			clear(row[oh1*s.OW:])
-			if lo > 0 || hi < s.OW {
-				for oh := oh0; oh < oh1; oh++ {
-					clear(row[oh*s.OW : oh*s.OW+lo])
-					clear(row[oh*s.OW+hi : (oh+1)*s.OW])
-				}
-			}
-			if s.StrideW == 1 {
-				copyRows(row[oh0*s.OW+lo:], plane[src:], hi-lo, oh1-oh0, s.OW, s.StrideH*s.W)
-				continue
-			}
-			for oh := oh0; oh < oh1; oh++ {
-				out := row[oh*s.OW+lo : oh*s.OW+hi]
-				in := plane[src+(oh-oh0)*s.StrideH*s.W:]
-				for j := range out {
-					out[j] = in[j*s.StrideW]
-				}
+	for k, t := range taps {
+		row := dst[k*ohw : (k+1)*ohw]
+		if t.oh0 == t.oh1 {
+			clear(row)
+			continue
+		}
+		if t.lo > 0 || t.hi < s.OW {
+			// Padding on the left or right of every row: one clear of the
+			// whole block costs less than two small ones per row.
+			clear(row)
+		} else {
+			clear(row[:t.oh0*s.OW])
+			clear(row[t.oh1*s.OW:])
+		}
+		if s.StrideW == 1 {
+			copyRows(row[t.oh0*s.OW+t.lo:], plane[t.src:], t.hi-t.lo, t.oh1-t.oh0, s.OW, s.StrideH*s.W)
+			continue
+		}
+		for oh := t.oh0; oh < t.oh1; oh++ {
+			out := row[oh*s.OW+t.lo : oh*s.OW+t.hi]
+			in := plane[t.src+(oh-t.oh0)*s.StrideH*s.W:]
+			for j := range out {
+				out[j] = in[j*s.StrideW]
 			}
 		}
 	}
@@ -157,30 +165,28 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 	hw, ohw, kk := s.H*s.W, s.OH*s.OW, s.KH*s.KW
 	d.checkLen("Col2Im", s.N*s.C*hw, db)
 	d.checkLen("Col2Im", s.NB*s.C*kk*ohw, cb)
+	taps := convTaps(s)
 	d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 		n, c := s.N0+i/s.C, i%s.C
 		acc := writeView(db, (n*s.C+c)*hw, (n*s.C+c+1)*hw)
 		clear(acc.v)
-		for kh := range s.KH {
-			for kw := range s.KW {
-				oh0, oh1, lo, hi, dst := convRows(s, kh, kw)
-				if oh0 == oh1 {
-					continue
-				}
-				row := (i*kk + kh*s.KW + kw) * ohw
-				r := read(cb, row+oh0*s.OW, row+oh1*s.OW)
-				if s.StrideW == 1 {
-					addRows(acc.v[dst:], r.v[lo:], hi-lo, oh1-oh0, s.StrideH*s.W, s.OW)
-				} else {
-					for oh := range oh1 - oh0 {
-						out := acc.v[dst+oh*s.StrideH*s.W:]
-						for j, v := range r.v[oh*s.OW+lo : oh*s.OW+hi] {
-							out[j*s.StrideW] += v
-						}
+		for k, t := range taps {
+			if t.oh0 == t.oh1 {
+				continue
+			}
+			row := (i*kk + k) * ohw
+			r := read(cb, row+t.oh0*s.OW, row+t.oh1*s.OW)
+			if s.StrideW == 1 {
+				addRows(acc.v[t.src:], r.v[t.lo:], t.hi-t.lo, t.oh1-t.oh0, s.StrideH*s.W, s.OW)
+			} else {
+				for oh := range t.oh1 - t.oh0 {
+					out := acc.v[t.src+oh*s.StrideH*s.W:]
+					for j, v := range r.v[oh*s.OW+t.lo : oh*s.OW+t.hi] {
+						out[j*s.StrideW] += v
 					}
 				}
-				r.done()
 			}
+			r.done()
 		}
 		commit(db, (n*s.C+c)*hw, acc)
 	})
