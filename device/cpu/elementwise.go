@@ -128,30 +128,100 @@ func (d *Device) Binary(op device.BinaryOp, dst, a, b device.Buffer, s device.St
 	db, ab, bb := d.buf(dst, "Binary"), d.buf(a, "Binary"), d.buf(b, "Binary")
 	it := newIter(s.Shape, s.A, s.B)
 	d.checkLenOf("Binary", op, it.rows*it.L, db)
-	if oneRowPiece(&it) {
-		for r := range it.rows {
-			binaryAt(op, db, ab, bb, &it, r)
-		}
+	per := rowsPerPiece(&it)
+	if it.rows <= per {
+		binaryRows(op, db, ab, bb, &it, 0, it.rows)
 		return
 	}
 	rows := it // the closure's copy: capturing it would put it on the heap on every path
-	d.forRows(&rows, func(r int) { binaryAt(op, db, ab, bb, &rows, r) })
+	d.parallelGrain(it.rows, per, func(lo, hi int) { binaryRows(op, db, ab, bb, &rows, lo, hi) })
 }
 
-// oneRowPiece reports whether forRows would run the rows of it as a single
-// piece, which a kernel then runs itself: the closure forRows needs would
-// otherwise be the kernel's one allocation.
-func oneRowPiece(it *iter) bool { return it.rows <= max(1, grain/max(it.L, 1)) }
+// rowsPerPiece is how many rows of it make a piece of about grain
+// elements. A kernel whose rows fit in one piece runs them itself: the
+// closure parallelGrain needs would otherwise be its one allocation.
+func rowsPerPiece(it *iter) int { return max(1, grain/max(it.L, 1)) }
 
-// binaryAt computes row r of Binary.
-func binaryAt(op device.BinaryOp, db, ab, bb *Buffer, it *iter, r int) {
-	ba, bbase := it.bases(r)
-	av, bv := readRow(ab, ba, it.sa, it.L), readRow(bb, bbase, it.sb, it.L)
-	w := writeView(db, r*it.L, (r+1)*it.L)
-	binaryRow(op, w.v, av.v, bv.v)
-	av.done()
-	bv.done()
-	commit(db, r*it.L, w)
+// binaryRows computes rows [lo, hi) of Binary.
+func binaryRows(op device.BinaryOp, db, ab, bb *Buffer, it *iter, lo, hi int) {
+	a, b, w := newRowBuf(ab, it.sa, it.L), newRowBuf(bb, it.sb, it.L), newRowBuf(db, 1, it.L)
+	for r := lo; r < hi; r++ {
+		ba, bbase := it.bases(r)
+		out := w.write(r*it.L, it.L)
+		binaryRow(op, out, a.read(ba, it.sa, it.L), b.read(bbase, it.sb, it.L))
+		w.commit(r*it.L, out)
+	}
+	a.done()
+	b.done()
+	w.done()
+}
+
+// rowBuf is a float32 window onto one operand of a kernel that works row
+// by row: the buffer's own memory where it is F32 and read contiguously,
+// else one scratch slice that serves every row of a piece, since taking one
+// from the pool per row costs as much as the arithmetic on short rows.
+type rowBuf struct {
+	b   *Buffer
+	tmp *[]float32
+}
+
+// newRowBuf prepares rows of L elements of b read with stride s (0
+// broadcasts one element).
+func newRowBuf(b *Buffer, s, L int) rowBuf {
+	if b.dt == dtype.F32 && (s == 0 || s == 1) {
+		return rowBuf{b: b}
+	}
+	return rowBuf{b: b, tmp: getScratch(L)}
+}
+
+// read returns the L elements of b from base with stride s; for s == 0 it
+// returns one element, which the caller broadcasts. The slice is valid
+// until the next read.
+func (r rowBuf) read(base, s, L int) []float32 {
+	if r.tmp == nil {
+		if s == 0 {
+			return r.b.f32[base : base+1]
+		}
+		return r.b.f32[base : base+L]
+	}
+	switch s {
+	case 0:
+		t := (*r.tmp)[:1]
+		t[0] = get(r.b, base)
+		return t
+	case 1:
+		t := (*r.tmp)[:L]
+		dtype.Decode(r.b.dt, t, r.b.u16[base:base+L])
+		return t
+	}
+	t := (*r.tmp)[:L]
+	for j := range t {
+		t[j] = get(r.b, base+j*s)
+	}
+	return t
+}
+
+// write returns a window to fill for the L elements of b from lo; commit
+// stores it.
+func (r rowBuf) write(lo, L int) []float32 {
+	if r.tmp == nil {
+		return r.b.f32[lo : lo+L]
+	}
+	return (*r.tmp)[:L]
+}
+
+// commit rounds a window from write into b from lo (nothing to do for F32).
+func (r rowBuf) commit(lo int, w []float32) {
+	if r.tmp != nil {
+		dtype.Encode(r.b.dt, r.b.u16[lo:lo+len(w)], w)
+	}
+}
+
+// done returns the scratch slice to the pool.
+func (r rowBuf) done() {
+	if r.tmp != nil {
+		putScratch(r.tmp)
+	}
 }
 
 // binaryRow computes out[i] = op(a[i], b[i]); a or b of length 1 broadcasts.
@@ -432,30 +502,31 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 // reducePieces sums Reduce's pieces [plo, phi), each of perPiece rows of
 // it, into its own accumulator of n elements in acc.
 func reducePieces(sb *Buffer, it *iter, acc []float64, n, perPiece, plo, phi int) {
+	src := newRowBuf(sb, 1, it.L)
+	defer src.done()
 	for p := plo; p < phi; p++ {
 		a := acc[p*n : (p+1)*n]
 		clear(a)
 		for r := p * perPiece; r < min((p+1)*perPiece, it.rows); r++ {
 			base, _ := it.bases(r)
-			v := read(sb, r*it.L, (r+1)*it.L)
+			v := src.read(r*it.L, 1, it.L)
 			switch it.sa {
 			case 0:
 				var sum float64
-				for _, x := range v.v {
+				for _, x := range v {
 					sum += float64(x)
 				}
 				a[base] += sum
 			case 1:
 				dstRow := a[base : base+it.L]
-				for j, x := range v.v {
+				for j, x := range v {
 					dstRow[j] += float64(x)
 				}
 			default:
-				for j, x := range v.v {
+				for j, x := range v {
 					a[base+j*it.sa] += float64(x)
 				}
 			}
-			v.done()
 		}
 	}
 }
@@ -493,41 +564,35 @@ func (d *Device) Expand(dst, src device.Buffer, s device.Strides, alpha float32)
 	db, sb := d.buf(dst, "Expand"), d.buf(src, "Expand")
 	it := newIter(s.Shape, s.A, zeroStrides(len(s.Shape)))
 	d.checkLen("Expand", it.rows*it.L, db)
-	if oneRowPiece(&it) {
-		for r := range it.rows {
-			expandAt(db, sb, &it, alpha, r)
-		}
+	per := rowsPerPiece(&it)
+	if it.rows <= per {
+		expandRows(db, sb, &it, alpha, 0, it.rows)
 		return
 	}
 	rows := it // the closure's copy: capturing it would put it on the heap on every path
-	d.forRows(&rows, func(r int) { expandAt(db, sb, &rows, alpha, r) })
+	d.parallelGrain(it.rows, per, func(lo, hi int) { expandRows(db, sb, &rows, alpha, lo, hi) })
 }
 
-// expandAt computes row r of Expand.
-func expandAt(db, sb *Buffer, it *iter, alpha float32, r int) {
-	base, _ := it.bases(r)
-	w := writeView(db, r*it.L, (r+1)*it.L)
-	if it.sa == 0 {
-		x := alpha * get(sb, base)
-		for j := range w.v {
-			w.v[j] = x
+// expandRows computes rows [lo, hi) of Expand.
+func expandRows(db, sb *Buffer, it *iter, alpha float32, lo, hi int) {
+	src, w := newRowBuf(sb, it.sa, it.L), newRowBuf(db, 1, it.L)
+	for r := lo; r < hi; r++ {
+		base, _ := it.bases(r)
+		out := w.write(r*it.L, it.L)
+		if v := src.read(base, it.sa, it.L); len(v) == 1 {
+			x := alpha * v[0]
+			for j := range out {
+				out[j] = x
+			}
+		} else {
+			for j, x := range v {
+				out[j] = alpha * x
+			}
 		}
-		commit(db, r*it.L, w)
-		return
+		w.commit(r*it.L, out)
 	}
-	v := readRow(sb, base, it.sa, it.L)
-	if len(v.v) == 1 {
-		x := alpha * v.v[0]
-		for j := range w.v {
-			w.v[j] = x
-		}
-	} else {
-		for j, x := range v.v {
-			w.v[j] = alpha * x
-		}
-	}
-	v.done()
-	commit(db, r*it.L, w)
+	src.done()
+	w.done()
 }
 
 // Dropout computes dst = src * mask / (1-p) with a counter-based mask.
