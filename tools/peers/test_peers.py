@@ -1,0 +1,195 @@
+"""Tests of the benchmark runner (tools/bench_peer.py) and of what the
+PyTorch peers share (common.py): thread settings, interleaving, choosing the
+fastest setting and the ratios, and that the peers' augmentations and
+schedules are mixprec's.
+
+  /usr/bin/python3 -m unittest discover -s tools/peers -p 'test_*.py'
+
+The augmentation and schedule tests need torch (sh tools/install-peer.sh)
+and are skipped, saying so, without it.
+"""
+import math, os, sys, unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+import bench_peer  # noqa: E402
+
+try:
+    import torch
+    import common
+except ImportError as e:  # the runner's own logic needs no torch
+    torch, common, TORCH_MISSING = None, None, str(e)
+
+
+class TestSettings(unittest.TestCase):
+    def test_four_settings_on_two_cores(self):
+        got = [(n, t, ob) for n, t, ob in bench_peer.torch_settings(2)]
+        want = [("torch 1 thread, OpenBLAS default", 1, None), ("torch 1 thread, OpenBLAS 1 thread", 1, "1"),
+                ("torch 2 threads, OpenBLAS default", 2, None), ("torch 2 threads, OpenBLAS 1 thread", 2, "1")]
+        self.assertEqual(got, want)
+
+    def test_one_core_has_two(self):
+        self.assertEqual([t for _, t, _ in bench_peer.torch_settings(1)], [1, 1])
+
+    def test_env(self):
+        base = {"PATH": "/bin", "OMP_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "3", "GOTO_NUM_THREADS": "2"}
+        for ob, want in [(None, {"PATH": "/bin"}), ("1", {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1"})]:
+            with self.subTest(openblas=ob):
+                self.assertEqual(bench_peer.torch_env(base, ob), want)
+        self.assertEqual(base["OMP_NUM_THREADS"], "4", "torch_env changed its argument")
+
+
+class TestInterleave(unittest.TestCase):
+    def test_every_job_once_and_ours_spread(self):
+        ours, peers = ["o1", "o2", "o3"], [f"p{i}" for i in range(10)]
+        for shift in range(4):
+            with self.subTest(shift=shift):
+                got = bench_peer.interleave(ours, peers, shift)
+                self.assertEqual(sorted(got), sorted(ours + peers))
+                pos = [i for i, j in enumerate(got) if j.startswith("o")]
+                self.assertEqual(pos[0], 0, f"ours should start: {got}")
+                gaps = [b - a for a, b in zip(pos, pos[1:])]
+                self.assertTrue(all(g >= 3 for g in gaps), f"ours bunched together: {got}")
+
+    def test_rotates(self):
+        a = bench_peer.interleave(["o1", "o2"], ["p1", "p2", "p3", "p4"], 0)
+        b = bench_peer.interleave(["o1", "o2"], ["p1", "p2", "p3", "p4"], 1)
+        self.assertNotEqual(a, b)
+
+    def test_no_ours(self):
+        self.assertEqual(bench_peer.interleave([], ["p1", "p2"], 1), ["p2", "p1"])
+
+
+class TestRows(unittest.TestCase):
+    def figures(self):
+        f = bench_peer.Figures()
+        settings = bench_peer.torch_settings(2)
+        # medians: torch fp32 best under setting 1 (100), bf16 best under setting 2 (250).
+        rates = {("off", 0): [90, 100, 110], ("off", 1): [80, 85, 300], ("off", 2): [10, 20, 30], ("off", 3): [50, 60, 70],
+                 ("bf16", 0): [100, 100, 100], ("bf16", 1): [240, 250, 260], ("bf16", 2): [1, 2, 3], ("bf16", 3): [5, 6, 7]}
+        for (mode, i), rs in rates.items():
+            for r in rs:
+                f.add(("torch", settings[i][0], mode), {"rate": r, "framework": "torch 9.9"})
+        for mode, rs in {"off": [120, 150, 130], "f16": [10, 11, 12], "bf16": [500, 400, 300]}.items():
+            for r in rs:
+                f.add(("mixprec", "", mode), {"rate": r, "ms_per_step": 1000 / r, "test_accuracy": 0.97})
+        for r in [5, 6, 7]:
+            f.add(("gorgonia", "", "off"), {"rate": r, "framework": "gorgonia v1"})
+        return f, settings
+
+    def test_fastest_and_ratios(self):
+        f, settings = self.figures()
+        w = bench_peer.WORKLOADS["mlp"]
+        rows, st = bench_peer.rows_for("mlp", w, f, settings, {"gomlx": "it broke"}, 2)
+        by = {(r["framework"], r["amp"]): r for r in rows}
+        self.assertEqual(by[("torch 9.9", "off")]["setting"], "torch 1 thread, OpenBLAS default")
+        self.assertEqual(by[("torch 9.9", "off")]["median"], 100)
+        self.assertEqual(by[("torch 9.9", "bf16")]["setting"], "torch 1 thread, OpenBLAS 1 thread")
+        self.assertEqual(by[("torch 9.9", "bf16")]["median"], 250)
+        self.assertAlmostEqual(by[("mixprec", "off")]["vs_torch_fp32"], 130 / 100)
+        self.assertAlmostEqual(by[("mixprec", "bf16")]["vs_torch_bf16"], 400 / 250)
+        self.assertAlmostEqual(by[("gorgonia v1", "off")]["vs_torch_fp32"], 6 / 100)
+        self.assertEqual(by[("gomlx", "off")]["unavailable"], "it broke")
+        self.assertEqual(sum(s["fastest"] for s in st), 2)
+        self.assertEqual(len(st), 8)
+
+    def test_table_prints_unavailable(self):
+        import io
+        f, settings = self.figures()
+        w = bench_peer.WORKLOADS["mlp"]
+        rows, st = bench_peer.rows_for("mlp", w, f, settings, {"gomlx": "it broke"}, 2)
+        report = {"repeat": 3, "torch": "PyTorch 9.9", "machine": {"cpu": "x", "cores": 2, "load_start": "0", "load_end": "0"},
+                  "workloads": {"mlp": {"about": "a", "unit": "samples/s", "timed": "t", "rows": rows, "torch_settings": st}}}
+        out = io.StringIO()
+        bench_peer.print_tables(report, out)
+        self.assertIn("gomlx", out.getvalue())
+        self.assertIn("unavailable: it broke", out.getvalue())
+        self.assertIn("torch 1 thread, OpenBLAS default", out.getvalue())
+
+
+def shift_ref(img, dy, dx, fill):
+    """datasets.RandomShift's shift of one (C, H, W) image, element by element."""
+    c, h, w = img.shape
+    out = torch.full_like(img, fill)
+    for y in range(h):
+        for x in range(w):
+            sy, sx = y - dy, x - dx
+            if 0 <= sy < h and 0 <= sx < w:
+                out[:, y, x] = img[:, sy, sx]
+    return out
+
+
+def crop_flip_ref(img, pad, top, left, flip):
+    """datasets.RandomCropFlip's cropFlip of one (C, H, W) image."""
+    c, h, w = img.shape
+    out = torch.zeros_like(img)
+    for y in range(h):
+        for x in range(w):
+            sy, sx = y + top - pad, x + left - pad
+            if 0 <= sy < h and 0 <= sx < w:
+                out[:, y, x] = img[:, sy, sx]
+    return out.flip(-1) if flip else out
+
+
+@unittest.skipIf(torch is None, "torch is not installed (sh tools/install-peer.sh): " + (TORCH_MISSING if torch is None else ""))
+class TestAugment(unittest.TestCase):
+    def test_shift(self):
+        x = torch.randn(6, 2, 7, 9, generator=torch.Generator().manual_seed(1))
+        m, fill = 2, -0.42
+        got = common.shift_batch(x, m, fill, torch.Generator().manual_seed(7))
+        g = torch.Generator().manual_seed(7)  # the same draws: tops, then lefts
+        top = torch.randint(0, 2 * m + 1, (6,), generator=g)
+        left = torch.randint(0, 2 * m + 1, (6,), generator=g)
+        for i in range(6):
+            want = shift_ref(x[i], m - int(top[i]), m - int(left[i]), fill)
+            self.assertTrue(torch.equal(got[i], want), f"image {i}: shift ({m - int(top[i])}, {m - int(left[i])})")
+
+    def test_shifts_cover_the_range(self):
+        x = torch.arange(25.0).reshape(1, 1, 5, 5).expand(400, 1, 5, 5)
+        got = common.shift_batch(x, 2, -1.0, torch.Generator().manual_seed(3))
+        kinds = {tuple(got[i].flatten().tolist()) for i in range(400)}
+        self.assertEqual(len(kinds), 25, "want every (dy, dx) in [-2, 2]^2")
+
+    def test_crop_flip(self):
+        x = torch.randn(8, 3, 6, 6, generator=torch.Generator().manual_seed(2))
+        pad = 4
+        got = common.crop_flip_batch(x, pad, torch.Generator().manual_seed(9))
+        g = torch.Generator().manual_seed(9)
+        top = torch.randint(0, 2 * pad + 1, (8,), generator=g)
+        left = torch.randint(0, 2 * pad + 1, (8,), generator=g)
+        flip = torch.randint(0, 2, (8,), generator=g).bool()
+        for i in range(8):
+            want = crop_flip_ref(x[i], pad, int(top[i]), int(left[i]), bool(flip[i]))
+            self.assertTrue(torch.equal(got[i], want), f"image {i}")
+
+
+@unittest.skipIf(torch is None, "torch is not installed (sh tools/install-peer.sh)")
+class TestSchedules(unittest.TestCase):
+    def test_one_cycle_is_torch_one_cycle_without_momentum_cycling(self):
+        # mixprec's optim.OneCycle ends the warm-up at the whole step
+        # int(0.25 total) - 1 where torch keeps 0.25 total - 1 fractional, so
+        # they agree exactly when 0.25 total is whole, as for the CNN's 60.
+        for total in (60, 468, 8):
+            with self.subTest(total=total):
+                p = torch.nn.Parameter(torch.zeros(1))
+                opt = torch.optim.AdamW([p], lr=3e-3)
+                sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=total, pct_start=0.25,
+                                                            div_factor=25, final_div_factor=1e4, cycle_momentum=False)
+                ours = common.one_cycle(3e-3, total)
+                for step in range(total):
+                    want = opt.param_groups[0]["lr"]
+                    self.assertTrue(math.isclose(ours(step), want, rel_tol=1e-9, abs_tol=1e-12),
+                                    f"step {step}: {ours(step)} want {want}")
+                    opt.step()
+                    sched.step()
+
+    def test_cosine(self):
+        # optim.Cosine(0.1, 0, 3, 23): warm-up (step+1)/3, then a half cosine over 20 steps.
+        lr = common.cosine(0.1, 3, 23)
+        for step, want in [(0, 0.1 / 3), (2, 0.1), (3, 0.1), (13, 0.05), (22, 0.05 * (1 + math.cos(math.pi * 19 / 20))), (40, 0.0)]:
+            self.assertAlmostEqual(lr(step), want, places=12, msg=f"step {step}")
+
+
+if __name__ == "__main__":
+    unittest.main()
