@@ -1,26 +1,93 @@
-"""Run mixprec's examples and the PyTorch peers on the same workloads, on this
-machine, in one invocation, and print samples/s for each and their ratio.
+"""Run mixprec's programs and their peers on the same workloads, on this
+machine, in one invocation, and print the figures side by side with ratios.
 
-  /usr/bin/python3 tools/bench_peer.py [--data DIR] [--repeat N] [--workloads mlp,cnn]
+  /usr/bin/python3 tools/bench_peer.py [--data DIR] [--bin DIR] [--repeat N]
+      [--workloads mlp,cnn,wide,resnet20,gemm] [--json FILE]
 
-Runs alternate (ours, PyTorch, ours, ...) so that drift in the machine's speed
-hits both sides alike; each figure is the median over --repeat runs. Needs
-Debian's python3-torch and python3-numpy (`make bench-peer` installs them).
+Peers:
+  - PyTorch (Debian's python3-torch on OpenBLAS and oneDNN), run as a user who
+    tuned it would run it: every workload under each thread setting
+    {torch threads 1, cores} x {OpenBLAS threads default, 1}, and compared at
+    its fastest, which is named ("torch 1 thread, OpenBLAS default"). torch's
+    threads are set with torch.set_num_threads; OMP_NUM_THREADS is left unset
+    because OpenBLAS would take it as its own thread count too.
+  - Gorgonia and GoMLX (pure-Go backend) on the MLP: what a Go user would
+    pick instead of mixprec (tools/gopeers/, each its own module).
+
+Both sides train the same recipe (model, initialisation, optimiser,
+schedule, batch, augmentation, data normalisation; see each peer's
+docstring) and time the same thing: the training steps, without evaluation
+or start-up. Our programs and the Go peers run with GOMAXPROCS = the number
+of cores. Runs are interleaved (ours, a peer, ours, ...; the order rotates
+every repeat) so that drift in the machine's speed hits every side alike;
+each figure is the median over --repeat runs. Needs Debian's python3-torch
+and python3-numpy (`make bench-peer` installs them and builds the binaries
+into --bin).
 """
-import argparse, json, os, statistics, subprocess, sys
+import argparse, json, os, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
 
-# name -> (our command, peer command, amp modes for us, amp modes for the peer)
-WORKLOADS = {
-    "mlp": (["examples/mnist", "-model", "mlp", "-epochs", "1"],
-            ["torch_mnist_mlp.py", "--epochs", "1"],
-            ["off", "f16", "bf16"], ["off", "bf16"]),
-    "cnn": (["examples/mnist", "-model", "cnn", "-epochs", "1", "-max-steps", "60"],
-            ["torch_mnist_cnn.py", "--epochs", "1", "--max-steps", "60"],
-            ["off", "f16", "bf16"], ["off", "bf16"]),
-}
+# Steps for the workloads too slow to run for an epoch at every setting
+# (--steps changes them).
+DEFAULT_STEPS = {"cnn": 60, "wide": 40, "resnet20": 30}
+GEMM_N, GEMM_REPS = 1024, 20
+
+
+class Workload:
+    """One workload: our command (binary name first) and the amp modes we
+    run, the torch peer's script and arguments and its amp modes, the Go
+    peers (binary names) and their arguments, what is measured, and what the
+    figures mean (for the table's heading)."""
+
+    def __init__(self, ours, our_modes, torch, torch_modes, about, go=(), go_args=(), unit="samples/s"):
+        self.ours, self.our_modes = ours, our_modes
+        self.torch, self.torch_modes = torch, torch_modes
+        self.go, self.go_args = go, go_args
+        self.unit, self.about = unit, about
+
+
+def workloads(steps):
+    """The workloads, the slow ones cut to steps[name] training steps."""
+    cnn, wide, resnet = steps["cnn"], steps["wide"], steps["resnet20"]
+    return {
+        "mlp": Workload(
+            ["mnist", "-model", "mlp", "-epochs", "1", "-batch", "128"], ["off", "f16", "bf16"],
+            ["torch_mnist_mlp.py", "--model", "mlp", "--epochs", "1"], ["off", "bf16"],
+            "one epoch of 784-256-128-10, SGD momentum 0.9 lr 0.05, batch 128",
+            go=["gorgonia", "gomlx"], go_args=["-epochs", "1"]),
+        "wide": Workload(
+            ["mnist", "-model", "wide", "-batch", "512", "-max-steps", str(wide)], ["off", "f16", "bf16"],
+            ["torch_mnist_mlp.py", "--model", "wide", "--max-steps", str(wide)], ["off", "bf16"],
+            f"{wide} steps of 784-4096-4096-10, SGD momentum 0.9 lr 0.02, batch 512"),
+        "cnn": Workload(
+            ["mnist", "-model", "cnn", "-epochs", "1", "-max-steps", str(cnn)], ["off", "f16", "bf16"],
+            ["torch_mnist_cnn.py", "--epochs", "1", "--max-steps", str(cnn)], ["off", "bf16"],
+            f"{cnn} steps of the MNIST CNN, one-cycle AdamW, 2-pixel shifts, batch 128"),
+        "resnet20": Workload(
+            ["cifar", "-synthetic", "-epochs", "1", "-max-steps", str(resnet)], ["off", "f16", "bf16"],
+            ["torch_resnet20.py", "--max-steps", str(resnet)], ["off", "bf16"],
+            f"{resnet} steps of ResNet-20 on synthetic CIFAR-shaped data, SGD Nesterov, cosine, crop+flip, batch 128"),
+        "gemm": Workload(
+            ["mixprec", "bench", "matmul", "-cpu-n", str(GEMM_N), "-cpu-reps", str(GEMM_REPS), "-dtypes", "f32,bf16", "-json"],
+            ["f32", "bf16"],
+            ["torch_mm_cpu.py", "--n", str(GEMM_N), "--reps", str(GEMM_REPS), "--dtypes", "f32,bf16"], ["f32", "bf16"],
+            f"square GEMM n={GEMM_N}, every operand in the dtype, {GEMM_REPS} timed after warm-up",
+            unit="GFLOP/s"),
+    }
+
+
+WORKLOADS = workloads(DEFAULT_STEPS)
+
+# The peer's modes that ratios are taken against: FP32 and BF16.
+FP32_MODES, BF16_MODES = ("off", "f32"), ("bf16",)
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class RunError(Exception):
+    pass
 
 
 def last_json(out):
@@ -28,47 +95,305 @@ def last_json(out):
         line = line.strip()
         if line.startswith("{"):
             return json.loads(line)
-    raise ValueError("no JSON summary in output:\n" + out[-2000:])
+    raise RunError("no JSON summary in output:\n" + out[-2000:])
 
 
 def run(cmd, env):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if p.returncode != 0:
-        sys.exit(f"bench-peer: {' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
+        raise RunError(f"{' '.join(cmd)} exited {p.returncode}:\n{(p.stderr or p.stdout)[-3000:]}")
     return last_json(p.stdout)
 
 
+def torch_settings(cores):
+    """The thread settings a user would try: (name, torch threads, the value
+    of OPENBLAS_NUM_THREADS or None to leave OpenBLAS at its default)."""
+    out = []
+    for t in sorted({1, cores}):
+        for ob in (None, "1"):
+            name = f"torch {t} thread{'s' if t > 1 else ''}, OpenBLAS {'default' if ob is None else '1 thread'}"
+            out.append((name, t, ob))
+    return out
+
+
+def torch_env(base, openblas):
+    env = {k: v for k, v in base.items() if k not in THREAD_VARS}
+    if openblas is not None:
+        env["OPENBLAS_NUM_THREADS"] = openblas
+    return env
+
+
+def interleave(ours, peers, shift):
+    """Spreads our jobs evenly among the peers' (ours first), after rotating
+    both lists by shift, so that no job always runs at the same point of a
+    repeat."""
+    if ours:
+        ours = ours[shift % len(ours):] + ours[:shift % len(ours)]
+    if peers:
+        peers = peers[shift % len(peers):] + peers[:shift % len(peers)]
+    out, n = [], len(ours)
+    for i, job in enumerate(ours):
+        out.append(job)
+        lo, hi = i * len(peers) // n, (i + 1) * len(peers) // n
+        out.extend(peers[lo:hi])
+    if not ours:
+        out.extend(peers)
+    return out
+
+
+class Figures:
+    """Per (side, setting, mode): the measurements of every repeat."""
+
+    def __init__(self):
+        self.runs = {}
+
+    def add(self, key, s):
+        self.runs.setdefault(key, []).append(s)
+
+    def median(self, key, field):
+        vals = [s[field] for s in self.runs.get(key, []) if s.get(field) is not None]
+        return statistics.median(vals) if vals else None
+
+
+def fastest(figs, keys):
+    """The key with the highest median rate among keys, or None."""
+    best = None
+    for k in keys:
+        v = figs.median(k, "rate")
+        if v is not None and (best is None or v > figs.median(best, "rate")):
+            best = k
+    return best
+
+
+def jobs_for(name, w, a, env_ours, settings):
+    """The runs of one repeat: ours, the torch peer's and the Go peers', each
+    a (key, command, env, parse) where parse turns the run's JSON into a list
+    of (mode, summary with "rate")."""
+    ours, peers = [], []
+    binary = os.path.join(a.bin, w.ours[0])
+    if name == "gemm":
+        def parse_ours(s):
+            return [(r["dtype"].lower(), {"rate": 1000 * r["cpu_tflops"], "seconds": r.get("cpu_seconds_per_gemm")})
+                    for r in s["results"]]
+        ours.append((("mixprec", "", "*"), [binary] + w.ours[1:], env_ours, parse_ours))
+
+        def parse_torch(s):
+            return [(r["dtype"], {"rate": r["cpu_gflops"], "seconds": r["cpu_seconds_per_gemm"],
+                                  "framework": s["framework"]}) for r in s["results"]]
+        for setting, t, ob in settings:
+            cmd = [PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] + ["--threads", str(t), "--json"]
+            peers.append((("torch", setting, "*"), cmd, torch_env(env_ours, ob), parse_torch))
+        return ours, peers
+
+    def parse_run(mode):
+        def parse(s):
+            s = dict(s)
+            s["rate"] = s["samples_per_sec"]
+            return [(mode, s)]
+        return parse
+    for mode in w.our_modes:
+        cmd = [binary] + w.ours[1:] + ["-data", a.data, "-amp", mode, "-json"]
+        ours.append((("mixprec", "", mode), cmd, env_ours, parse_run(mode)))
+    for setting, t, ob in settings:
+        for mode in w.torch_modes:
+            cmd = ([PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] +
+                   ["--amp", mode, "--threads", str(t), "--json"])
+            peers.append((("torch", setting, mode), cmd, torch_env(env_ours, ob), parse_run(mode)))
+    for g in w.go:
+        cmd = [os.path.join(a.bin, "gopeer-" + g)] + list(w.go_args) + ["-data", a.data, "-json"]
+        if a.go_peer_steps:
+            cmd += ["-max-steps", str(a.go_peer_steps)]
+        peers.append(((g, "", "off"), cmd, env_ours, parse_run("off")))
+    return ours, peers
+
+
+def measure(name, w, a, env_ours, settings, unavailable, log):
+    figs = Figures()
+    for r in range(a.repeat):
+        ours, peers = jobs_for(name, w, a, env_ours, settings)
+        for key, cmd, env, parse in interleave(ours, peers, r):
+            side = key[0]
+            if side in unavailable:
+                continue
+            if side in w.go and not os.path.exists(cmd[0]):
+                unavailable[side] = f"{cmd[0]} was not built (make bench-peer builds it)"
+                continue
+            log(f"[{name} {r + 1}/{a.repeat}] {' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd))}"
+                + (f"  (OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']})" if "OPENBLAS_NUM_THREADS" in env else ""))
+            try:
+                out = run(cmd, env)
+            except (RunError, OSError, ValueError, KeyError) as e:
+                if side in w.go:
+                    unavailable[side] = str(e).strip().splitlines()[-1][:300]
+                    continue
+                raise
+            for mode, s in parse(out):
+                figs.add((key[0], key[1], mode), s)
+    return figs
+
+
+def rows_for(name, w, figs, settings, unavailable, cores):
+    """The table rows of one workload: ours per mode, the fastest torch
+    setting per mode (named), the Go peers; each with ratios against the
+    fastest torch FP32 and BF16."""
+    torch_modes = w.torch_modes
+    best = {m: fastest(figs, [("torch", s, m) for s, _, _ in settings]) for m in torch_modes}
+    fp32 = next((best[m] for m in torch_modes if m in FP32_MODES and best.get(m)), None)
+    bf16 = next((best[m] for m in torch_modes if m in BF16_MODES and best.get(m)), None)
+    base32 = figs.median(fp32, "rate") if fp32 else None
+    base16 = figs.median(bf16, "rate") if bf16 else None
+
+    def row(framework, setting, mode, key):
+        v = figs.median(key, "rate")
+        r = {"workload": name, "framework": framework, "setting": setting, "amp": mode, "unit": w.unit,
+             "median": v, "runs": [s["rate"] for s in figs.runs.get(key, [])],
+             "ms_per_step": figs.median(key, "ms_per_step"), "test_accuracy": figs.median(key, "test_accuracy"),
+             "train_loss": figs.median(key, "train_loss"),
+             "vs_torch_fp32": v / base32 if v and base32 else None,
+             "vs_torch_bf16": v / base16 if v and base16 else None}
+        return r
+    rows = []
+    for mode in w.our_modes:
+        rows.append(row("mixprec", f"GOMAXPROCS={cores}", mode, ("mixprec", "", mode)))
+    torch_name = next((s["framework"] for k, v in figs.runs.items() if k[0] == "torch" for s in v if "framework" in s), "torch")
+    for mode in torch_modes:
+        if best.get(mode):
+            rows.append(row(torch_name, best[mode][1], mode, best[mode]))
+    for g in w.go:
+        key = (g, "", "off")
+        if g in unavailable:
+            rows.append({"workload": name, "framework": g, "setting": "", "amp": "off", "unit": w.unit,
+                         "median": None, "unavailable": unavailable[g]})
+        elif key in figs.runs:
+            r = row(figs.runs[key][0].get("framework", g), f"GOMAXPROCS={cores}", "off", key)
+            rows.append(r)
+    settings_table = []
+    for s, t, ob in settings:
+        for mode in torch_modes:
+            key = ("torch", s, mode)
+            if key in figs.runs:
+                settings_table.append({"setting": s, "torch_threads": t, "openblas_threads": ob or "default",
+                                       "amp": mode, "median": figs.median(key, "rate"),
+                                       "runs": [x["rate"] for x in figs.runs[key]],
+                                       "fastest": best.get(mode) == key})
+    return rows, settings_table
+
+
+def fmt(v, nd=0):
+    if v is None:
+        return "-"
+    return f"{v:,.{nd}f}"
+
+
+def ratio(v):
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def print_tables(report, out):
+    m = report["machine"]
+    print(f"\nbench-peer: {m['cpu']}, {m['cores']} cores; {report['torch']}; medians of {report['repeat']} "
+          f"interleaved runs; load average at start {m['load_start']}, at end {m['load_end']}", file=out)
+    if report.get("go_peer_steps"):
+        print(f"(the Go peers stopped after {report['go_peer_steps']} steps: their accuracy is not comparable)", file=out)
+    if m.get("openblas_coretype"):
+        print(f"(OPENBLAS_CORETYPE={m['openblas_coretype']} in the environment, passed to every run)", file=out)
+    for name, wl in report["workloads"].items():
+        print(f"\n{name}: {wl['about']} ({wl['unit']}; timed: {wl['timed']})", file=out)
+        print(f"  {'framework':24} {'amp':5} {wl['unit']:>11} {'ms/step':>8} {'acc':>6} "
+              f"{'vs torch fp32':>13} {'vs torch bf16':>13}  setting", file=out)
+        for r in wl["rows"]:
+            if r.get("unavailable"):
+                print(f"  {r['framework']:24} {r['amp']:5} unavailable: {r['unavailable']}", file=out)
+                continue
+            acc = "-" if r.get("test_accuracy") is None else f"{r['test_accuracy']:.4f}"
+            print(f"  {r['framework']:24} {r['amp']:5} {fmt(r['median'], 0 if r['median'] and r['median'] > 100 else 1):>11} "
+                  f"{fmt(r.get('ms_per_step'), 1):>8} {acc:>6} {ratio(r.get('vs_torch_fp32')):>13} "
+                  f"{ratio(r.get('vs_torch_bf16')):>13}  {r['setting']}", file=out)
+        if wl["torch_settings"]:
+            print("  torch under each thread setting (medians; * the fastest):", file=out)
+            for s in wl["torch_settings"]:
+                print(f"    {s['setting']:38} {s['amp']:5} {fmt(s['median'], 1):>11}{' *' if s['fastest'] else ''}", file=out)
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=os.environ.get("MIXPREC_DATA", os.path.join(ROOT, "data")))
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--cores", type=int, default=os.cpu_count(),
+                    help="GOMAXPROCS for our programs and the Go peers; torch tries 1 and this many threads")
     ap.add_argument("--workloads", default="mlp")
     ap.add_argument("--bin", default=os.path.join(ROOT, "bin"))
+    ap.add_argument("--json", metavar="FILE", help="also write the tables as JSON to FILE ('-': standard output, last line)")
+    ap.add_argument("--steps", metavar="NAME=N,...",
+                    help="training steps of the workloads cut short (default " +
+                         ",".join(f"{k}={v}" for k, v in DEFAULT_STEPS.items()) + ")")
+    ap.add_argument("--go-peer-steps", type=int, default=0, metavar="N",
+                    help="stop the Go peers after N steps instead of an epoch (GoMLX takes minutes per epoch); "
+                         "their accuracy is then not comparable")
+    ap.add_argument("--quiet", action="store_true", help="do not log each run on standard error")
     a = ap.parse_args()
-    env = dict(os.environ, MNIST_DIR=os.path.join(a.data, "mnist"), GOMAXPROCS=str(a.threads))
-    rows = []
-    for w in a.workloads.split(","):
-        ours, peer, our_amps, peer_amps = WORKLOADS[w]
-        binary = os.path.join(a.bin, os.path.basename(ours[0]))
-        figures = {}
-        for _ in range(a.repeat):
-            for amp in our_amps:
-                s = run([binary] + ours[1:] + ["-data", a.data, "-amp", amp, "-json"], env)
-                figures.setdefault(("mixprec", amp), []).append((s["samples_per_sec"], s.get("ms_per_step", 0)))
-            for amp in peer_amps:
-                s = run(["/usr/bin/python3", os.path.join(HERE, "peers", peer[0])] + peer[1:] +
-                        ["--amp", amp, "--threads", str(a.threads), "--json"], env)
-                figures.setdefault(("torch", amp), []).append((s["samples_per_sec"], s.get("ms_per_step", 0)))
-                torch_version = s.get("framework", "torch")
-        med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in figures.items()}
-        base = med[("torch", "off")][0]
-        for (who, amp), (v, ms) in sorted(med.items(), key=lambda kv: (kv[0][0] != "mixprec", kv[0][1])):
-            name = "mixprec" if who == "mixprec" else torch_version
-            rows.append((w, name, amp, v, ms, v / base))
-    print(f"{'workload':8} {'framework':22} {'amp':5} {'samples/s':>10} {'ms/step':>8} {'vs torch fp32':>14}")
-    for w, name, amp, v, ms, r in rows:
-        print(f"{w:8} {name:22} {amp:5} {v:10.0f} {ms:8.1f} {r:13.2f}x")
+    steps = dict(DEFAULT_STEPS)
+    for item in filter(None, (x.strip() for x in (a.steps or "").split(","))):
+        k, _, v = item.partition("=")
+        if k not in steps or not v.isdigit() or int(v) < 1:
+            sys.exit(f"bench-peer: --steps {item!r}: want NAME=N with NAME one of {', '.join(steps)} and N >= 1")
+        steps[k] = int(v)
+    table = workloads(steps)
+    names = [w.strip() for w in a.workloads.split(",") if w.strip()]
+    for w in names:
+        if w not in table:
+            sys.exit(f"bench-peer: unknown workload {w!r} (have {', '.join(table)})")
+    if a.repeat < 1:
+        sys.exit("bench-peer: --repeat must be >= 1")
+    env_ours = dict(os.environ, MNIST_DIR=os.path.join(a.data, "mnist"), MIXPREC_DATA=a.data, GOMAXPROCS=str(a.cores))
+    settings = torch_settings(a.cores)
+    log = (lambda s: None) if a.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+
+    torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True).stdout.strip() or "unavailable"
+    report = {"repeat": a.repeat, "torch": f"PyTorch {torch_version}", "machine": machine(a.cores),
+              "go_peer_steps": a.go_peer_steps, "steps": steps, "workloads": {}}
+    unavailable = {}
+    for name in names:
+        w = table[name]
+        try:
+            figs = measure(name, w, a, env_ours, settings, unavailable, log)
+        except (RunError, OSError) as e:
+            sys.exit(f"bench-peer: {name}: {e}")
+        rows, st = rows_for(name, w, figs, settings, unavailable, a.cores)
+        report["workloads"][name] = {"about": w.about, "unit": w.unit, "rows": rows, "torch_settings": st,
+                                     "timed": "GEMM calls" if name == "gemm" else "training steps (no evaluation, no start-up)"}
+    report["machine"]["load_end"] = load()
+    print_tables(report, sys.stdout)
+    if a.json == "-":
+        print(json.dumps(report))
+    elif a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"\nbench-peer: JSON in {a.json}")
+
+
+def load():
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def machine(cores):
+    cpu = "unknown CPU"
+    flags = set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name") and cpu == "unknown CPU":
+                cpu = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16") if f in flags]
+    return {"cpu": f"{cpu} ({' '.join(feats)})" if feats else cpu, "cores": cores, "load_start": load(),
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 if __name__ == "__main__":
