@@ -85,7 +85,7 @@ kernels:
 check-kernels:
 	sh tools/cuda/check-kernels.sh
 
-## cuda-bundle: test binaries, programs, MNIST and run.sh for a GPU machine without Go, in ./cuda-bundle (run: sh cuda-bundle/run.sh LOGDIR)
+## cuda-bundle: test binaries, programs, MNIST and run.sh for a GPU machine without Go, in ./cuda-bundle (run: sh cuda-bundle/run.sh OUTDIR, which leaves summary.txt and one archive of logs there)
 cuda-bundle: data
 	sh tools/cuda/bundle.sh cuda-bundle
 
