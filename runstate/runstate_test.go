@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -192,5 +193,37 @@ func TestSaveKeepsNewest(t *testing.T) {
 	}
 	if strings.Join(names, " ") != "step-00000005 step-00000009" {
 		t.Errorf("checkpoints left: %v, want the newest two and no temporaries", names)
+	}
+}
+
+// TestSaveFullDisk fills a small tmpfs: Save returns the file system's
+// error, the checkpoint already there stays loadable, and no partial
+// checkpoint or temporary is left. It needs root to mount, and skips
+// without.
+func TestSaveFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", dir).Run(); err != nil {
+		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
+	}
+	defer exec.Command("umount", dir).Run()
+	train(t, dtype.F32, dir, 1, true, false, 1) // a checkpoint of about 20 KB fits
+	before, _ := os.ReadDir(dir)
+	dev := cpu.New()
+	rng := rand.New(rand.NewPCG(1, 1))
+	big := nn.NewSequential(nn.NewLinear(100, 100, rng)) // 40 KB of weights: more than is left
+	nn.To(big, dev)
+	defer nn.Release(big)
+	opt := optim.NewAdam(big.Params())
+	_, err := runstate.Save(dir, runstate.Run{Model: big, Optimizer: opt, Config: map[string]string{}}, runstate.Position{Step: 9}, 2)
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("Save into a full file system: %v, want the file system's error", err)
+	}
+	after, _ := os.ReadDir(dir)
+	if len(after) != len(before) {
+		t.Errorf("%d entries after a failed save, %d before: a partial checkpoint or temporary was left", len(after), len(before))
+	}
+	latest, err := runstate.Latest(dir)
+	if err != nil || !strings.HasSuffix(latest, "step-00000001") {
+		t.Errorf("Latest after a failed save = %s, %v; want the earlier checkpoint", latest, err)
 	}
 }

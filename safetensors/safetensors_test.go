@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -252,4 +253,33 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWriteFileFullDisk saves into a 64 KiB tmpfs: the save fails with the
+// file system's error, the previous file stays whole and no temporary is
+// left. It needs root to mount the file system, and skips without.
+func TestWriteFileFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).Run(); err != nil {
+		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
+	}
+	defer exec.Command("umount", dir).Run()
+	path := filepath.Join(dir, "model.safetensors")
+	small := []Tensor{{Name: "w", DType: dtype.F32, Shape: []int{1000}, F32: make([]float32, 1000)}}
+	if err := WriteFile(path, small, nil); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.ReadFile(path)
+	big := []Tensor{{Name: "w", DType: dtype.F32, Shape: []int{100000}, F32: make([]float32, 100000)}}
+	err := WriteFile(path, big, nil)
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("saving 400 KB into 64 KiB: %v, want the file system's error", err)
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, old) {
+		t.Error("the failed save changed the previous file")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("%d entries after a failed save, want 1 (no temporary left)", len(entries))
+	}
 }
