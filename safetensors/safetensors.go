@@ -20,8 +20,8 @@ package safetensors
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
