@@ -44,15 +44,18 @@ type matmulReport struct {
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	const about = "Times square GEMMs (C = A*B, every operand in one dtype) on the CPU and the GPU\n" +
 		"and reports TFLOP/s (2n^3 per GEMM) and the ratio."
+	if len(args) > 0 && args[0] == "allreduce" {
+		return cmdAllReduce(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "matmul" {
 		switch {
 		case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
 			fmt.Fprintf(stdout, "usage: mixprec bench matmul [flags]\n\n%s\n\nmixprec bench matmul -h lists the flags.\n", about)
 			return flag.ErrHelp
 		case len(args) == 0:
-			return cli.Usagef("want a benchmark: mixprec bench matmul")
+			return cli.Usagef("want a benchmark: mixprec bench matmul or allreduce")
 		}
-		return cli.Usagef("unknown benchmark %q: want matmul", args[0])
+		return cli.Usagef("unknown benchmark %q: want matmul or allreduce", args[0])
 	}
 	fs := cli.NewFlagSet("mixprec bench matmul", about)
 	var n, reps, cpuN, cpuReps int
