@@ -481,7 +481,9 @@ func (d *Device) AvgPoolGrad(dx, dy device.Buffer, s device.PoolShape) {
 	})
 }
 
-// Moments computes per-channel mean and biased variance over n and hw.
+// Moments computes per-channel mean and biased variance over n and hw, in
+// float64: each plane's sum in sixteen lanes (sum64), the planes' sums in
+// order.
 func (d *Device) Moments(mean, variance, x device.Buffer, n, c, hw int) {
 	bs := d.f32("Moments", mean, variance)
 	xb := d.buf(x, "Moments")
@@ -492,19 +494,14 @@ func (d *Device) Moments(mean, variance, x device.Buffer, n, c, hw int) {
 		var s float64
 		for i := range n {
 			v := read(xb, (i*c+ch)*hw, (i*c+ch+1)*hw)
-			for _, x := range v.v {
-				s += float64(x)
-			}
+			s += sum64(v.v)
 			v.done()
 		}
 		mu := s / m
 		var q float64
 		for i := range n {
 			v := read(xb, (i*c+ch)*hw, (i*c+ch+1)*hw)
-			for _, x := range v.v {
-				dx := float64(x) - mu
-				q += dx * dx
-			}
+			q += sumSqDev64(v.v, mu)
 			v.done()
 		}
 		bs[0].f32[ch] = float32(mu)
@@ -524,7 +521,8 @@ func affine(gamma, beta *Buffer, ch int) (float32, float32) {
 	return g, b
 }
 
-// BatchNorm computes y = (x - mean) * invstd * gamma + beta per channel.
+// BatchNorm computes y = (x - mean) * invstd * gamma + beta per channel,
+// as x*scale + shift.
 func (d *Device) BatchNorm(y, x, mean, invstd, gamma, beta device.Buffer, n, c, hw int) {
 	yb, xb := d.buf(y, "BatchNorm"), d.buf(x, "BatchNorm")
 	ps := d.f32("BatchNorm", mean, invstd, gamma, beta)
@@ -536,15 +534,14 @@ func (d *Device) BatchNorm(y, x, mean, invstd, gamma, beta device.Buffer, n, c, 
 		scale := ps[1].f32[ch] * g
 		shift := b - ps[0].f32[ch]*scale
 		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*hw, (i+1)*hw)
-		for j, v := range in.v {
-			out.v[j] = v*scale + shift
-		}
+		scaleShift(out.v, in.v, scale, shift)
 		in.done()
 		commit(yb, i*hw, out)
 	})
 }
 
-// BatchNormGrad computes dx, dgamma and dbeta of training-mode BatchNorm.
+// BatchNormGrad computes dx, dgamma and dbeta of training-mode BatchNorm,
+// its sums in float64 as Moments makes them.
 func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma device.Buffer, n, c, hw int) {
 	db, gb, xb := d.buf(dx, "BatchNormGrad"), d.buf(dy, "BatchNormGrad"), d.buf(x, "BatchNormGrad")
 	ps := d.f32("BatchNormGrad", mean, invstd, gamma, dgamma, dbeta)
@@ -557,10 +554,9 @@ func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma dev
 		for i := range n {
 			off := (i*c + ch) * hw
 			g, in := read(gb, off, off+hw), read(xb, off, off+hw)
-			for j, v := range g.v {
-				sdy += float64(v)
-				sdyx += float64(v) * (float64(in.v[j]) - mu) * is
-			}
+			a, b := bnGradSums(g.v, in.v, mu, is)
+			sdy += a
+			sdyx += b
 			g.done()
 			in.done()
 		}
@@ -571,14 +567,11 @@ func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma dev
 		if ps[4] != nil {
 			ps[4].f32[ch] = float32(sdy)
 		}
-		k := float64(gam) * is / m
+		k := &bnGradConsts{mu: mu, is: is, m: m, sdy: sdy, sdyx: sdyx, k: float64(gam) * is / m}
 		for i := range n {
 			off := (i*c + ch) * hw
 			g, in, out := read(gb, off, off+hw), read(xb, off, off+hw), writeView(db, off, off+hw)
-			for j, v := range g.v {
-				xhat := (float64(in.v[j]) - mu) * is
-				out.v[j] = float32(k * (m*float64(v) - sdy - xhat*sdyx))
-			}
+			bnGradOut(out.v, g.v, in.v, k)
 			g.done()
 			in.done()
 			commit(db, off, out)
