@@ -289,34 +289,59 @@ func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 		}
 		return
 	}
-	t := &task{fn: fn, n: n, g: g, pieces: pieces}
+	if pieces > maxPieces {
+		panic(fmt.Sprintf("cpu: parallel work of %d pieces of %d; at most %d", pieces, g, maxPieces))
+	}
+	t := tasks.Get().(*task)
+	t.fn, t.n, t.g = fn, n, g
 	t.done.Add(pieces)
+	t.claims.Store(uint64(pieces) << 32) // publishes the fields above
 	d.helpers.offer(t, w-1)
 	t.work()
 	t.done.Wait()
-	// A helper may still receive t from the queue, after its pieces are
-	// gone; it then reads only next and pieces. Dropping fn keeps such a
-	// stale task from holding the kernel's buffers, and the Device, alive.
+	// A helper may still receive t from the queue, or hold it, after its
+	// pieces are gone (see task). Dropping fn keeps such a stale task from
+	// holding the kernel's buffers, and the Device, alive.
 	t.fn = nil
+	tasks.Put(t)
 }
 
-// task is one parallelGrain call, shared with the helpers by pointer. It
-// is never reused, so a helper that receives it late finds its pieces
-// taken and nothing else changed.
+// task is one parallelGrain call, shared with the helpers by pointer, and
+// reused from call to call (tasks) so that a parallel kernel allocates
+// nothing but its closure. A helper reads a task's fields only after
+// claiming one of its pieces, and claims are made on claims, which holds
+// the number of pieces and the next one to claim: a helper that holds a
+// task from an earlier call either finds no piece left, or claims a piece
+// of the current call and runs it as any helper would.
 type task struct {
-	fn           func(lo, hi int)
-	n, g, pieces int
-	next         atomic.Int64   // the next piece to claim
-	done         sync.WaitGroup // pieces not yet finished
+	fn     func(lo, hi int)
+	n, g   int
+	claims atomic.Uint64  // pieces<<32 | the next piece to claim
+	done   sync.WaitGroup // pieces not yet finished
+}
+
+// maxPieces is the most pieces a task's claim counter holds.
+const maxPieces = 1<<31 - 1
+
+var tasks = sync.Pool{New: func() any { return new(task) }}
+
+// claim returns the next piece of t to run, or -1 when none is left.
+func (t *task) claim() int {
+	for {
+		c := t.claims.Load()
+		next, pieces := uint32(c), uint32(c>>32)
+		if next >= pieces {
+			return -1
+		}
+		if t.claims.CompareAndSwap(c, c+1) {
+			return int(next)
+		}
+	}
 }
 
 // work claims and runs pieces of t until none is left.
 func (t *task) work() {
-	for {
-		p := int(t.next.Add(1) - 1)
-		if p >= t.pieces {
-			return
-		}
+	for p := t.claim(); p >= 0; p = t.claim() {
 		lo := p * t.g
 		t.fn(lo, min(lo+t.g, t.n))
 		t.done.Done()
