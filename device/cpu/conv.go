@@ -36,19 +36,19 @@ func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
 	case cb.dt == xb.dt && cb.dt == dtype.F32:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s, taps, copyRowsF32)
+			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s, taps, rowsF32)
 		})
 	case cb.dt == xb.dt:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s, taps, copyRowsU16)
+			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s, taps, rowsU16)
 		})
 	default:
 		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 			p := (s.N0*s.C + i) * hw
 			plane := read(xb, p, p+hw)
 			w := writeView(cb, i*kk*ohw, (i+1)*kk*ohw)
-			unrollPlane(w.v, plane.v, s, taps, copyRowsF32)
+			unrollPlane(w.v, plane.v, s, taps, rowsF32)
 			plane.done()
 			commit(cb, i*kk*ohw, w)
 		})
@@ -81,7 +81,7 @@ func convTaps(s device.ConvShape) []convTap {
 // unrollPlane writes the KH*KW rows of one input plane's im2col block.
 // Taps read contiguous input runs when StrideW is 1, moved a block of rows
 // at a time by copyRows; otherwise element by element.
-func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, taps []convTap, copyRows func(dst, src []T, n, rows, ds, ss int)) {
+func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, taps []convTap, rc rowCopier[T]) {
 	ohw := s.OH * s.OW
 	for k, t := range taps {
 		row := dst[k*ohw : (k+1)*ohw]
@@ -97,8 +97,12 @@ func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, taps []
 			clear(row[:t.oh0*s.OW])
 			clear(row[t.oh1*s.OW:])
 		}
-		if s.StrideW == 1 {
-			copyRows(row[t.oh0*s.OW+t.lo:], plane[t.src:], t.hi-t.lo, t.oh1-t.oh0, s.OW, s.StrideH*s.W)
+		switch s.StrideW {
+		case 1:
+			rc.stride1(row[t.oh0*s.OW+t.lo:], plane[t.src:], t.hi-t.lo, t.oh1-t.oh0, s.OW, s.StrideH*s.W)
+			continue
+		case 2:
+			rc.stride2(row[t.oh0*s.OW+t.lo:], plane[t.src:], t.hi-t.lo, t.oh1-t.oh0, s.OW, s.StrideH*s.W)
 			continue
 		}
 		for oh := t.oh0; oh < t.oh1; oh++ {
@@ -111,18 +115,58 @@ func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, taps []
 	}
 }
 
-// checkRows panics unless rows of n elements, ds and ss apart, fit dst and
-// src: the assembly loops check nothing.
-func checkRows[T float32 | uint16](op string, dst, src []T, n, rows, ds, ss int) {
-	if n < 0 || rows < 0 || (rows > 0 && n > 0 && ((rows-1)*ds+n > len(dst) || (rows-1)*ss+n > len(src))) {
-		panic(fmt.Sprintf("cpu: %s: %d rows of %d (strides %d, %d) out of range of %d and %d elements", op, rows, n, ds, ss, len(dst), len(src)))
+// rowCopier moves blocks of rows for unrollPlane: input runs read at
+// stride 1 or 2.
+type rowCopier[T float32 | uint16] struct {
+	stride1, stride2 func(dst, src []T, n, rows, ds, ss int)
+}
+
+var (
+	rowsF32 = rowCopier[float32]{copyRowsF32, copyRowsS2F32Go}
+	rowsU16 = rowCopier[uint16]{copyRowsU16, copyRowsS2U16Go}
+)
+
+// copyRowsS2F32Go copies rows of n elements taken every other element of
+// src: dst[r*ds+j] = src[r*ss+2j].
+func copyRowsS2F32Go(dst, src []float32, n, rows, ds, ss int) {
+	checkRows("copyRows", dst, src, n, rows, ds, ss, 2)
+	if n == 0 || rows == 0 || copyRowsS2F32SIMD(dst, src, n, rows, ds, ss) {
+		return
+	}
+	copyRowsS2(dst, src, n, rows, ds, ss)
+}
+
+// copyRowsS2U16Go is copyRowsS2F32Go for 16-bit storage.
+func copyRowsS2U16Go(dst, src []uint16, n, rows, ds, ss int) {
+	checkRows("copyRows", dst, src, n, rows, ds, ss, 2)
+	if n == 0 || rows == 0 || copyRowsS2U16SIMD(dst, src, n, rows, ds, ss) {
+		return
+	}
+	copyRowsS2(dst, src, n, rows, ds, ss)
+}
+
+func copyRowsS2[T float32 | uint16](dst, src []T, n, rows, ds, ss int) {
+	for r := range rows {
+		out, in := dst[r*ds:r*ds+n], src[r*ss:]
+		for j := range out {
+			out[j] = in[2*j]
+		}
+	}
+}
+
+// checkRows panics unless rows of n elements, ds apart in dst, fit dst,
+// and rows read every step-th element of src, ss apart, fit src: the
+// assembly loops check nothing.
+func checkRows[T float32 | uint16](op string, dst, src []T, n, rows, ds, ss, step int) {
+	if n < 0 || rows < 0 || (rows > 0 && n > 0 && ((rows-1)*ds+n > len(dst) || (rows-1)*ss+step*(n-1)+1 > len(src))) {
+		panic(fmt.Sprintf("cpu: %s: %d rows of %d (strides %d, %d, step %d) out of range of %d and %d elements", op, rows, n, ds, ss, step, len(dst), len(src)))
 	}
 }
 
 // copyRowsF32 copies rows of n elements from src to dst, dst rows ds and
 // src rows ss elements apart.
 func copyRowsF32(dst, src []float32, n, rows, ds, ss int) {
-	checkRows("copyRows", dst, src, n, rows, ds, ss)
+	checkRows("copyRows", dst, src, n, rows, ds, ss, 1)
 	if n == 0 || rows == 0 || copyRowsF32SIMD(dst, src, n, rows, ds, ss) {
 		return
 	}
@@ -133,7 +177,7 @@ func copyRowsF32(dst, src []float32, n, rows, ds, ss int) {
 
 // copyRowsU16 is copyRowsF32 for 16-bit storage.
 func copyRowsU16(dst, src []uint16, n, rows, ds, ss int) {
-	checkRows("copyRows", dst, src, n, rows, ds, ss)
+	checkRows("copyRows", dst, src, n, rows, ds, ss, 1)
 	if n == 0 || rows == 0 || copyRowsU16SIMD(dst, src, n, rows, ds, ss) {
 		return
 	}
@@ -144,7 +188,7 @@ func copyRowsU16(dst, src []uint16, n, rows, ds, ss int) {
 
 // addRows adds rows of n elements of src into dst (strides as copyRowsF32).
 func addRows(dst, src []float32, n, rows, ds, ss int) {
-	checkRows("addRows", dst, src, n, rows, ds, ss)
+	checkRows("addRows", dst, src, n, rows, ds, ss, 1)
 	if n == 0 || rows == 0 || addRowsSIMD(dst, src, n, rows, ds, ss) {
 		return
 	}

@@ -46,6 +46,12 @@ func copyRows32(dst, src *float32, n, rows, ds, ss int)
 func copyRows16(dst, src *uint16, n, rows, ds, ss int)
 
 //go:noescape
+func copyRowsS2F32(dst, src *float32, n, rows, ds, ss int)
+
+//go:noescape
+func copyRowsS2U16(dst, src *uint16, n, rows, ds, ss int)
+
+//go:noescape
 func addRows32(dst, src *float32, n, rows, ds, ss int)
 
 // copyRowsF32SIMD and the others below run the row loops of conv.go with
@@ -71,5 +77,21 @@ func addRowsSIMD(dst, src []float32, n, rows, ds, ss int) bool {
 		return false
 	}
 	addRows32(&dst[0], &src[0], n, rows, ds, ss)
+	return true
+}
+
+func copyRowsS2F32SIMD(dst, src []float32, n, rows, ds, ss int) bool {
+	if !simdConv {
+		return false
+	}
+	copyRowsS2F32(&dst[0], &src[0], n, rows, ds, ss)
+	return true
+}
+
+func copyRowsS2U16SIMD(dst, src []uint16, n, rows, ds, ss int) bool {
+	if !simdConv {
+		return false
+	}
+	copyRowsS2U16(&dst[0], &src[0], n, rows, ds, ss)
 	return true
 }

@@ -380,3 +380,125 @@ a32Tail:
 a32Done:
 	VZEROUPPER
 	RET
+
+// wordsEven (VPERMI2W indices) picks the even words of a pair of
+// registers: word 2i of the 64.
+DATA wordsEven<>+0(SB)/8, $0x0006000400020000
+DATA wordsEven<>+8(SB)/8, $0x000e000c000a0008
+DATA wordsEven<>+16(SB)/8, $0x0016001400120010
+DATA wordsEven<>+24(SB)/8, $0x001e001c001a0018
+DATA wordsEven<>+32(SB)/8, $0x0026002400220020
+DATA wordsEven<>+40(SB)/8, $0x002e002c002a0028
+DATA wordsEven<>+48(SB)/8, $0x0036003400320030
+DATA wordsEven<>+56(SB)/8, $0x003e003c003a0038
+GLOBL wordsEven<>(SB), RODATA|NOPTR, $64
+
+// func copyRowsS2F32(dst, src *float32, n, rows, ds, ss int)
+// dst[r*ds + j] = src[r*ss + 2j] for j < n: Im2Col's rows at stride 2.
+// The loads stop at the last element read (2n-1 per row).
+TEXT ·copyRowsS2F32(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	SHLQ $2, R9
+	SHLQ $2, R10
+	MOVQ $-1, R12
+	VMOVDQU32 poolEven<>(SB), Z30
+	TESTQ R8, R8
+	JZ   s2fDone
+
+s2fRow:
+	MOVQ DI, AX
+	MOVQ SI, BX
+	MOVQ n+16(FP), CX
+
+s2fStep:
+	// K5: min(CX, 16) outputs; K1, K2: their 2*min-1 inputs.
+	MOVQ    $16, R11
+	CMPQ    CX, R11
+	CMOVQLT CX, R11
+	BZHIQ   R11, R12, R13
+	KMOVW   R13, K5
+	LEAQ    -1(R11)(R11*1), R11
+	MOVQ    $16, R13
+	CMPQ    R11, R13
+	CMOVQLT R11, R13
+	SUBQ    R13, R11
+	BZHIQ   R13, R12, R13
+	KMOVW   R13, K1
+	BZHIQ   R11, R12, R13
+	KMOVW   R13, K2
+	VMOVUPS.Z (BX), K1, Z0
+	VMOVUPS.Z 64(BX), K2, Z1
+	VMOVAPS   Z30, Z2
+	VPERMI2PS Z1, Z0, Z2
+	VMOVUPS   Z2, K5, (AX)
+	ADDQ $64, AX
+	ADDQ $128, BX
+	SUBQ $16, CX
+	JG   s2fStep
+
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  s2fRow
+
+s2fDone:
+	VZEROUPPER
+	RET
+
+// func copyRowsS2U16(dst, src *uint16, n, rows, ds, ss int)
+// copyRowsS2F32 for 16-bit storage, 32 outputs a step.
+TEXT ·copyRowsS2U16(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	SHLQ $1, R9
+	SHLQ $1, R10
+	MOVQ $-1, R12
+	VMOVDQU16 wordsEven<>(SB), Z30
+	TESTQ R8, R8
+	JZ   s2hDone
+
+s2hRow:
+	MOVQ DI, AX
+	MOVQ SI, BX
+	MOVQ n+16(FP), CX
+
+s2hStep:
+	MOVQ    $32, R11
+	CMPQ    CX, R11
+	CMOVQLT CX, R11
+	BZHIQ   R11, R12, R13
+	KMOVD   R13, K5
+	LEAQ    -1(R11)(R11*1), R11
+	MOVQ    $32, R13
+	CMPQ    R11, R13
+	CMOVQLT R11, R13
+	SUBQ    R13, R11
+	BZHIQ   R13, R12, R13
+	KMOVD   R13, K1
+	BZHIQ   R11, R12, R13
+	KMOVD   R13, K2
+	VMOVDQU16.Z (BX), K1, Z0
+	VMOVDQU16.Z 64(BX), K2, Z1
+	VMOVDQA64 Z30, Z2
+	VPERMI2W  Z1, Z0, Z2
+	VMOVDQU16 Z2, K5, (AX)
+	ADDQ $64, AX
+	ADDQ $128, BX
+	SUBQ $32, CX
+	JG   s2hStep
+
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  s2hRow
+
+s2hDone:
+	VZEROUPPER
+	RET

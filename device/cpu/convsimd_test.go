@@ -99,9 +99,10 @@ func rawBits(b *Buffer, i int) uint32 {
 	return uint32(b.u16[i])
 }
 
-// TestRowsSIMD checks the AVX-512 row copies and additions against the Go
-// loops bit for bit, for row lengths on both sides of the 16- and 32-lane
-// steps, with the elements around each row left untouched.
+// TestRowsSIMD checks the AVX-512 row copies (stride 1 and 2) and additions
+// against the Go loops bit for bit, for row lengths on both sides of the
+// 16- and 32-lane steps, with the elements around each row left untouched
+// and, at stride 2, the source ending at the last element read.
 func TestRowsSIMD(t *testing.T) {
 	if !simdConv {
 		t.Skip("no AVX-512 on this CPU: only the Go loops run")
@@ -121,18 +122,29 @@ func TestRowsSIMD(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("n%d/rows%d", n, rows), func(t *testing.T) {
 				var f32 [3][2][]float32
-				var u16 [2][]uint16
+				var u16 [2][2][]uint16
+				// The stride-2 copies read rows of 2n-1 elements, 2n+1
+				// apart, the last one ending src.
+				ss2 := 2*n + 1
+				src2, src216 := poolValues(rng, max(0, (rows-1)*ss2+2*n-1)), make([]uint16, max(0, (rows-1)*ss2+2*n-1))
+				for i := range src216 {
+					src216[i] = uint16(rng.Uint32())
+				}
 				for i, on := range []bool{true, false} {
 					withSIMDConv(on, func() {
 						f32[0][i] = append([]float32(nil), dst0...)
 						copyRowsF32(f32[0][i], src, n, rows, ds, ss)
 						f32[1][i] = append([]float32(nil), dst0...)
 						addRows(f32[1][i], src, n, rows, ds, ss)
-						u16[i] = append([]uint16(nil), dst16...)
-						copyRowsU16(u16[i], src16, n, rows, ds, ss)
+						f32[2][i] = append([]float32(nil), dst0...)
+						copyRowsS2F32Go(f32[2][i], src2, n, rows, ds, ss2)
+						u16[0][i] = append([]uint16(nil), dst16...)
+						copyRowsU16(u16[0][i], src16, n, rows, ds, ss)
+						u16[1][i] = append([]uint16(nil), dst16...)
+						copyRowsS2U16Go(u16[1][i], src216, n, rows, ds, ss2)
 					})
 				}
-				for k, name := range []string{"copyRowsF32", "addRows"} {
+				for k, name := range []string{"copyRowsF32", "addRows", "copyRowsS2F32"} {
 					for j := range f32[k][0] {
 						a, b := f32[k][0][j], f32[k][1][j]
 						if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
@@ -140,9 +152,11 @@ func TestRowsSIMD(t *testing.T) {
 						}
 					}
 				}
-				for j := range u16[0] {
-					if u16[0][j] != u16[1][j] {
-						t.Errorf("copyRowsU16 [%d]: AVX-512 %#04x, Go %#04x", j, u16[0][j], u16[1][j])
+				for k, name := range []string{"copyRowsU16", "copyRowsS2U16"} {
+					for j := range u16[k][0] {
+						if u16[k][0][j] != u16[k][1][j] {
+							t.Errorf("%s [%d]: AVX-512 %#04x, Go %#04x", name, j, u16[k][0][j], u16[k][1][j])
+						}
 					}
 				}
 			})
