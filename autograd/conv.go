@@ -10,11 +10,22 @@ import (
 
 // colBudget bounds the im2col workspace of one convolution chunk, in
 // elements: images are unrolled a chunk at a time so that the workspace
-// stays small whatever the batch. A megabyte of F32 (one image of the
-// MNIST CNN's second layer) fits a core's L2 cache, so the GEMM reads the
-// columns Im2Col just wrote from there: measured on that layer, forward
-// and backward take 40% less CPU time than with 16 MB chunks.
-var colBudget = 1 << 18
+// stays small whatever the batch. A device that prefers smaller chunks
+// says so (device.ConvChunker).
+var colBudget = 1 << 22
+
+// chunkImages is how many images of s a convolution unrolls at a time: as
+// many as keep both their columns (CKK x OHW each) and, for a 16-bit
+// output, its F32 accumulator (OC x OHW each) within the budget, and at
+// least one.
+func (g *Graph) chunkImages(dt dtype.DType, s device.ConvShape, oc int) int {
+	budget := colBudget
+	if c, ok := g.dev.(device.ConvChunker); ok {
+		budget = min(budget, c.ConvChunkBytes()/int(device.Bytes(dt, 1)))
+	}
+	per := max(s.C*s.KH*s.KW, oc) * s.OH * s.OW
+	return max(1, min(s.N, budget/max(per, 1)))
+}
 
 // Conv2d is a 2-D convolution (cross-correlation, as in PyTorch) of x
 // (N, C, H, W) with w (OC, C, KH, KW), plus b (OC) or nil, with equal stride
@@ -39,9 +50,8 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
 	// A 16-bit y is accumulated a chunk at a time in F32 and rounded once
 	// by a Copy: the GEMM storing 16-bit C would round, then widen it again
-	// for the bias it adds onto, at a pass over y each. The chunk bounds
-	// that F32 workspace as it bounds the columns.
-	chunk := max(1, min(n, colBudget/max(max(ckk, oc)*ohw, 1)))
+	// for the bias it adds onto, at a pass over y each.
+	chunk := g.chunkImages(dt, s, oc)
 	y := g.alloc(dt, n, oc, s.OH, s.OW)
 	biasSt := device.Strides{Shape: []int{n, oc, ohw}, A: []int{0, 1, 0}}
 	var ones, acc *tensor.Tensor

@@ -265,6 +265,16 @@ func NewConvShape(n, c, h, w, kh, kw, stride, pad int) ConvShape {
 	return s
 }
 
+// ConvChunker is an optional hint a backend may give, found by type
+// assertion: convolutions unroll images into im2col columns a chunk at a
+// time, and this backend runs them fastest with chunks of about
+// ConvChunkBytes bytes of columns (a CPU: what a core's L2 cache holds, so
+// the GEMM reads the columns im2col has just written from there). Without
+// it a chunk is the caller's default, large enough for few launches.
+type ConvChunker interface {
+	ConvChunkBytes() int
+}
+
 // PoolShape describes a 2-D pooling's geometry: input (N, C, H, W), window
 // KH x KW, output OH x OW.
 type PoolShape struct {

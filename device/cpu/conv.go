@@ -16,6 +16,14 @@ func (d *Device) forPlanes(planes, size int, fn func(i int)) {
 	})
 }
 
+// ConvChunkBytes is the im2col chunk this backend prefers
+// (device.ConvChunker): a megabyte, a core's L2 cache on the machines
+// measured, where the GEMM then finds the columns. On the MNIST CNN's
+// second layer it takes 40% less CPU time than 16 MB chunks.
+func (d *Device) ConvChunkBytes() int { return 1 << 20 }
+
+var _ device.ConvChunker = (*Device)(nil)
+
 func checkConv(s device.ConvShape) {
 	if s.N0 < 0 || s.NB < 0 || s.N0+s.NB > s.N || s.OH <= 0 || s.OW <= 0 || s.StrideH <= 0 || s.StrideW <= 0 {
 		panic(fmt.Sprintf("cpu: bad conv shape %+v", s))
