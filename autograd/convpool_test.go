@@ -1,7 +1,9 @@
 package autograd_test
 
 import (
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/mixprec/mixprec/autograd"
@@ -47,6 +49,61 @@ func TestMaxPoolKeepsPositions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConvReproducible checks that a convolution, max-pooling and batch
+// norm step gives the same bits whatever the number of goroutines the CPU
+// backend and its GEMM split the work over, in every dtype: the chunks,
+// the GEMM's blocking and the batch-norm sums depend on the shapes alone.
+func TestConvReproducible(t *testing.T) {
+	for _, dt := range dtype.All {
+		t.Run(dt.String(), func(t *testing.T) {
+			var first [][]float32
+			for _, procs := range []int{1, 2, 3} {
+				old := runtime.GOMAXPROCS(procs)
+				got := convStep(t, dt)
+				runtime.GOMAXPROCS(old)
+				if first == nil {
+					first = got
+					continue
+				}
+				for k := range got {
+					for i := range got[k] {
+						if math.Float32bits(got[k][i]) != math.Float32bits(first[k][i]) {
+							t.Fatalf("GOMAXPROCS=%d: output %d [%d] = %v, with 1: %v", procs, k, i, got[k][i], first[k][i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// convStep runs Conv2d (stride 1, padding 1, bias), BatchNorm, MaxPool2d
+// and a second Conv2d (stride 2, no bias) forward and backward on a fresh
+// CPU device and returns the output and every gradient.
+func convStep(t *testing.T, dt dtype.DType) [][]float32 {
+	dev := cpu.New()
+	rng := rand.New(rand.NewPCG(7, 7))
+	mk := func(shape ...int) *tensor.Tensor {
+		return tensor.FromHost(dev, dt, device.Temp, tensor.UniformHost(rng, -1, 1, shape...))
+	}
+	x, w1, b1, w2 := mk(6, 8, 18, 18), mk(16, 8, 3, 3), mk(16), mk(8, 16, 3, 3)
+	gamma := tensor.FromHost(dev, dtype.F32, device.Temp, tensor.UniformHost(rng, 0.5, 1.5, 16))
+	beta := tensor.FromHost(dev, dtype.F32, device.Temp, tensor.UniformHost(rng, -1, 1, 16))
+	g := autograd.NewGraph(dev)
+	defer g.Release()
+	vs := []*autograd.Var{g.Leaf(x, true), g.Leaf(w1, true), g.Leaf(b1, true), g.Leaf(w2, true), g.Leaf(gamma, true), g.Leaf(beta, true)}
+	h := g.Conv2d(vs[0], vs[1], vs[2], 1, 1)
+	h = g.BatchNorm(h, vs[4], vs[5], nil, nil, true, 0.1, 1e-5)
+	h = g.MaxPool2d(h, 2, 2, 0)
+	y := g.Conv2d(h, vs[3], nil, 2, 1)
+	g.Backward(g.Sum(g.Mul(y, y)))
+	out := [][]float32{y.Value.ToHost()}
+	for _, v := range vs {
+		out = append(out, v.Grad.ToHost())
+	}
+	return out
 }
 
 // convBenchCases are the convolutions the step benchmarks spend their time
