@@ -48,9 +48,6 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 		panic(fmt.Sprintf("autograd.Conv2d: kernel %dx%d with padding %d does not fit input %v", ws[2], ws[3], pad, xs))
 	}
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
-	// A 16-bit y is accumulated a chunk at a time in F32 and rounded once
-	// by a Copy: the GEMM storing 16-bit C would round, then widen it again
-	// for the bias it adds onto, at a pass over y each.
 	chunk := g.chunkImages(dt, s, oc)
 	y := g.alloc(dt, n, oc, s.OH, s.OW)
 	biasSt := device.Strides{Shape: []int{n, oc, ohw}, A: []int{0, 1, 0}}
@@ -61,6 +58,9 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 		g.dev.Fill(ones.Buffer(), 1)
 	}
 	if dt != dtype.F32 {
+		// A 16-bit y is accumulated a chunk at a time in F32 and rounded
+		// once by a Copy: a GEMM storing 16-bit C would round the bias, then
+		// widen it again to add the product, at a pass over y each.
 		acc = tensor.New(g.dev, dtype.F32, device.Workspace, chunk*oc*ohw)
 		defer acc.Release()
 	}
@@ -195,8 +195,9 @@ func (g *Graph) pool(op Op, x *Var, k, stride, pad int) *Var {
 		var ab device.Buffer
 		if rec {
 			// Backward needs only where each maximum was: its position in
-			// the window, a small integer F16 holds exactly, a quarter of
-			// x's F32 bytes for 2x2 windows, and no recomputation.
+			// the window, a small integer F16 holds exactly (for 2x2
+			// windows an eighth of x's F32 bytes), and nothing is
+			// recomputed.
 			adt := dtype.F16
 			if !s.ArgFits(adt) {
 				adt = dtype.F32

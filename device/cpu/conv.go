@@ -86,9 +86,10 @@ func convTaps(s device.ConvShape) []convTap {
 	return taps
 }
 
-// unrollPlane writes the KH*KW rows of one input plane's im2col block.
-// Taps read contiguous input runs when StrideW is 1, moved a block of rows
-// at a time by copyRows; otherwise element by element.
+// unrollPlane writes the KH*KW rows of one input plane's im2col block. A
+// tap whose rows read contiguous input (StrideW 1) or every other element
+// (StrideW 2) is moved a block of rows at a time; other strides element by
+// element.
 func unrollPlane[T float32 | uint16](dst, plane []T, s device.ConvShape, taps []convTap, rc rowCopier[T]) {
 	ohw := s.OH * s.OW
 	for k, t := range taps {
@@ -130,30 +131,31 @@ type rowCopier[T float32 | uint16] struct {
 }
 
 var (
-	rowsF32 = rowCopier[float32]{copyRowsF32, copyRowsS2F32Go}
-	rowsU16 = rowCopier[uint16]{copyRowsU16, copyRowsS2U16Go}
+	rowsF32 = rowCopier[float32]{copyRowsF32, copyStride2F32}
+	rowsU16 = rowCopier[uint16]{copyRowsU16, copyStride2U16}
 )
 
-// copyRowsS2F32Go copies rows of n elements taken every other element of
+// copyStride2F32 copies rows of n elements taken every other element of
 // src: dst[r*ds+j] = src[r*ss+2j].
-func copyRowsS2F32Go(dst, src []float32, n, rows, ds, ss int) {
+func copyStride2F32(dst, src []float32, n, rows, ds, ss int) {
 	checkRows("copyRows", dst, src, n, rows, ds, ss, 2)
-	if n == 0 || rows == 0 || copyRowsS2F32SIMD(dst, src, n, rows, ds, ss) {
+	if n == 0 || rows == 0 || copyStride2F32SIMD(dst, src, n, rows, ds, ss) {
 		return
 	}
-	copyRowsS2(dst, src, n, rows, ds, ss)
+	copyStride2Go(dst, src, n, rows, ds, ss)
 }
 
-// copyRowsS2U16Go is copyRowsS2F32Go for 16-bit storage.
-func copyRowsS2U16Go(dst, src []uint16, n, rows, ds, ss int) {
+// copyStride2U16 is copyStride2F32 for 16-bit storage.
+func copyStride2U16(dst, src []uint16, n, rows, ds, ss int) {
 	checkRows("copyRows", dst, src, n, rows, ds, ss, 2)
-	if n == 0 || rows == 0 || copyRowsS2U16SIMD(dst, src, n, rows, ds, ss) {
+	if n == 0 || rows == 0 || copyStride2U16SIMD(dst, src, n, rows, ds, ss) {
 		return
 	}
-	copyRowsS2(dst, src, n, rows, ds, ss)
+	copyStride2Go(dst, src, n, rows, ds, ss)
 }
 
-func copyRowsS2[T float32 | uint16](dst, src []T, n, rows, ds, ss int) {
+// copyStride2Go is copyStride2F32's Go loop, for either storage.
+func copyStride2Go[T float32 | uint16](dst, src []T, n, rows, ds, ss int) {
 	for r := range rows {
 		out, in := dst[r*ds:r*ds+n], src[r*ss:]
 		for j := range out {

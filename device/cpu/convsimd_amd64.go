@@ -46,10 +46,10 @@ func copyRows32(dst, src *float32, n, rows, ds, ss int)
 func copyRows16(dst, src *uint16, n, rows, ds, ss int)
 
 //go:noescape
-func copyRowsS2F32(dst, src *float32, n, rows, ds, ss int)
+func copyStride2x32(dst, src *float32, n, rows, ds, ss int)
 
 //go:noescape
-func copyRowsS2U16(dst, src *uint16, n, rows, ds, ss int)
+func copyStride2x16(dst, src *uint16, n, rows, ds, ss int)
 
 //go:noescape
 func addRows32(dst, src *float32, n, rows, ds, ss int)
@@ -80,18 +80,18 @@ func addRowsSIMD(dst, src []float32, n, rows, ds, ss int) bool {
 	return true
 }
 
-func copyRowsS2F32SIMD(dst, src []float32, n, rows, ds, ss int) bool {
+func copyStride2F32SIMD(dst, src []float32, n, rows, ds, ss int) bool {
 	if !simdConv {
 		return false
 	}
-	copyRowsS2F32(&dst[0], &src[0], n, rows, ds, ss)
+	copyStride2x32(&dst[0], &src[0], n, rows, ds, ss)
 	return true
 }
 
-func copyRowsS2U16SIMD(dst, src []uint16, n, rows, ds, ss int) bool {
+func copyStride2U16SIMD(dst, src []uint16, n, rows, ds, ss int) bool {
 	if !simdConv {
 		return false
 	}
-	copyRowsS2U16(&dst[0], &src[0], n, rows, ds, ss)
+	copyStride2x16(&dst[0], &src[0], n, rows, ds, ss)
 	return true
 }

@@ -393,10 +393,10 @@ DATA wordsEven<>+48(SB)/8, $0x0036003400320030
 DATA wordsEven<>+56(SB)/8, $0x003e003c003a0038
 GLOBL wordsEven<>(SB), RODATA|NOPTR, $64
 
-// func copyRowsS2F32(dst, src *float32, n, rows, ds, ss int)
+// func copyStride2x32(dst, src *float32, n, rows, ds, ss int)
 // dst[r*ds + j] = src[r*ss + 2j] for j < n: Im2Col's rows at stride 2.
 // The loads stop at the last element read (2n-1 per row).
-TEXT ·copyRowsS2F32(SB), NOSPLIT, $0-48
+TEXT ·copyStride2x32(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ rows+24(FP), R8
@@ -449,9 +449,9 @@ s2fDone:
 	VZEROUPPER
 	RET
 
-// func copyRowsS2U16(dst, src *uint16, n, rows, ds, ss int)
-// copyRowsS2F32 for 16-bit storage, 32 outputs a step.
-TEXT ·copyRowsS2U16(SB), NOSPLIT, $0-48
+// func copyStride2x16(dst, src *uint16, n, rows, ds, ss int)
+// copyStride2x32 for 16-bit storage, 32 outputs a step.
+TEXT ·copyStride2x16(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ rows+24(FP), R8

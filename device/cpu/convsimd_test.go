@@ -137,14 +137,14 @@ func TestRowsSIMD(t *testing.T) {
 						f32[1][i] = append([]float32(nil), dst0...)
 						addRows(f32[1][i], src, n, rows, ds, ss)
 						f32[2][i] = append([]float32(nil), dst0...)
-						copyRowsS2F32Go(f32[2][i], src2, n, rows, ds, ss2)
+						copyStride2F32(f32[2][i], src2, n, rows, ds, ss2)
 						u16[0][i] = append([]uint16(nil), dst16...)
 						copyRowsU16(u16[0][i], src16, n, rows, ds, ss)
 						u16[1][i] = append([]uint16(nil), dst16...)
-						copyRowsS2U16Go(u16[1][i], src216, n, rows, ds, ss2)
+						copyStride2U16(u16[1][i], src216, n, rows, ds, ss2)
 					})
 				}
-				for k, name := range []string{"copyRowsF32", "addRows", "copyRowsS2F32"} {
+				for k, name := range []string{"copyRowsF32", "addRows", "copyStride2F32"} {
 					for j := range f32[k][0] {
 						a, b := f32[k][0][j], f32[k][1][j]
 						if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
@@ -152,7 +152,7 @@ func TestRowsSIMD(t *testing.T) {
 						}
 					}
 				}
-				for k, name := range []string{"copyRowsU16", "copyRowsS2U16"} {
+				for k, name := range []string{"copyRowsU16", "copyStride2U16"} {
 					for j := range u16[k][0] {
 						if u16[k][0][j] != u16[k][1][j] {
 							t.Errorf("%s [%d]: AVX-512 %#04x, Go %#04x", name, j, u16[k][0][j], u16[k][1][j])
