@@ -19,19 +19,25 @@ import (
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
-	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/tensor"
 )
+
+// Entry is one of a model's parameters or buffers with its name, e.g.
+// "0.weight" (nn.State lists them): what the ranks must hold alike.
+type Entry struct {
+	Name string
+	Var  *autograd.Var
+}
 
 // DefaultBucketBytes is the size of one all-reduce: PyTorch's 25 MiB.
 const DefaultBucketBytes = 25 << 20
 
 // DataParallel averages a model's gradients across the ranks of a Comm.
 type DataParallel struct {
-	comm   device.Comm
-	model  nn.Module
-	params []*autograd.Var
-	bucket int // elements per all-reduce
+	comm    device.Comm
+	entries []Entry
+	params  []*autograd.Var
+	bucket  int // elements per all-reduce
 }
 
 // Option configures New.
@@ -42,33 +48,41 @@ func BucketBytes(n int) Option {
 	return func(d *DataParallel) { d.bucket = max(1, n/4) }
 }
 
-// New checks that every rank's model has the same parameters and buffers
-// (names, shapes and order; the error names the first difference) and then
-// gives every rank rank 0's values, so that training starts from one model
-// whatever each rank initialised. Every rank must call it.
-func New(comm device.Comm, model nn.Module, opts ...Option) (*DataParallel, error) {
-	d := &DataParallel{comm: comm, model: model, params: model.Params(), bucket: DefaultBucketBytes / 4}
+// New takes a model's parameters and buffers (in nn.State's order), checks
+// that every rank has the same ones (names, shapes and order; the error
+// names the first difference) and then gives every rank rank 0's values,
+// so that training starts from one model whatever each rank initialised.
+// The gradients of the entries that are parameters are what SyncGrads
+// averages. Every rank must call it.
+func New(comm device.Comm, entries []Entry, opts ...Option) (*DataParallel, error) {
+	d := &DataParallel{comm: comm, entries: entries, bucket: DefaultBucketBytes / 4}
+	for _, e := range entries {
+		if e.Var.IsParam() {
+			d.params = append(d.params, e.Var)
+		}
+	}
 	for _, o := range opts {
 		o(d)
 	}
 	if err := d.checkSame(); err != nil {
 		return nil, err
 	}
-	for _, e := range nn.State(model) {
+	for _, e := range entries {
 		if e.Var.Value == nil {
 			return nil, fmt.Errorf("distributed: %s has no value on a device; call nn.To before New", e.Name)
 		}
 		if err := comm.Broadcast(e.Var.Value.Buffer(), 0); err != nil {
 			return nil, fmt.Errorf("distributed: broadcasting %s: %w", e.Name, err)
 		}
+		e.Var.Value.Modified() // a cached low-precision copy of the old value is stale
 	}
 	return d, nil
 }
 
 // describe is the model's layout as text: one line per entry.
-func describe(m nn.Module) string {
+func (d *DataParallel) describe() string {
 	var b strings.Builder
-	for _, e := range nn.State(m) {
+	for _, e := range d.entries {
 		fmt.Fprintf(&b, "%s %v\n", e.Name, e.Var.Shape())
 	}
 	return b.String()
@@ -108,7 +122,7 @@ func (d *DataParallel) broadcastText(s string) (string, error) {
 }
 
 func (d *DataParallel) anyDevice() device.Device {
-	for _, e := range nn.State(d.model) {
+	for _, e := range d.entries {
 		if e.Var.Value != nil {
 			return e.Var.Value.Device()
 		}
@@ -123,7 +137,7 @@ func (d *DataParallel) anyDevice() device.Device {
 // checkSame compares every rank's layout with rank 0's; all ranks learn
 // whether any differs, so that all fail together.
 func (d *DataParallel) checkSame() error {
-	mine := describe(d.model)
+	mine := d.describe()
 	root, err := d.broadcastText(mine)
 	if err != nil {
 		return fmt.Errorf("distributed: comparing models: %w", err)

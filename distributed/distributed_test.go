@@ -23,6 +23,14 @@ import (
 	"github.com/mixprec/mixprec/safetensors"
 )
 
+func entries(m nn.Module) []distributed.Entry {
+	var out []distributed.Entry
+	for _, e := range nn.State(m) {
+		out = append(out, distributed.Entry{Name: e.Name, Var: e.Var})
+	}
+	return out
+}
+
 func mpirun(t *testing.T, np int, run string, env ...string) (string, error) {
 	t.Helper()
 	bin, err := exec.LookPath("mpirun")
@@ -158,7 +166,7 @@ func TestChildTrain(t *testing.T) {
 	var overflow int
 	fmt.Sscan(os.Getenv("MIXPREC_DP_OVERFLOW"), &overflow)
 	ws, skipped := train(t, func(m nn.Module) *distributed.DataParallel {
-		d, err := distributed.New(c, m, distributed.BucketBytes(2048)) // several buckets
+		d, err := distributed.New(c, entries(m), distributed.BucketBytes(2048)) // several buckets
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,6 +214,6 @@ func TestChildMismatch(t *testing.T) {
 	model := nn.NewSequential(nn.NewLinear(36, 16+c.Rank(), rng))
 	nn.To(model, cpu.New())
 	defer nn.Release(model)
-	_, err = distributed.New(c, model)
+	_, err = distributed.New(c, entries(model))
 	t.Log(err)
 }

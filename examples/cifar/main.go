@@ -133,7 +133,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer nn.Release(net)
 	var dp *distributed.DataParallel
 	if comm != nil {
-		if dp, err = distributed.New(comm, net); err != nil {
+		if dp, err = distributed.New(comm, train.Entries(net)); err != nil {
 			return err
 		}
 	}

@@ -111,7 +111,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer nn.Release(net)
 	var dp *distributed.DataParallel
 	if comm != nil {
-		if dp, err = distributed.New(comm, net); err != nil { // every rank starts from rank 0's weights
+		if dp, err = distributed.New(comm, train.Entries(net)); err != nil { // every rank starts from rank 0's weights
 			return err
 		}
 	}

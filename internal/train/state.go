@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/runstate"
@@ -122,4 +123,13 @@ func LoadEval(path string, m nn.Module) error {
 		return err
 	}
 	return nil
+}
+
+// Entries lists m's parameters and buffers for distributed.New.
+func Entries(m nn.Module) []distributed.Entry {
+	var out []distributed.Entry
+	for _, e := range nn.State(m) {
+		out = append(out, distributed.Entry{Name: e.Name, Var: e.Var})
+	}
+	return out
 }
