@@ -201,6 +201,7 @@ type Graph struct {
 	backDone bool
 	released bool
 	busy     atomic.Bool // held while the bookkeeping above changes; see enter
+	ready    *readiness  // OnGradReady's bookkeeping; nil without a hook
 
 	// The graph's arenas: the structs of its tensors, Vars and tape
 	// nodes, and the first stretch of its tape and ownership list, come
@@ -435,12 +436,14 @@ func (g *Graph) result(t *tensor.Tensor) *Var { return g.newVar(Var{Value: t, gr
 // push records a single-output op. in lists its inputs, for the reader: the
 // tape does not keep them, since backward captures what it needs.
 func (g *Graph) push(op Op, out *Var, in []*Var, backward func(dy *tensor.Tensor)) {
+	g.ready.count(in)
 	g.record(node{op: op, out: out, backward: backward}, out)
 }
 
 // pushMulti records an op with several outputs; backward gets one gradient
 // per output, nil where none arrived.
 func (g *Graph) pushMulti(op Op, outs []*Var, in []*Var, backward func(dys []*tensor.Tensor)) {
+	g.ready.count(in)
 	g.record(node{op: op, outs: outs, backMulti: backward}, outs...)
 }
 
@@ -533,6 +536,7 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 	g.enter()
 	g.tape = g.tape[:0]
 	g.leave()
+	g.ready.finish()
 }
 
 // takeGrad takes o's gradient for its producer's backward function: the
@@ -569,6 +573,9 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 		panic(fmt.Sprintf("autograd: gradient of shape %v for %v", t.Shape(), v))
 	}
 	if v.param {
+		if g.ready != nil {
+			defer g.ready.arrived(v)
+		}
 		switch {
 		case v.Grad == nil && t.DType() == v.DType() && !t.IsView():
 			// The first gradient of the step: take the buffer over rather
