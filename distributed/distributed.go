@@ -38,6 +38,18 @@ type DataParallel struct {
 	entries []Entry
 	params  []*autograd.Var
 	bucket  int // elements per all-reduce
+
+	buckets  [][]*autograd.Var     // params in the order backward reaches them, grouped
+	bucketOf map[*autograd.Var]int // which bucket a parameter is in
+	step     *overlap              // the attached graph's reductions, nil when none
+}
+
+// overlap is one step's reductions running while backward goes on.
+type overlap struct {
+	pending []int      // per bucket, parameters not yet reported
+	next    int        // the next bucket to start: they start in order, as every rank must
+	work    chan int   // buckets for the worker, in order
+	done    chan error // the worker's first error, once it has finished
 }
 
 // Option configures New.
@@ -63,6 +75,22 @@ func New(comm device.Comm, entries []Entry, opts ...Option) (*DataParallel, erro
 	}
 	for _, o := range opts {
 		o(d)
+	}
+	// Buckets hold parameters in reverse order, the order in which
+	// backward finishes their gradients, so the first bucket fills first.
+	d.bucketOf = map[*autograd.Var]int{}
+	n := 0
+	for i := len(d.params) - 1; i >= 0; i-- {
+		p := d.params[i]
+		size := tensor.Numel(p.Shape())
+		if len(d.buckets) == 0 || (n > 0 && n+size > d.bucket) {
+			d.buckets = append(d.buckets, nil)
+			n = 0
+		}
+		k := len(d.buckets) - 1
+		d.buckets[k] = append(d.buckets[k], p)
+		d.bucketOf[p] = k
+		n += size
 	}
 	if err := d.checkSame(); err != nil {
 		return nil, err
@@ -189,41 +217,81 @@ func firstDifference(root, mine string) string {
 // Comm is the communicator the gradients are averaged over.
 func (d *DataParallel) Comm() device.Comm { return d.comm }
 
+// Attach makes the next Backward on g average gradients while it runs:
+// as soon as every gradient of a bucket is final (autograd's OnGradReady),
+// that bucket is reduced in the background, in bucket order on every rank,
+// overlapping communication with the rest of backward. Call it on each
+// step's graph before the forward pass, and SyncGrads after Backward, which
+// reduces what is left and waits for the rest.
+func (d *DataParallel) Attach(g *autograd.Graph) {
+	if d.step != nil {
+		panic("distributed.Attach: the previous step's SyncGrads was not called")
+	}
+	if d.comm.Size() == 1 {
+		return
+	}
+	st := &overlap{pending: make([]int, len(d.buckets)), work: make(chan int, len(d.buckets)), done: make(chan error, 1)}
+	for k, b := range d.buckets {
+		st.pending[k] = len(b)
+	}
+	d.step = st
+	go func() { // the owner is SyncGrads, which always closes work and waits
+		var first error
+		for k := range st.work {
+			if first == nil {
+				first = d.reduceBucket(d.buckets[k])
+			}
+		}
+		st.done <- first
+	}()
+	g.OnGradReady(func(p *autograd.Var) {
+		k, ok := d.bucketOf[p]
+		if !ok {
+			return // not one of the model's parameters
+		}
+		st.pending[k]--
+		for st.next < len(st.pending) && st.pending[st.next] == 0 {
+			st.work <- st.next
+			st.next++
+		}
+	})
+}
+
 // SyncGrads replaces every parameter's gradient with its average over the
-// ranks, in buckets of about the bucket size. A parameter without a
-// gradient on this rank counts as zeros (and gets the average), so ranks
-// that did not use a parameter this step stay in step with those that did.
-// Call it after Backward and before the scaler or optimiser steps.
+// ranks, in buckets of about the bucket size: the buckets an attached
+// graph has not started yet, then it waits for those it has. A parameter
+// without a gradient on this rank counts as zeros (and gets the average),
+// so ranks that did not use a parameter this step stay in step with those
+// that did. Call it after Backward and before the scaler or optimiser
+// steps.
 func (d *DataParallel) SyncGrads() error {
 	if d.comm.Size() == 1 {
 		return nil
 	}
-	var batch []*autograd.Var
-	n := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := d.reduceBucket(batch, n)
-		batch, n = batch[:0], 0
-		return err
-	}
-	for _, p := range d.params {
-		size := tensor.Numel(p.Shape())
-		if n > 0 && n+size > d.bucket {
-			if err := flush(); err != nil {
+	st := d.step
+	d.step = nil
+	if st == nil {
+		for _, b := range d.buckets {
+			if err := d.reduceBucket(b); err != nil {
 				return err
 			}
 		}
-		batch = append(batch, p)
-		n += size
+		return nil
 	}
-	return flush()
+	for ; st.next < len(st.pending); st.next++ {
+		st.work <- st.next
+	}
+	close(st.work)
+	return <-st.done
 }
 
-// reduceBucket averages the gradients of ps (n elements in all) with one
-// all-reduce of a packed F32 buffer on their device.
-func (d *DataParallel) reduceBucket(ps []*autograd.Var, n int) error {
+// reduceBucket averages the gradients of ps with one all-reduce of a packed
+// F32 buffer on their device.
+func (d *DataParallel) reduceBucket(ps []*autograd.Var) error {
+	n := 0
+	for _, p := range ps {
+		n += tensor.Numel(p.Shape())
+	}
 	dev := ps[0].Value.Device()
 	host := make([]float32, n)
 	off := 0

@@ -79,6 +79,9 @@ func train(t *testing.T, dp func(nn.Module) *distributed.DataParallel, rank, ran
 	for epoch := 0; step < steps; epoch++ {
 		for b := range datasets.Batches(data, batch, append(opts, datasets.Epoch(epoch))...) {
 			g := autograd.NewGraph(dev)
+			if d != nil && os.Getenv("MIXPREC_DP_ATTACH") == "1" {
+				d.Attach(g) // average while backward runs
+			}
 			if low != dtype.F32 {
 				amp.Autocast(g, low)
 			}
@@ -113,10 +116,12 @@ func TestTwoRanksMatchOneUnderMpirun(t *testing.T) {
 	for _, c := range []struct {
 		low      dtype.DType
 		overflow int
-	}{{dtype.F32, -1}, {dtype.F16, 2}} {
-		t.Run(c.low.String(), func(t *testing.T) {
+		attach   string
+	}{{dtype.F32, -1, "0"}, {dtype.F32, -1, "1"}, {dtype.F16, 2, "1"}} {
+		t.Run(c.low.String()+"/attach"+c.attach, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "ranks.safetensors")
-			log, err := mpirun(t, 2, "TestChildTrain", "MIXPREC_DP_OUT="+out, "MIXPREC_DP_LOW="+c.low.String(), fmt.Sprintf("MIXPREC_DP_OVERFLOW=%d", c.overflow))
+			log, err := mpirun(t, 2, "TestChildTrain", "MIXPREC_DP_OUT="+out, "MIXPREC_DP_LOW="+c.low.String(),
+				fmt.Sprintf("MIXPREC_DP_OVERFLOW=%d", c.overflow), "MIXPREC_DP_ATTACH="+c.attach)
 			if err != nil {
 				t.Fatalf("2 ranks under mpirun: %v\n%s", err, log)
 			}

@@ -149,7 +149,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	step := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: f.AMP.DType(),
 		Segments: f.Checkpoint.Segments(len(net.Layers))} // auto: one segment per stage
 	if dp != nil {
-		step.Sync = dp.SyncGrads
+		step.Attach, step.Sync = dp.Attach, dp.SyncGrads
 	}
 	data := "cifar10"
 	if *synthetic {

@@ -201,13 +201,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 			optim.Apply(opt, schedule, steps)
 			g := autograd.NewGraph(dev)
+			if dp != nil {
+				dp.Attach(g) // average gradients over the ranks while backward runs
+			}
 			if useAMP {
 				amp.Autocast(g, lowType)
 			}
 			loss := nn.CrossEntropy(g, forward(g, g.Input(b.X)), b.Y)
 			g.Backward(scaler.Scale(g, loss))
 			if dp != nil {
-				if err := dp.SyncGrads(); err != nil { // the average over ranks, before the scaler looks for Inf/NaN
+				if err := dp.SyncGrads(); err != nil { // the rest of the average, before the scaler looks for Inf/NaN
 					return err
 				}
 			}

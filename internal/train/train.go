@@ -30,9 +30,12 @@ type Step struct {
 	Scaler   *amp.GradScaler
 	Low      dtype.DType // autocast dtype; F32 for none
 	Segments int         // checkpoint Net's layers in this many segments; 0 for none
-	// Sync, when set, runs between backward and the scaler's step: a
-	// data-parallel run averages the gradients over its ranks there.
-	Sync func() error
+	// Attach, when set, gets each step's graph before the forward pass,
+	// and Sync runs between backward and the scaler's step: a data-parallel
+	// run starts averaging gradients over its ranks during backward and
+	// finishes there.
+	Attach func(*autograd.Graph)
+	Sync   func() error
 }
 
 // Run takes one step on the batch x (N, sample...) with labels y and
@@ -44,6 +47,9 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	}
 	g := autograd.NewGraph(s.Dev)
 	defer g.Release()
+	if s.Attach != nil {
+		s.Attach(g)
+	}
 	if s.Low != dtype.F32 {
 		amp.Autocast(g, s.Low)
 	}
