@@ -7,9 +7,12 @@
 // widened while they are packed, so a half-precision GEMM costs about what a
 // float32 one does. A register-tiled micro-kernel multiplies the packed
 // panels: AVX-512 (12x32 tile) or AVX2+FMA (6x16) assembly on amd64, chosen
-// at init, and a Go 4x4 kernel elsewhere or with the purego build tag. There
-// is no separate path for tiny products: measured, the packed path is as fast
-// from 4x4x4 up (BenchmarkSmall), and one path keeps the bits uniform.
+// at init, and a Go 4x4 kernel elsewhere or with the purego build tag. Two
+// bfloat16 operands on a CPU with AVX512_BF16 are not widened: they are
+// packed as pairs along k and multiplied with VDPBF16PS, twice as fast (see
+// README.md; MIXPREC_NO_BF16DOT=1 turns this off). There is no separate path
+// for tiny products: measured, the packed path is as fast from 4x4x4 up
+// (BenchmarkSmall), and one path keeps the bits uniform.
 //
 // Results are bitwise reproducible. Work is split over goroutines by rows and
 // columns of C only, never along k, and the k blocking depends on k alone, so
@@ -17,7 +20,7 @@
 // beta and its old value, and not on m, n, GOMAXPROCS or how the work was
 // divided. The AVX-512 and AVX2 kernels agree bit for bit; the Go kernel
 // rounds products separately instead of fusing them (on amd64) and may differ
-// in the last bits.
+// in the last bits, and the native bfloat16 path has bits of its own.
 package gemm
 
 import (
