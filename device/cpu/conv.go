@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -196,14 +197,15 @@ func copyRowsU16(dst, src []uint16, n, rows, ds, ss int) {
 	}
 }
 
-// addRows adds rows of n elements of src into dst (strides as copyRowsF32).
-func addRows(dst, src []float32, n, rows, ds, ss int) {
-	checkRows("addRows", dst, src, n, rows, ds, ss, 1)
-	if n == 0 || rows == 0 || addRowsSIMD(dst, src, n, rows, ds, ss) {
+// addRows adds rows of n elements of src into dst at offset off in each
+// row: dst[r*ds+off+j] += src[r*ss+j].
+func addRows(dst, src []float32, off, n, rows, ds, ss int) {
+	checkRows("addRows", dst[min(off, len(dst)):], src, n, rows, ds, ss, 1)
+	if n == 0 || rows == 0 || addRowsSIMD(dst, src, off, n, rows, ds, ss) {
 		return
 	}
 	for r := range rows {
-		d := dst[r*ds : r*ds+n]
+		d := dst[r*ds+off : r*ds+off+n]
 		for j, v := range src[r*ss : r*ss+n] {
 			d[j] += v
 		}
@@ -220,9 +222,17 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 	d.checkLen("Col2Im", s.N*s.C*hw, db)
 	d.checkLen("Col2Im", s.NB*s.C*kk*ohw, cb)
 	taps := convTaps(s)
+	var plan *c2iPlan
+	if simdConv && s.StrideW == 1 && s.W <= 64 && cb.dt == dtype.F32 {
+		plan = c2iPlanFor(s, taps)
+	}
 	d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
 		n, c := s.N0+i/s.C, i%s.C
 		acc := writeView(db, (n*s.C+c)*hw, (n*s.C+c+1)*hw)
+		if plan != nil && col2imSIMD(acc.v, cb.f32[i*kk*ohw:(i+1)*kk*ohw], plan) {
+			commit(db, (n*s.C+c)*hw, acc)
+			return
+		}
 		clear(acc.v)
 		for k, t := range taps {
 			if t.oh0 == t.oh1 {
@@ -231,7 +241,10 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 			row := (i*kk + k) * ohw
 			r := read(cb, row+t.oh0*s.OW, row+t.oh1*s.OW)
 			if s.StrideW == 1 {
-				addRows(acc.v[t.src:], r.v[t.lo:], t.hi-t.lo, t.oh1-t.oh0, s.StrideH*s.W, s.OW)
+				// Rows are passed from their start, so that every tap adds
+				// into them in the same sixteen-element steps.
+				col0 := t.src % s.W
+				addRows(acc.v[t.src-col0:], r.v[t.lo:], col0, t.hi-t.lo, t.oh1-t.oh0, s.StrideH*s.W, s.OW)
 			} else {
 				for oh := range t.oh1 - t.oh0 {
 					out := acc.v[t.src+oh*s.StrideH*s.W:]
@@ -244,6 +257,89 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 		}
 		commit(db, (n*s.C+c)*hw, acc)
 	})
+}
+
+// c2iEntry is one kernel tap's contribution to one row of a Col2Im plane:
+// the col float (in the plane's block) that lands in lane 0 of the row,
+// and the lanes of each sixteen-float register of the row it adds to.
+// 16 bytes, as col2imRowsAVX512 reads it.
+type c2iEntry struct {
+	src  int32
+	mask [4]uint16
+	_    [2]uint16
+}
+
+// c2iPlan is Col2Im at StrideW 1 worked out row by row for planes of s:
+// the entries of row r are ent[end[r-1]:end[r]], in tap order, so that
+// each pixel gets its contributions in the order the row-block loop of
+// Col2Im adds them. wmask holds the lanes of a row (16 bits a register).
+type c2iPlan struct {
+	ent   []c2iEntry
+	end   []int32
+	w     int
+	wmask uint64
+}
+
+// c2iPlans caches plans by geometry: a network has a few convolutions,
+// each called once per chunk of images, and a plan takes microseconds to
+// make. The cache stops growing at maxC2IPlans geometries.
+var c2iPlans struct {
+	sync.Mutex
+	m map[device.ConvShape]*c2iPlan
+}
+
+const maxC2IPlans = 256
+
+// c2iPlanFor returns the plan for s's geometry, from the cache or new.
+func c2iPlanFor(s device.ConvShape, taps []convTap) *c2iPlan {
+	key := s
+	key.N, key.C, key.N0, key.NB = 0, 0, 0, 0 // a plane's geometry only
+	c2iPlans.Lock()
+	p := c2iPlans.m[key]
+	c2iPlans.Unlock()
+	if p != nil {
+		return p
+	}
+	p = newC2IPlan(s, taps)
+	c2iPlans.Lock()
+	if c2iPlans.m == nil {
+		c2iPlans.m = map[device.ConvShape]*c2iPlan{}
+	}
+	if len(c2iPlans.m) < maxC2IPlans {
+		c2iPlans.m[key] = p
+	}
+	c2iPlans.Unlock()
+	return p
+}
+
+// newC2IPlan plans Col2Im's rows for s (StrideW 1, W <= 64).
+func newC2IPlan(s device.ConvShape, taps []convTap) *c2iPlan {
+	p := &c2iPlan{ent: make([]c2iEntry, 0, s.H*len(taps)), end: make([]int32, s.H), w: s.W}
+	lanes := func(lo, hi int) (m [4]uint16) { // lanes [lo, hi) of the row
+		for q := range m {
+			below := func(j int) uint32 { return 1<<min(max(j-16*q, 0), 16) - 1 }
+			m[q] = uint16(below(hi) &^ below(lo))
+		}
+		return m
+	}
+	wm := lanes(0, s.W)
+	for q, m := range wm {
+		p.wmask |= uint64(m) << (16 * q)
+	}
+	ohw := s.OH * s.OW
+	for ih := range s.H {
+		for k, t := range taps {
+			kh, kw := k/s.KW, k%s.KW
+			num := ih + s.PadH - kh // oh*StrideH for the output row that reads row ih
+			if t.oh0 == t.oh1 || num < 0 || num%s.StrideH != 0 || num/s.StrideH < t.oh0 || num/s.StrideH >= t.oh1 {
+				continue
+			}
+			oh, col := num/s.StrideH, t.lo-s.PadW+kw
+			p.ent = append(p.ent, c2iEntry{src: int32(k*ohw + oh*s.OW + t.lo - col), mask: lanes(col, col+t.hi-t.lo)})
+		}
+		p.end[ih] = int32(len(p.ent))
+	}
+	return p
 }
 
 // validRange returns the output columns [lo, hi) whose input column

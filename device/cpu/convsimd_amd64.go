@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/cpu"
 
 	"github.com/mixprec/mixprec/device"
@@ -52,7 +54,10 @@ func copyStride2x32(dst, src *float32, n, rows, ds, ss int)
 func copyStride2x16(dst, src *uint16, n, rows, ds, ss int)
 
 //go:noescape
-func addRows32(dst, src *float32, n, rows, ds, ss int)
+func col2imRowsAVX512(dst, col *float32, ent *c2iEntry, end *int32, h, w int, wmask uint64)
+
+//go:noescape
+func addRowsAt32(dst, src *float32, off, n, rows, ds, ss int)
 
 // copyRowsF32SIMD and the others below run the row loops of conv.go with
 // AVX-512 and report whether they did; the caller has checked the bounds.
@@ -72,11 +77,11 @@ func copyRowsU16SIMD(dst, src []uint16, n, rows, ds, ss int) bool {
 	return true
 }
 
-func addRowsSIMD(dst, src []float32, n, rows, ds, ss int) bool {
+func addRowsSIMD(dst, src []float32, off, n, rows, ds, ss int) bool {
 	if !simdConv {
 		return false
 	}
-	addRows32(&dst[0], &src[0], n, rows, ds, ss)
+	addRowsAt32(&dst[0], &src[0], off, n, rows, ds, ss)
 	return true
 }
 
@@ -93,5 +98,16 @@ func copyStride2U16SIMD(dst, src []uint16, n, rows, ds, ss int) bool {
 		return false
 	}
 	copyStride2x16(&dst[0], &src[0], n, rows, ds, ss)
+	return true
+}
+
+// col2imSIMD runs col2imPlane's rows with AVX-512 and reports whether it
+// did; rows must be at most 64 floats wide.
+func col2imSIMD(dst, col []float32, p *c2iPlan) bool {
+	if !simdConv || len(p.end) == 0 {
+		return false
+	}
+	_ = dst[len(p.end)*p.w-1]
+	col2imRowsAVX512(&dst[0], &col[0], unsafe.SliceData(p.ent), &p.end[0], len(p.end), p.w, p.wmask)
 	return true
 }

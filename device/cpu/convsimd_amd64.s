@@ -331,56 +331,6 @@ c16Done:
 	VZEROUPPER
 	RET
 
-// func addRows32(dst, src *float32, n, rows, ds, ss int)
-// dst += src, one float32 addition per element as the Go loop does.
-TEXT ·addRows32(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVQ rows+24(FP), R8
-	MOVQ ds+32(FP), R9
-	MOVQ ss+40(FP), R10
-	SHLQ $2, R9
-	SHLQ $2, R10
-	MOVQ CX, R11
-	ANDQ $15, R11
-	MOVQ $-1, R12
-	BZHIQ R11, R12, R12
-	KMOVW R12, K1
-	SHRQ $4, CX
-	TESTQ R8, R8
-	JZ   a32Done
-
-a32Row:
-	MOVQ DI, AX
-	MOVQ SI, BX
-	MOVQ CX, DX
-	TESTQ DX, DX
-	JZ   a32Tail
-
-a32Step:
-	VMOVUPS (AX), Z0
-	VADDPS  (BX), Z0, Z0
-	VMOVUPS Z0, (AX)
-	ADDQ $64, AX
-	ADDQ $64, BX
-	DECQ DX
-	JNZ  a32Step
-
-a32Tail:
-	VMOVUPS (AX), K1, Z0
-	VMOVUPS (BX), K1, Z1
-	VADDPS  Z1, Z0, Z0
-	VMOVUPS Z0, K1, (AX)
-	ADDQ R9, DI
-	ADDQ R10, SI
-	DECQ R8
-	JNZ  a32Row
-
-a32Done:
-	VZEROUPPER
-	RET
-
 // wordsEven (VPERMI2W indices) picks the even words of a pair of
 // registers: word 2i of the 64.
 DATA wordsEven<>+0(SB)/8, $0x0006000400020000
@@ -500,5 +450,141 @@ s2hStep:
 	JNZ  s2hRow
 
 s2hDone:
+	VZEROUPPER
+	RET
+
+// func addRowsAt32(dst, src *float32, off, n, rows, ds, ss int)
+// dst[r*ds + off + j] += src[r*ss + j] for j < n. The sixteen-lane steps
+// are aligned to the start of each dst row, not to off, so calls that add
+// into the same rows at different offsets (Col2Im's taps) read and write
+// each step at the same address: the load after an earlier call's store
+// then forwards from it instead of waiting for it to reach the cache.
+TEXT ·addRowsAt32(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ off+16(FP), R14
+	MOVQ n+24(FP), R15
+	MOVQ rows+32(FP), R8
+	MOVQ ds+40(FP), R9
+	MOVQ ss+48(FP), R10
+	SHLQ $2, R9
+	SHLQ $2, R10
+	ADDQ R14, R15                // end of the run in the row
+	MOVQ R14, AX
+	SHLQ $2, AX
+	SUBQ AX, SI                  // src as if it started at the row start
+	MOVQ $-1, R12
+	TESTQ R8, R8
+	JZ   arDone
+
+arRow:
+	MOVQ DI, AX
+	MOVQ SI, BX
+	XORQ CX, CX                  // c: the step's first column
+
+arStep:
+	// lanes l with off <= c+l < off+n
+	MOVQ  R15, R11
+	SUBQ  CX, R11
+	MOVQ  $16, R13
+	CMPQ  R11, R13
+	CMOVQGT R13, R11             // min(end-c, 16), > 0
+	BZHIQ R11, R12, DX
+	MOVQ  R14, R11
+	SUBQ  CX, R11                // off-c, may be <= 0
+	JLE   arMask
+	BZHIQ R11, R12, R13
+	ANDNQ DX, R13, DX            // DX &^ R13
+
+arMask:
+	KMOVW DX, K1
+	VMOVUPS (AX), K1, Z0
+	VMOVUPS (BX), K1, Z1
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, K1, (AX)
+	ADDQ $64, AX
+	ADDQ $64, BX
+	ADDQ $16, CX
+	CMPQ CX, R15
+	JLT  arStep
+
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  arRow
+
+arDone:
+	VZEROUPPER
+	RET
+
+// func col2imRowsAVX512(dst, col *float32, ent *c2iEntry, end *int32, h, w int, wmask uint64)
+// Col2Im for one plane at StrideW 1 (see col2imPlane): dst row r (w <= 64
+// floats, rows w apart) is the sum, in entry order, of entries
+// [end[r-1], end[r]), each adding col[src+lane] to the lanes its masks
+// allow. The row is summed in four registers and stored once (lanes of
+// wmask, 16 bits per register), so no tap waits for another's store.
+TEXT ·col2imRowsAVX512(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ col+8(FP), SI
+	MOVQ ent+16(FP), DX
+	MOVQ end+24(FP), R8
+	MOVQ h+32(FP), R9
+	MOVQ w+40(FP), R10
+	SHLQ $2, R10                 // row, bytes
+	MOVQ wmask+48(FP), AX
+	KMOVW AX, K5
+	SHRQ $16, AX
+	KMOVW AX, K6
+	SHRQ $16, AX
+	KMOVW AX, K7
+	SHRQ $16, AX
+	MOVQ AX, R13                 // the fourth store mask, moved to K1 when needed
+	XORQ R11, R11                // entries done
+	TESTQ R9, R9
+	JZ   ciDone
+
+ciRow:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVLQSX (R8), R12            // this row's entries end
+	CMPQ R11, R12
+	JGE  ciStore
+
+ciEnt:
+	MOVLQSX (DX), AX             // src offset of lane 0
+	LEAQ (SI)(AX*4), AX
+	KMOVW 4(DX), K1
+	KMOVW 6(DX), K2
+	KMOVW 8(DX), K3
+	KMOVW 10(DX), K4
+	// Lanes a mask leaves out load 0, and adding +0 changes no sum here:
+	// a sum that starts at +0 is never -0.
+	VMOVUPS.Z (AX), K1, Z4
+	VMOVUPS.Z 64(AX), K2, Z5
+	VMOVUPS.Z 128(AX), K3, Z6
+	VMOVUPS.Z 192(AX), K4, Z7
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+	ADDQ $16, DX
+	INCQ R11
+	CMPQ R11, R12
+	JLT  ciEnt
+
+ciStore:
+	VMOVUPS Z0, K5, (DI)
+	VMOVUPS Z1, K6, 64(DI)
+	VMOVUPS Z2, K7, 128(DI)
+	KMOVW R13, K1
+	VMOVUPS Z3, K1, 192(DI)
+	ADDQ R10, DI
+	ADDQ $4, R8
+	DECQ R9
+	JNZ  ciRow
+
+ciDone:
 	VZEROUPPER
 	RET

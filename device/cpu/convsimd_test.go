@@ -109,7 +109,7 @@ func TestRowsSIMD(t *testing.T) {
 	}
 	for _, n := range []int{0, 1, 5, 15, 16, 17, 24, 31, 32, 33, 47, 64, 70} {
 		for _, rows := range []int{1, 3} {
-			ds, ss := n+3, n+7
+			ds, ss := n+3, n+7 // addRows writes from offset 3 of each dst row
 			rng := rand.New(rand.NewPCG(uint64(n), uint64(rows)))
 			src := poolValues(rng, rows*ss)
 			dst0 := poolValues(rng, rows*ds)
@@ -135,7 +135,7 @@ func TestRowsSIMD(t *testing.T) {
 						f32[0][i] = append([]float32(nil), dst0...)
 						copyRowsF32(f32[0][i], src, n, rows, ds, ss)
 						f32[1][i] = append([]float32(nil), dst0...)
-						addRows(f32[1][i], src, n, rows, ds, ss)
+						addRows(f32[1][i], src, 3, n, rows, ds, ss)
 						f32[2][i] = append([]float32(nil), dst0...)
 						copyStride2F32(f32[2][i], src2, n, rows, ds, ss2)
 						u16[0][i] = append([]uint16(nil), dst16...)
@@ -161,5 +161,50 @@ func TestRowsSIMD(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCol2ImSIMD checks Col2Im's AVX-512 paths (rows summed in registers
+// for widths up to 64, row blocks added in memory beyond) against its Go
+// loops bit for bit, on values with NaNs, infinities and zeros of both
+// signs, for paddings, strides across and chunks of images.
+func TestCol2ImSIMD(t *testing.T) {
+	if !simdConv {
+		t.Skip("no AVX-512 on this CPU: only the Go loops run")
+	}
+	sub := device.NewConvShape(3, 2, 9, 9, 3, 3, 1, 1)
+	sub.N0, sub.NB = 1, 2
+	rect := device.ConvShape{N: 1, C: 2, H: 9, W: 17, KH: 3, KW: 2, StrideH: 2, StrideW: 1, PadH: 1, PadW: 1}
+	rect.OH, rect.OW, rect.NB = (9+2-3)/2+1, (17+2-2)+1, 1
+	for _, s := range []device.ConvShape{
+		device.NewConvShape(2, 3, 26, 26, 3, 3, 1, 0),
+		device.NewConvShape(1, 2, 32, 32, 3, 3, 1, 1),
+		device.NewConvShape(1, 2, 8, 8, 3, 3, 1, 1),
+		device.NewConvShape(1, 2, 5, 64, 3, 3, 1, 1),
+		device.NewConvShape(1, 2, 5, 70, 3, 3, 1, 1), // wider than the registers hold
+		device.NewConvShape(1, 2, 9, 9, 5, 5, 1, 2),
+		device.NewConvShape(1, 2, 7, 7, 1, 1, 1, 0),
+		sub, rect,
+	} {
+		t.Run(fmt.Sprintf("%dx%d/k%dx%d/s%d,%d/p%d,%d/n%d+%d", s.H, s.W, s.KH, s.KW, s.StrideH, s.StrideW, s.PadH, s.PadW, s.N0, s.NB), func(t *testing.T) {
+			d := New()
+			rng := rand.New(rand.NewPCG(uint64(s.W), uint64(s.H)))
+			n := s.NB * s.C * s.KH * s.KW * s.OH * s.OW
+			col := d.buf(d.Alloc(dtype.F32, n, device.Temp), "test")
+			d.CopyFromHost(col, optimValues(rng, n)) // many magnitudes: the order of the sums shows
+			var got [2][]float32
+			for i, on := range []bool{true, false} {
+				dx := d.buf(d.Alloc(dtype.F32, s.N*s.C*s.H*s.W, device.Temp), "test")
+				withSIMDConv(on, func() { d.Col2Im(dx, col, s) })
+				got[i] = dx.f32
+			}
+			lo := s.N0 * s.C * s.H * s.W
+			for j := lo; j < lo+s.NB*s.C*s.H*s.W; j++ {
+				a, b := got[0][j], got[1][j]
+				if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+					t.Errorf("dx[%d]: AVX-512 %v (%#08x), Go %v (%#08x)", j, a, math.Float32bits(a), b, math.Float32bits(b))
+				}
+			}
+		})
 	}
 }
