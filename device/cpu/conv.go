@@ -491,6 +491,9 @@ func (d *Device) MaxPoolGrad(dx, dy, arg device.Buffer, s device.PoolShape) {
 	d.checkLen("MaxPoolGrad", s.N*s.C*hw, db)
 	d.checkLen("MaxPoolGrad", s.N*s.C*ohw, gb, ab)
 	d.forPlanes(s.N*s.C, hw, func(i int) {
+		if maxPoolGradSIMD(db, gb, ab, i, s) {
+			return
+		}
 		if is2x2(s) && db.dt == gb.dt && db.dt != dtype.F32 {
 			// 16-bit dy lands in dx unchanged (0 + dy is dy), so its bits
 			// are moved without widening or rounding.
@@ -512,6 +515,17 @@ func (d *Device) MaxPoolGrad(dx, dy, arg device.Buffer, s device.PoolShape) {
 		pos.done()
 		commit(db, i*hw, out)
 	})
+}
+
+// clearUncovered zeroes the elements of a plane no 2x2 window at stride 2
+// covers: the last column when W is odd, the last row when H is.
+func clearUncovered[T float32 | uint16](plane []T, s device.PoolShape) {
+	if s.W > 2*s.OW {
+		for r := range 2 * s.OH {
+			clear(plane[r*s.W+2*s.OW : (r+1)*s.W])
+		}
+	}
+	clear(plane[2*s.OH*s.W:])
 }
 
 // badPos panics on a position MaxPool cannot have written.

@@ -54,6 +54,12 @@ func copyStride2x32(dst, src *float32, n, rows, ds, ss int)
 func copyStride2x16(dst, src *uint16, n, rows, ds, ss int)
 
 //go:noescape
+func maxPoolGrad2x2F32(dx, dy *float32, pos *uint16, w, oh, ow int) (bad bool)
+
+//go:noescape
+func maxPoolGrad2x2U16(dx, dy, pos *uint16, w, oh, ow int) (bad bool)
+
+//go:noescape
 func col2imRowsAVX512(dst, col *float32, ent *c2iEntry, end *int32, h, w int, wmask uint64)
 
 //go:noescape
@@ -109,5 +115,35 @@ func col2imSIMD(dst, col []float32, p *c2iPlan) bool {
 	}
 	_ = dst[len(p.end)*p.w-1]
 	col2imRowsAVX512(&dst[0], &col[0], unsafe.SliceData(p.ent), &p.end[0], len(p.end), p.w, p.wmask)
+	return true
+}
+
+// maxPoolGradSIMD runs MaxPoolGrad on plane p with AVX-512 in the buffers'
+// own storage and reports whether it did: for 2x2 windows at stride 2, dx
+// in dy's dtype and positions in F16. It writes every element of the
+// plane once, so dx needs no clearing first.
+func maxPoolGradSIMD(dx, dy, pos *Buffer, p int, s device.PoolShape) bool {
+	if !simdConv || !is2x2(s) || dx.dt != dy.dt || pos.dt != dtype.F16 || s.OH == 0 || s.OW == 0 {
+		return false
+	}
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	pp := &pos.u16[p*ohw : (p+1)*ohw][0]
+	var bad bool
+	if dx.dt == dtype.F32 {
+		out := dx.f32[p*hw : (p+1)*hw]
+		bad = maxPoolGrad2x2F32(&out[0], &dy.f32[p*ohw : (p+1)*ohw][0], pp, s.W, s.OH, s.OW)
+		clearUncovered(out, s)
+	} else {
+		out := dx.u16[p*hw : (p+1)*hw]
+		bad = maxPoolGrad2x2U16(&out[0], &dy.u16[p*ohw : (p+1)*ohw][0], pp, s.W, s.OH, s.OW)
+		clearUncovered(out, s)
+	}
+	if bad {
+		for _, v := range pos.u16[p*ohw : (p+1)*ohw] {
+			if f := dtype.F16ToF32(v); f != 0 && f != 1 && f != 2 && f != 3 {
+				badPos(f, s)
+			}
+		}
+	}
 	return true
 }

@@ -588,3 +588,201 @@ ciStore:
 ciDone:
 	VZEROUPPER
 	RET
+
+// Lane i of poolLo/poolHi picks, from two registers a (lanes 0-15) and b
+// (16-31), a[i/2] or b[i/2] alternately for i in 0-15 (poolLo) or 16-31
+// (poolHi): a window row's left and right elements interleaved.
+DATA poolLo<>+0(SB)/8, $0x0000001000000000
+DATA poolLo<>+8(SB)/8, $0x0000001100000001
+DATA poolLo<>+16(SB)/8, $0x0000001200000002
+DATA poolLo<>+24(SB)/8, $0x0000001300000003
+DATA poolLo<>+32(SB)/8, $0x0000001400000004
+DATA poolLo<>+40(SB)/8, $0x0000001500000005
+DATA poolLo<>+48(SB)/8, $0x0000001600000006
+DATA poolLo<>+56(SB)/8, $0x0000001700000007
+GLOBL poolLo<>(SB), RODATA|NOPTR, $64
+
+DATA poolHi<>+0(SB)/8, $0x0000001800000008
+DATA poolHi<>+8(SB)/8, $0x0000001900000009
+DATA poolHi<>+16(SB)/8, $0x0000001a0000000a
+DATA poolHi<>+24(SB)/8, $0x0000001b0000000b
+DATA poolHi<>+32(SB)/8, $0x0000001c0000000c
+DATA poolHi<>+40(SB)/8, $0x0000001d0000000d
+DATA poolHi<>+48(SB)/8, $0x0000001e0000000e
+DATA poolHi<>+56(SB)/8, $0x0000001f0000000f
+GLOBL poolHi<>(SB), RODATA|NOPTR, $64
+
+// GRADSTEP turns sixteen windows' gradients (Z0, as 32-bit lanes: floats,
+// or 16-bit values zero-extended) and F16 positions (Y1) into the four
+// registers of their two rows: Z4, Z5 the top row's 32 elements, Z6, Z7
+// the bottom's, each element the gradient where the position points at
+// it and 0 elsewhere. K6 gets the windows whose position is none of 0-3.
+#define GRADSTEP \
+	VPMOVZXWD Y1, Z1; \
+	VPCMPEQD  Z24, Z1, K1; \
+	VPCMPEQD  Z27, Z1, K2; \
+	VPCMPEQD  Z28, Z1, K3; \
+	VPCMPEQD  Z29, Z1, K4; \
+	KORW      K1, K2, K6; \
+	KORW      K3, K6, K6; \
+	KORW      K4, K6, K6; \
+	KANDNW    K5, K6, K6; \
+	VMOVDQA32.Z Z0, K1, Z8; \
+	VMOVDQA32.Z Z0, K2, Z9; \
+	VMOVDQA32.Z Z0, K3, Z10; \
+	VMOVDQA32.Z Z0, K4, Z11; \
+	VMOVDQA32 Z30, Z4; \
+	VPERMI2D  Z9, Z8, Z4; \
+	VMOVDQA32 Z31, Z5; \
+	VPERMI2D  Z9, Z8, Z5; \
+	VMOVDQA32 Z30, Z6; \
+	VPERMI2D  Z11, Z10, Z6; \
+	VMOVDQA32 Z31, Z7; \
+	VPERMI2D  Z11, Z10, Z7
+
+// GRADSETUP loads the arguments, the position constants (Z24 0, Z27-Z29
+// the F16 bits of 1, 2, 3) and the interleaving indices (Z30, Z31).
+#define GRADSETUP \
+	MOVQ dx+0(FP), DI; \
+	MOVQ dy+8(FP), SI; \
+	MOVQ pos+16(FP), R8; \
+	MOVQ w+24(FP), R12; \
+	MOVQ oh+32(FP), R13; \
+	MOVQ ow+40(FP), R14; \
+	VPXORD Z24, Z24, Z24; \
+	MOVL $0x3c00, AX; \
+	VPBROADCASTD AX, Z27; \
+	MOVL $0x4000, AX; \
+	VPBROADCASTD AX, Z28; \
+	MOVL $0x4200, AX; \
+	VPBROADCASTD AX, Z29; \
+	VMOVDQU32 poolLo<>(SB), Z30; \
+	VMOVDQU32 poolHi<>(SB), Z31; \
+	MOVQ $-1, R10
+
+// GRADWINDOWS sets K5 to the min(CX, 16) windows of this step and R9 to
+// their 2*min elements in each row.
+#define GRADWINDOWS \
+	MOVQ    $16, R9; \
+	CMPQ    CX, R9; \
+	CMOVQLT CX, R9; \
+	BZHIQ   R9, R10, R15; \
+	KMOVW   R15, K5; \
+	ADDQ    R9, R9
+
+// GRADROWS sets K1, K2 to the R9 elements of a row, in two registers of 16.
+#define GRADROWS \
+	MOVQ    $16, R15; \
+	CMPQ    R9, R15; \
+	CMOVQLT R9, R15; \
+	SUBQ    R15, R9; \
+	BZHIQ   R15, R10, R15; \
+	KMOVW   R15, K1; \
+	BZHIQ   R9, R10, R15; \
+	KMOVW   R15, K2
+
+// func maxPoolGrad2x2F32(dx, dy *float32, pos *uint16, w, oh, ow int) (bad bool)
+// The 2x2, stride-2 MaxPoolGrad of a plane: writes rows 0 to 2*oh-1,
+// columns 0 to 2*ow-1 of dx (rows of w), each element dy+0 (so -0 becomes
+// +0, as adding it to a cleared dx does) where its window's position
+// points at it, else 0. bad reports a position that is none of 0-3.
+TEXT ·maxPoolGrad2x2F32(SB), NOSPLIT, $0-49
+	GRADSETUP
+	MOVB $0, bad+48(FP)
+	SHLQ $2, R12                 // dx row, bytes
+	TESTQ R13, R13
+	JZ   mgfDone
+
+mgfRow:
+	MOVQ DI, AX                  // dx row 2r
+	LEAQ (DI)(R12*1), DX         // dx row 2r+1
+	MOVQ SI, BX                  // dy row
+	MOVQ R8, R11                 // pos row
+	MOVQ R14, CX                 // windows left
+
+mgfStep:
+	GRADWINDOWS
+	VMOVUPS.Z   (BX), K5, Z0
+	VADDPS      Z24, Z0, Z0      // -0 + +0 = +0
+	VMOVDQU16.Z (R11), K5, Y1
+	GRADSTEP
+	KORTESTW K6, K6
+	JZ   mgfStore
+	MOVB $1, bad+48(FP)
+
+mgfStore:
+	GRADROWS
+	VMOVUPS Z4, K1, (AX)
+	VMOVUPS Z5, K2, 64(AX)
+	VMOVUPS Z6, K1, (DX)
+	VMOVUPS Z7, K2, 64(DX)
+	ADDQ $128, AX
+	ADDQ $128, DX
+	ADDQ $64, BX
+	ADDQ $32, R11
+	SUBQ $16, CX
+	JG   mgfStep
+
+	LEAQ (DI)(R12*2), DI         // two dx rows down
+	LEAQ (SI)(R14*4), SI         // one dy row down
+	LEAQ (R8)(R14*2), R8
+	DECQ R13
+	JNZ  mgfRow
+
+mgfDone:
+	VZEROUPPER
+	RET
+
+// func maxPoolGrad2x2U16(dx, dy, pos *uint16, w, oh, ow int) (bad bool)
+// maxPoolGrad2x2F32 for 16-bit dx and dy: their bits are moved, 0x8000
+// (-0) becoming 0.
+TEXT ·maxPoolGrad2x2U16(SB), NOSPLIT, $0-49
+	GRADSETUP
+	MOVB $0, bad+48(FP)
+	MOVL $0x8000, AX
+	VPBROADCASTD AX, Z23
+	SHLQ $1, R12                 // dx row, bytes
+	TESTQ R13, R13
+	JZ   mghDone
+
+mghRow:
+	MOVQ DI, AX
+	LEAQ (DI)(R12*1), DX
+	MOVQ SI, BX
+	MOVQ R8, R11
+	MOVQ R14, CX
+
+mghStep:
+	GRADWINDOWS
+	VMOVDQU16.Z (BX), K5, Y0
+	VPMOVZXWD   Y0, Z0
+	VPCMPEQD    Z23, Z0, K1
+	VMOVDQA32   Z24, K1, Z0      // -0 becomes +0
+	VMOVDQU16.Z (R11), K5, Y1
+	GRADSTEP
+	KORTESTW K6, K6
+	JZ   mghStore
+	MOVB $1, bad+48(FP)
+
+mghStore:
+	GRADROWS
+	VPMOVDW Z4, K1, (AX)
+	VPMOVDW Z5, K2, 32(AX)
+	VPMOVDW Z6, K1, (DX)
+	VPMOVDW Z7, K2, 32(DX)
+	ADDQ $64, AX
+	ADDQ $64, DX
+	ADDQ $32, BX
+	ADDQ $32, R11
+	SUBQ $16, CX
+	JG   mghStep
+
+	LEAQ (DI)(R12*2), DI
+	LEAQ (SI)(R14*2), SI
+	LEAQ (R8)(R14*2), R8
+	DECQ R13
+	JNZ  mghRow
+
+mghDone:
+	VZEROUPPER
+	RET

@@ -208,3 +208,58 @@ func TestCol2ImSIMD(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxPoolGrad2x2SIMD checks the AVX-512 2x2 pooling gradient against
+// the Go loops bit for bit in each storage dtype (dy with NaNs and zeros of
+// both signs; odd widths and heights, whose last column and row no window
+// covers; dx pre-filled with garbage it must overwrite), and that a
+// position none of 0-3 panics.
+func TestMaxPoolGrad2x2SIMD(t *testing.T) {
+	if !simdConv {
+		t.Skip("no AVX-512 on this CPU: only the Go loops run")
+	}
+	d := New()
+	for _, dt := range dtype.All {
+		for _, ow := range []int{1, 5, 12, 16, 17, 33} {
+			for _, extra := range []int{0, 1} {
+				t.Run(fmt.Sprintf("%v/ow%d/odd=%d", dt, ow, extra), func(t *testing.T) {
+					oh := 3
+					s := device.NewPoolShape(2, 1, 2*oh+extra, 2*ow+extra, 2, 2, 0)
+					hw, ohw := s.H*s.W, s.OH*s.OW
+					rng := rand.New(rand.NewPCG(uint64(ow), uint64(extra)+9))
+					dy := d.buf(d.Alloc(dt, 2*ohw, device.Temp), "test")
+					d.CopyFromHost(dy, poolValues(rng, 2*ohw))
+					pos := d.buf(d.Alloc(dtype.F16, 2*ohw, device.Temp), "test")
+					ps := make([]float32, 2*ohw)
+					for i := range ps {
+						ps[i] = float32(rng.IntN(4))
+					}
+					d.CopyFromHost(pos, ps)
+					var got [2][]float32
+					for i, on := range []bool{true, false} {
+						dx := d.buf(d.Alloc(dt, 2*hw, device.Temp), "test")
+						d.Fill(dx, float32(math.NaN()))
+						withSIMDConv(on, func() { d.MaxPoolGrad(dx, dy, pos, s) })
+						got[i] = make([]float32, 2*hw)
+						d.CopyToHost(got[i], dx)
+					}
+					for j := range got[0] {
+						a, b := got[0][j], got[1][j]
+						if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+							t.Errorf("dx[%d]: AVX-512 %v (%#08x), Go %v (%#08x)", j, a, math.Float32bits(a), b, math.Float32bits(b))
+						}
+					}
+					ps[len(ps)/2] = 4
+					d.CopyFromHost(pos, ps)
+					dx := d.Alloc(dt, 2*hw, device.Temp)
+					defer func() {
+						if recover() == nil {
+							t.Errorf("MaxPoolGrad with a position of 4 in a 2x2 window did not panic")
+						}
+					}()
+					d.MaxPoolGrad(dx, dy, pos, s)
+				})
+			}
+		}
+	}
+}
