@@ -209,7 +209,7 @@ const (
 	Rsqrt                   // 1/sqrt(x + alpha)
 	Square                  // x^2
 	Pow                     // x^alpha
-	ReLU                    // max(x, 0)
+	ReLU                    // max(x, 0); a NaN of either sign stays NaN, as in PyTorch
 	GELU                    // x * Phi(x), the exact (erf) form
 	Tanh                    // tanh(x)
 	Sigmoid                 // 1/(1+e^-x)
