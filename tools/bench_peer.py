@@ -296,7 +296,7 @@ def print_tables(report, out):
     if report.get("go_peer_steps"):
         print(f"(the Go peers stopped after {report['go_peer_steps']} steps: their accuracy is not comparable)", file=out)
     if m.get("openblas_coretype"):
-        print(f"(OPENBLAS_CORETYPE={m['openblas_coretype']} in the environment, passed to every run)", file=out)
+        print(f"(OpenBLAS core type: {m['openblas_coretype']}; a pinned OPENBLAS_CORETYPE is dropped, see main)", file=out)
     for name, wl in report["workloads"].items():
         print(f"\n{name}: {wl['about']} ({wl['unit']}; timed: {wl['timed']})", file=out)
         print(f"  {'framework':24} {'amp':5} {wl['unit']:>11} {'ms/step':>8} {'acc':>6} "
@@ -345,6 +345,12 @@ def main():
             sys.exit(f"bench-peer: unknown workload {w!r} (have {', '.join(table)})")
     if a.repeat < 1:
         sys.exit("bench-peer: --repeat must be >= 1")
+    # Some machines set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) to pin an
+    # older kernel: on this project's Zen machines it made OpenBLAS run its
+    # Haswell (AVX2) kernels at half the speed of the AVX-512 ones it picks
+    # itself (Cooperlake; results checked against float64). A tuned peer
+    # runs with OpenBLAS's own choice, so both are dropped for every run.
+    pinned = {k: os.environ.pop(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
     env_ours = dict(os.environ, MNIST_DIR=os.path.join(a.data, "mnist"), MIXPREC_DATA=a.data, GOMAXPROCS=str(a.cores))
     settings = torch_settings(a.cores)
     log = (lambda s: None) if a.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
@@ -353,6 +359,7 @@ def main():
                                    capture_output=True, text=True).stdout.strip() or "unavailable"
     report = {"repeat": a.repeat, "torch": f"PyTorch {torch_version}", "machine": machine(a.cores),
               "go_peer_steps": a.go_peer_steps, "steps": steps, "workloads": {}}
+    report["machine"]["dropped_env"] = pinned
     unavailable = {}
     for name in names:
         w = table[name]
@@ -393,7 +400,7 @@ def machine(cores):
         pass
     feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16") if f in flags]
     return {"cpu": f"{cpu} ({' '.join(feats)})" if feats else cpu, "cores": cores, "load_start": load(),
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(OpenBLAS's own choice)"), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 if __name__ == "__main__":
