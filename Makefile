@@ -62,7 +62,7 @@ reference:
 	/usr/bin/python3 tools/reference/torch_reference.py testdata/torch_reference.json
 	/usr/bin/python3 tools/reference/torch_safetensors.py make testdata
 
-## bench-peer: our programs against PyTorch (each workload under its four thread settings, compared at the fastest) and the Go peers (Gorgonia, GoMLX) on the same machine, with ratios; WORKLOADS=mlp,cnn,wide,resnet20,gemm REPEAT=N BENCH_JSON=FILE
+## bench-peer: our programs against PyTorch (each workload under its four thread settings, compared at the fastest) and the Go peers (Gorgonia, GoMLX) on the same machine, with ratios; WORKLOADS=mlp,cnn,wide,resnet20,gemm REPEAT=N BENCH_JSON=FILE BENCH_FLAGS='--steps cnn=60 ...' (see tools/bench_peer.py -h)
 bench-peer: data
 	sh tools/install-peer.sh
 	mkdir -p $(BIN)
@@ -72,7 +72,7 @@ bench-peer: data
 	rm -f $(BIN)/gopeer-gorgonia $(BIN)/gopeer-gomlx
 	cd tools/gopeers/gorgonia && $(GO) build -o $(BIN)/gopeer-gorgonia . || echo "bench-peer: the Gorgonia peer did not build; it will show as unavailable"
 	cd tools/gopeers/gomlx && $(GO) build -o $(BIN)/gopeer-gomlx . || echo "bench-peer: the GoMLX peer did not build; it will show as unavailable"
-	/usr/bin/python3 tools/bench_peer.py --data $(DATA) --bin $(BIN) $(if $(WORKLOADS),--workloads $(WORKLOADS)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(BENCH_JSON),--json $(BENCH_JSON))
+	/usr/bin/python3 tools/bench_peer.py --data $(DATA) --bin $(BIN) $(if $(WORKLOADS),--workloads $(WORKLOADS)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(BENCH_JSON),--json $(BENCH_JSON)) $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN)

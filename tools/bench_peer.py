@@ -10,7 +10,11 @@ Peers:
     {torch threads 1, cores} x {OpenBLAS threads default, 1}, and compared at
     its fastest, which is named ("torch 1 thread, OpenBLAS default"). torch's
     threads are set with torch.set_num_threads; OMP_NUM_THREADS is left unset
-    because OpenBLAS would take it as its own thread count too.
+    because OpenBLAS would take it as its own thread count too. OpenBLAS
+    picks its kernels for the CPU itself: an OPENBLAS_CORETYPE in the
+    environment is removed from the peer's (it can force older kernels:
+    Haswell's AVX2 ones run F32 GEMMs at half the speed of the AVX-512 ones
+    OpenBLAS 0.3.21 picks on a Zen 4), unless --keep-openblas-coretype.
   - Gorgonia and GoMLX (pure-Go backend) on the MLP: what a Go user would
     pick instead of mixprec (tools/gopeers/, each its own module).
 
@@ -116,8 +120,12 @@ def torch_settings(cores):
     return out
 
 
-def torch_env(base, openblas):
-    env = {k: v for k, v in base.items() if k not in THREAD_VARS}
+def torch_env(base, openblas, keep_coretype=False):
+    """The peer's environment: base without thread settings (and without
+    OPENBLAS_CORETYPE unless keep_coretype), with OPENBLAS_NUM_THREADS set
+    when openblas is not None."""
+    drop = THREAD_VARS if keep_coretype else THREAD_VARS + ("OPENBLAS_CORETYPE",)
+    env = {k: v for k, v in base.items() if k not in drop}
     if openblas is not None:
         env["OPENBLAS_NUM_THREADS"] = openblas
     return env
@@ -182,7 +190,7 @@ def jobs_for(name, w, a, env_ours, settings):
                                   "framework": s["framework"]}) for r in s["results"]]
         for setting, t, ob in settings:
             cmd = [PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] + ["--threads", str(t), "--json"]
-            peers.append((("torch", setting, "*"), cmd, torch_env(env_ours, ob), parse_torch))
+            peers.append((("torch", setting, "*"), cmd, torch_env(env_ours, ob, a.keep_openblas_coretype), parse_torch))
         return ours, peers
 
     def parse_run(mode):
@@ -198,7 +206,7 @@ def jobs_for(name, w, a, env_ours, settings):
         for mode in w.torch_modes:
             cmd = ([PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] +
                    ["--amp", mode, "--threads", str(t), "--json"])
-            peers.append((("torch", setting, mode), cmd, torch_env(env_ours, ob), parse_run(mode)))
+            peers.append((("torch", setting, mode), cmd, torch_env(env_ours, ob, a.keep_openblas_coretype), parse_run(mode)))
     for g in w.go:
         cmd = [os.path.join(a.bin, "gopeer-" + g)] + list(w.go_args) + ["-data", a.data, "-json"]
         if a.go_peer_steps:
@@ -299,14 +307,14 @@ def print_tables(report, out):
         print(f"(OpenBLAS core type: {m['openblas_coretype']}; a pinned OPENBLAS_CORETYPE is dropped, see main)", file=out)
     for name, wl in report["workloads"].items():
         print(f"\n{name}: {wl['about']} ({wl['unit']}; timed: {wl['timed']})", file=out)
-        print(f"  {'framework':24} {'amp':5} {wl['unit']:>11} {'ms/step':>8} {'acc':>6} "
+        print(f"  {'framework':28} {'amp':5} {wl['unit']:>11} {'ms/step':>8} {'acc':>6} "
               f"{'vs torch fp32':>13} {'vs torch bf16':>13}  setting", file=out)
         for r in wl["rows"]:
             if r.get("unavailable"):
-                print(f"  {r['framework']:24} {r['amp']:5} unavailable: {r['unavailable']}", file=out)
+                print(f"  {r['framework']:28} {r['amp']:5} unavailable: {r['unavailable']}", file=out)
                 continue
             acc = "-" if r.get("test_accuracy") is None else f"{r['test_accuracy']:.4f}"
-            print(f"  {r['framework']:24} {r['amp']:5} {fmt(r['median'], 0 if r['median'] and r['median'] > 100 else 1):>11} "
+            print(f"  {r['framework']:28} {r['amp']:5} {fmt(r['median'], 0 if r['median'] and r['median'] > 100 else 1):>11} "
                   f"{fmt(r.get('ms_per_step'), 1):>8} {acc:>6} {ratio(r.get('vs_torch_fp32')):>13} "
                   f"{ratio(r.get('vs_torch_bf16')):>13}  {r['setting']}", file=out)
         if wl["torch_settings"]:
@@ -330,6 +338,8 @@ def main():
     ap.add_argument("--go-peer-steps", type=int, default=0, metavar="N",
                     help="stop the Go peers after N steps instead of an epoch (GoMLX takes minutes per epoch); "
                          "their accuracy is then not comparable")
+    ap.add_argument("--keep-openblas-coretype", action="store_true",
+                    help="pass OPENBLAS_CORETYPE on to PyTorch instead of letting OpenBLAS pick its kernels")
     ap.add_argument("--quiet", action="store_true", help="do not log each run on standard error")
     a = ap.parse_args()
     steps = dict(DEFAULT_STEPS)
@@ -358,7 +368,8 @@ def main():
     torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True).stdout.strip() or "unavailable"
     report = {"repeat": a.repeat, "torch": f"PyTorch {torch_version}", "machine": machine(a.cores),
-              "go_peer_steps": a.go_peer_steps, "steps": steps, "workloads": {}}
+              "go_peer_steps": a.go_peer_steps, "steps": steps,
+              "keep_openblas_coretype": a.keep_openblas_coretype, "workloads": {}}
     report["machine"]["dropped_env"] = pinned
     unavailable = {}
     for name in names:

@@ -33,10 +33,13 @@ class TestSettings(unittest.TestCase):
         self.assertEqual([t for _, t, _ in bench_peer.torch_settings(1)], [1, 1])
 
     def test_env(self):
-        base = {"PATH": "/bin", "OMP_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "3", "GOTO_NUM_THREADS": "2"}
-        for ob, want in [(None, {"PATH": "/bin"}), ("1", {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1"})]:
-            with self.subTest(openblas=ob):
-                self.assertEqual(bench_peer.torch_env(base, ob), want)
+        base = {"PATH": "/bin", "OMP_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "3", "GOTO_NUM_THREADS": "2",
+                "OPENBLAS_CORETYPE": "Haswell"}
+        for ob, keep, want in [(None, False, {"PATH": "/bin"}),
+                               ("1", False, {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1"}),
+                               (None, True, {"PATH": "/bin", "OPENBLAS_CORETYPE": "Haswell"})]:
+            with self.subTest(openblas=ob, keep_coretype=keep):
+                self.assertEqual(bench_peer.torch_env(base, ob, keep), want)
         self.assertEqual(base["OMP_NUM_THREADS"], "4", "torch_env changed its argument")
 
 
