@@ -202,6 +202,7 @@ type Graph struct {
 	released bool
 	busy     atomic.Bool // held while the bookkeeping above changes; see enter
 	ready    *readiness  // OnGradReady's bookkeeping; nil without a hook
+	obs      Observer    // told where each op's work ends (and a backward's begins); see observe.go
 
 	// The graph's arenas: the structs of its tensors, Vars and tape
 	// nodes, and the first stretch of its tape and ownership list, come
@@ -462,6 +463,9 @@ func (g *Graph) record(nd node, outs ...*Var) {
 	}
 	g.tape = append(g.tape, n)
 	g.leave()
+	if g.obs != nil {
+		g.obs.OpEnd(nd.op, g.phase())
+	}
 }
 
 // Backward computes the gradient of loss, a one-element Var, with respect to
@@ -510,8 +514,14 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 		g.leave()
 		if n.backward != nil {
 			if dy := g.takeGrad(n.out); dy != nil {
+				if g.obs != nil {
+					g.obs.OpStart(n.op, Backward)
+				}
 				n.backward(dy)
 				dy.Release() // a no-op for one the closure passed on
+				if g.obs != nil {
+					g.obs.OpEnd(n.op, Backward)
+				}
 			}
 		} else {
 			dys := make([]*tensor.Tensor, len(n.outs))
@@ -521,11 +531,17 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 				seen = seen || dys[j] != nil
 			}
 			if seen {
+				if g.obs != nil {
+					g.obs.OpStart(n.op, Backward)
+				}
 				n.backMulti(dys)
 				for _, dy := range dys {
 					if dy != nil {
 						dy.Release()
 					}
+				}
+				if g.obs != nil {
+					g.obs.OpEnd(n.op, Backward)
 				}
 			}
 		}
