@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mixprec/mixprec/tensor"
 )
@@ -40,6 +41,7 @@ type config struct {
 	from     int
 	rank     int
 	ranks    int // 0: no sharding
+	onFill   func(worker, batch int, start, end time.Time)
 }
 
 // Shuffle visits the samples in a random order drawn from seed and the epoch
@@ -123,6 +125,16 @@ func Shard(rank, size int) Option {
 // or when. fn is called from several goroutines at once.
 func Augment(fn AugmentFunc) Option {
 	return func(c *config) { c.augment = fn }
+}
+
+// OnFill calls fn each time a batch has been built, with the worker that
+// built it (0 to Workers-1, or -1 under Prefetch(0), where the loop's own
+// goroutine builds batches), the batch's index and when the building began
+// and ended: what a profiler needs to draw the loader's workers on a
+// timeline. fn is called from the workers' goroutines, concurrently, and
+// never after the loop statement has completed.
+func OnFill(fn func(worker, batch int, start, end time.Time)) Option {
+	return func(c *config) { c.onFill = fn }
 }
 
 // Batches returns one epoch of d in batches of batchSize, for use with range:
@@ -239,7 +251,9 @@ func (p *plan) runSync(order []int, yield func(Batch) bool) {
 	s := p.newSlot()
 	f := p.newFiller(order)
 	for k := p.cfg.from; k < p.batches; k++ {
+		start := p.now()
 		f.fill(s, k)
+		p.filled(-1, k, start)
 		if !yield(s.batch) {
 			return
 		}
@@ -261,7 +275,7 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range min(p.cfg.workers, nslots) {
+	for w := range min(p.cfg.workers, nslots) {
 		wg.Go(func() {
 			f := p.newFiller(order)
 			for k := range jobs {
@@ -271,7 +285,9 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 				default:
 				}
 				s := slots[(k-first)%nslots]
+				start := p.now()
 				f.fillSafely(s, k)
+				p.filled(w, k, start)
 				s.ready <- struct{}{}
 			}
 		})
@@ -296,6 +312,21 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 		if next := k + nslots; next < p.batches {
 			jobs <- next // never blocks: at most nslots indices are ever queued
 		}
+	}
+}
+
+// now reads the clock for OnFill, and only for it.
+func (p *plan) now() time.Time {
+	if p.cfg.onFill == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// filled reports a batch built since start to OnFill's function, if any.
+func (p *plan) filled(worker, k int, start time.Time) {
+	if p.cfg.onFill != nil {
+		p.cfg.onFill(worker, k, start, time.Now())
 	}
 }
 
