@@ -37,15 +37,21 @@ func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 	if p.TransB {
 		ldb = k
 	}
+	if cb.dt != dtype.F32 {
+		// A 16-bit dst: the GEMM rounds each block of its float32
+		// accumulator into dst as it finishes it (and widens dst's old
+		// values block by block when Beta reads them).
+		t := getScratch(m * n)
+		for i := range nb {
+			oa, ob, oc := p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
+			out := gemm.Out16{U16: cb.u16, BF16: cb.dt == dtype.BF16, Off: oc, LD: max(n, 1)}
+			gemm.Gemm16(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, out, *t)
+		}
+		putScratch(t)
+		return
+	}
 	for i := range nb {
 		oa, ob, oc := p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
-		var cv view
-		if p.Beta != 0 {
-			cv = read(cb, oc, oc+m*n)
-		} else {
-			cv = writeView(cb, oc, oc+m*n)
-		}
-		gemm.Gemm(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, cv.v, max(n, 1))
-		commit(cb, oc, cv)
+		gemm.Gemm(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, cb.f32[oc:oc+m*n], max(n, 1))
 	}
 }

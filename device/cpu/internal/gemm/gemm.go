@@ -28,6 +28,8 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/mixprec/mixprec/dtype"
 )
 
 // Operand is a row-major matrix operand in one of three storage types.
@@ -99,6 +101,100 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 // cblas_sgemm (row-major).
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	Gemm(transA, transB, m, n, k, alpha, Operand{F32: a, LD: lda}, Operand{F32: b, LD: ldb}, beta, c, ldc)
+}
+
+// Out16 is a 16-bit C for Gemm16: binary16, or bfloat16 when BF16, row-major
+// from Off with leading dimension LD.
+type Out16 struct {
+	U16  []uint16
+	BF16 bool
+	Off  int
+	LD   int
+}
+
+// Gemm16 is Gemm with a 16-bit C: it computes C = round(alpha*op(A)*op(B) +
+// beta*C) with the same float32 accumulation, using scratch (at least m*n
+// floats, row-major with leading dimension n; its contents are ignored) as
+// the float32 C. Each block of C is widened into scratch (when beta != 0)
+// just before its first k block and rounded back just after its last, by
+// the goroutine that computes it while the block is in its cache, so a
+// 16-bit C costs no separate pass over memory. The bits are those of
+// widening C, calling Gemm on the float32 copy and rounding it once.
+func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c Out16, scratch []float32) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if c.LD < n || c.Off < 0 || len(c.U16) < c.Off+(m-1)*c.LD+n {
+		panic(fmt.Sprintf("gemm: 16-bit C is %dx%d with LD=%d Off=%d, has %d elements", m, n, c.LD, c.Off, len(c.U16)))
+	}
+	if len(scratch) < m*n {
+		panic(fmt.Sprintf("gemm: scratch has %d floats, a %dx%d C needs %d", len(scratch), m, n, m*n))
+	}
+	dt := dtype.F16
+	if c.BF16 {
+		dt = dtype.BF16
+	}
+	if alpha == 0 || k == 0 {
+		for i := 0; i < m; i++ {
+			row, src := scratch[i*n:i*n+n], c.U16[c.Off+i*c.LD:c.Off+i*c.LD+n]
+			if beta != 0 {
+				dtype.Decode(dt, row, src)
+			}
+			scaleC(row, 1, n, n, beta)
+			dtype.Encode(dt, src, row)
+		}
+		return
+	}
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	checkOperand("A", a, ar, ac, m, n, k)
+	checkOperand("B", b, br, bc, m, n, k)
+	j := job{
+		im: implFor(&a, &b), transA: transA, transB: transB,
+		m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a, b: b, c: scratch, ldc: n, out: c, narrow: dt,
+	}
+	j.kc = blockLen(k, j.im.kc, 8)
+	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
+	if pm*pn > 1 {
+		j.parallel(pm*pn, pm, pn)
+		return
+	}
+	buf := bufPool.Get().(*buffers)
+	j.runRect(buf, 0, m, 0, n)
+	bufPool.Put(buf)
+}
+
+// widen loads the 16-bit C's block (rows ic.., columns jc..) into the
+// float32 C before the block's first k block, when beta reads it.
+func (j *job) widen(ic, mcur, jc, ncur int) {
+	if j.narrow == dtype.F32 || j.beta == 0 {
+		return
+	}
+	for i := ic; i < ic+mcur; i++ {
+		src := j.out.Off + i*j.out.LD + jc
+		dtype.Decode(j.narrow, j.c[i*j.ldc+jc:i*j.ldc+jc+ncur], j.out.U16[src:src+ncur])
+	}
+}
+
+// round stores the float32 C's finished block into the 16-bit C.
+func (j *job) round(ic, mcur, jc, ncur int) {
+	if j.narrow == dtype.F32 {
+		return
+	}
+	for i := ic; i < ic+mcur; i++ {
+		dst := j.out.Off + i*j.out.LD + jc
+		dtype.Encode(j.narrow, j.out.U16[dst:dst+ncur], j.c[i*j.ldc+jc:i*j.ldc+jc+ncur])
+	}
 }
 
 // checkOperand panics unless op can be read as a rows x cols matrix. The
@@ -200,6 +296,11 @@ type job struct {
 	c              []float32
 	ldc            int
 	kc             int // k block length: a function of k alone, for reproducibility
+
+	// With a 16-bit C (Gemm16), c is float32 scratch and each finished
+	// block is rounded into out; narrow is out's dtype, F32 otherwise.
+	out    Out16
+	narrow dtype.DType
 }
 
 // steps is how many kernel steps kcur values of k take: kcur, or pairs of
@@ -265,7 +366,13 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 			for ic := m0; ic < m1; ic += mc {
 				mcur := min(mc, m1-ic)
 				j.packA(pa, ic, mcur, pc, kcur)
+				if pc == 0 {
+					j.widen(ic, mcur, jc, ncur)
+				}
 				j.macro(pa, pb, tmp, ic, mcur, jc, ncur, j.steps(kcur), beta)
+				if pc+kcur == j.k {
+					j.round(ic, mcur, jc, ncur)
+				}
 			}
 		}
 	}
@@ -302,7 +409,13 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 				if !*aPacked {
 					j.packA(block[ic*steps:], ic, mcur, pc, kcur)
 				}
+				if pc == 0 {
+					j.widen(ic, mcur, jc, ncur)
+				}
 				j.macro(block[ic*steps:], pb, tmp, ic, mcur, jc, ncur, steps, beta)
+				if pc+kcur == j.k {
+					j.round(ic, mcur, jc, ncur)
+				}
 			}
 		}
 		*aPacked = true

@@ -1,0 +1,107 @@
+package gemm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// TestGemm16 checks that Gemm16 gives the bits of widening C, calling Gemm
+// on the float32 copy and rounding the result once: on every shape TestGemm
+// covers and the MLP's, with each implementation, small blocks (so that C's
+// blocks cross every k, m and n block boundary), several worker counts,
+// beta 0 (C's NaNs must not leak in), 1 and -0.5, and alpha 0 or k 0.
+func TestGemm16(t *testing.T) {
+	shapes := append(gemmShapes(), [3]int{128, 256, 784}, [3]int{70, 3, 0})
+	if testing.Short() {
+		shapes = shapes[:8]
+	}
+	var ims []*impl
+	for _, im := range impls {
+		ims = append(ims, im, smallBlocking(im))
+	}
+	for _, im := range ims {
+		for _, out := range []dtype.DType{dtype.F16, dtype.BF16} {
+			for _, tr := range transCombos {
+				for si, s := range shapes {
+					for _, beta := range []float32{0, 1, -0.5} {
+						alpha := float32(1)
+						if si%5 == 4 {
+							alpha = 0
+						}
+						sa, sb := storages[si%3], storages[(si+1)%3]
+						if out == dtype.BF16 && si%2 == 0 {
+							sa, sb = bf16, bf16 // the native BF16 pairs where the CPU has them
+						}
+						name := fmt.Sprintf("%s/%v/%v%v/%dx%dx%d/%v×%v/a%g/b%g", im.name, out, tr.a, tr.b, s[0], s[1], s[2], sa, sb, alpha, beta)
+						workers := 1 + si%3
+						check16(t, name, im, workers, out, tr.a, tr.b, s[0], s[1], s[2], alpha, beta, sa, sb, uint64(si))
+					}
+				}
+			}
+		}
+	}
+}
+
+func check16(t *testing.T, name string, im *impl, workers int, out dtype.DType, transA, transB bool, m, n, k int, alpha, beta float32, sa, sb storage, seed uint64) {
+	t.Helper()
+	withImpl(t, im)
+	withWorkers(t, workers)
+	rng := rand.New(rand.NewPCG(seed, 16))
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	a, _ := newOperand(rng, sa, ar, ac, 1, 2)
+	b, _ := newOperand(rng, sb, br, bc, 0, 1)
+	// A 16-bit C with a leading dimension past n, an offset and sentries
+	// around it; beta == 0 fills it with NaNs, which must not be read.
+	const ldExtra, off, sentry = 3, 5, 0x7e77
+	ld := n + ldExtra
+	c16 := make([]uint16, off+m*ld+4)
+	for i := range c16 {
+		c16[i] = sentry
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			v := rng.Float32()*2 - 1
+			if beta == 0 {
+				c16[off+i*ld+j] = 0x7e00 // NaN in both formats' patterns we write
+			} else {
+				tmp := []uint16{0}
+				dtype.Encode(out, tmp, []float32{v})
+				c16[off+i*ld+j] = tmp[0]
+			}
+		}
+	}
+	// The reference: widen, Gemm in float32, round once.
+	want := append([]uint16(nil), c16...)
+	c32 := make([]float32, m*n)
+	for i := 0; i < m; i++ {
+		if beta != 0 {
+			dtype.Decode(out, c32[i*n:i*n+n], want[off+i*ld:off+i*ld+n])
+		}
+	}
+	if m > 0 && n > 0 {
+		Gemm(transA, transB, m, n, k, alpha, a, b, beta, c32, max(n, 1))
+	}
+	for i := 0; i < m; i++ {
+		dtype.Encode(out, want[off+i*ld:off+i*ld+n], c32[i*n:i*n+n])
+	}
+	scratch := make([]float32, m*n)
+	for i := range scratch {
+		scratch[i] = float32(rng.NormFloat64()) // garbage: must be ignored
+	}
+	Gemm16(transA, transB, m, n, k, alpha, a, b, beta, Out16{U16: c16, BF16: out == dtype.BF16, Off: off, LD: ld}, scratch)
+	for i := range want {
+		if c16[i] != want[i] {
+			t.Fatalf("%s: C16[%d] = %#04x, want %#04x (widen, Gemm, round)", name, i, c16[i], want[i])
+		}
+	}
+}
