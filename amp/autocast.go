@@ -58,6 +58,9 @@ func (c Class) String() string {
 }
 
 // classes mirrors PyTorch's CUDA autocast lists for the ops mixprec has.
+// It names every op of autograd, Promote ones included, so that a new op
+// gets a decision instead of a default: TestClassesTotal fails until it has
+// one.
 var classes = map[autograd.Op]Class{
 	autograd.OpMatMul: Low,
 	autograd.OpLinear: Low,
@@ -77,6 +80,24 @@ var classes = map[autograd.Op]Class{
 	autograd.OpMSE:          F32,
 	autograd.OpLayerNorm:    F32,
 	autograd.OpBatchNorm:    F32,
+
+	// Elementwise arithmetic, activations, pooling and reshapes run in
+	// their inputs' dtype, as on PyTorch's promote list or on none.
+	autograd.OpCast:       Promote,
+	autograd.OpAdd:        Promote,
+	autograd.OpSub:        Promote,
+	autograd.OpMul:        Promote,
+	autograd.OpDiv:        Promote,
+	autograd.OpScale:      Promote,
+	autograd.OpReLU:       Promote,
+	autograd.OpGELU:       Promote,
+	autograd.OpTanh:       Promote,
+	autograd.OpSigmoid:    Promote,
+	autograd.OpMaxPool:    Promote,
+	autograd.OpAvgPool:    Promote,
+	autograd.OpDropout:    Promote,
+	autograd.OpReshape:    Promote,
+	autograd.OpCheckpoint: Promote,
 }
 
 // ClassOf reports how autocast treats op.

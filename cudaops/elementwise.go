@@ -105,7 +105,7 @@ func (d *Device) Axpby(dst, x, y device.Buffer, alpha, beta float32) {
 
 // Binary computes dst = op(a, b) over s.Shape with broadcasting strides.
 func (d *Device) Binary(op device.BinaryOp, dst, a, b device.Buffer, s device.Strides) {
-	if op > device.Minimum {
+	if op >= device.NumBinaryOps {
 		panic(fmt.Sprintf("cudaops: unknown binary op %v", op))
 	}
 	d.enter()
@@ -125,7 +125,7 @@ func (d *Device) Binary(op device.BinaryOp, dst, a, b device.Buffer, s device.St
 
 // Unary computes dst = op(src).
 func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32) {
-	if op > device.Recip {
+	if op >= device.NumUnaryOps {
 		panic(fmt.Sprintf("cudaops: unknown unary op %v", op))
 	}
 	d.enter()
@@ -139,12 +139,10 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32)
 	d.launch(d.ks.unary, gridFor(db.n), pInt(int(op)), ptr(db), dt(db), ptr(sb), dt(sb), pInt(db.n), pF32(alpha))
 }
 
-// UnaryGrad computes dst = dy * op'(in) for ReLU, Tanh and Sigmoid (in is
-// the forward output) and GELU (in is the input).
+// UnaryGrad computes dst = dy * op'(in) for the ops device's op table gives
+// a gradient rule (in is the forward output or input, as the row says).
 func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
-	switch op {
-	case device.ReLU, device.Tanh, device.Sigmoid, device.GELU:
-	default:
+	if op >= device.NumUnaryOps || op.Def().Grad == device.NoGrad {
 		panic(fmt.Sprintf("cudaops: UnaryGrad has no rule for %v", op))
 	}
 	d.enter()

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"unsafe"
 
+	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 )
 
@@ -368,22 +369,22 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			oa, ob := d.offsets(i)
 			u, v := g.ld(x, xdt, oa), g.ld(y, ydt, ob)
 			var r float32
-			switch op {
-			case 0:
+			switch device.BinaryOp(op) {
+			case device.Add:
 				r = u + v
-			case 1:
+			case device.Sub:
 				r = u - v
-			case 2:
+			case device.Mul:
 				r = u * v
-			case 3:
+			case device.Div:
 				r = u / v
-			case 4:
+			case device.Maximum:
 				if isNaN(u) || u > v {
 					r = u
 				} else {
 					r = v
 				}
-			default:
+			default: // device.Minimum
 				if isNaN(u) || u < v {
 					r = u
 				} else {
@@ -398,36 +399,36 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 		for i := range n {
 			x := g.ld(src, sdt, i)
 			var r float32
-			switch op {
-			case 0:
+			switch device.UnaryOp(op) {
+			case device.Scale:
 				r = alpha * x
-			case 1:
+			case device.AddConst:
 				r = x + alpha
-			case 2:
+			case device.Neg:
 				r = -x
-			case 3:
+			case device.Exp:
 				r = expf(x)
-			case 4:
+			case device.Log:
 				r = f32(math.Log(float64(x)))
-			case 5:
+			case device.Sqrt:
 				r = f32(math.Sqrt(float64(x)))
-			case 6:
+			case device.Rsqrt:
 				r = 1 / f32(math.Sqrt(float64(x+alpha)))
-			case 7:
+			case device.Square:
 				r = x * x
-			case 8:
+			case device.Pow:
 				r = f32(math.Pow(float64(x), float64(alpha)))
-			case 9:
+			case device.ReLU:
 				if x > 0 || isNaN(x) {
 					r = x
 				}
-			case 10:
+			case device.GELU:
 				r = x * normcdff(x)
-			case 11:
+			case device.Tanh:
 				r = f32(math.Tanh(float64(x)))
-			case 12:
+			case device.Sigmoid:
 				r = 1 / (1 + expf(-x))
-			default:
+			default: // device.Recip
 				r = 1 / x
 			}
 			g.st(dst, ddt, i, r)
@@ -438,16 +439,16 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 		for i := range n {
 			gv, x := g.ld(dy, gdt, i), g.ld(in, idt, i)
 			var o float32
-			switch op {
-			case 9:
+			switch device.UnaryOp(op) {
+			case device.ReLU:
 				if !(x <= 0) {
 					o = gv
 				}
-			case 11:
+			case device.Tanh:
 				o = gv * (1 - x*x)
-			case 12:
+			case device.Sigmoid:
 				o = gv * x * (1 - x)
-			default:
+			default: // device.GELU
 				cdf := normcdff(x)
 				pdf := expf(-0.5*x*x) * 0.398942280401432678
 				o = gv * (cdf + x*pdf)

@@ -173,58 +173,6 @@ func BroadcastStrides(small, big []int) []int {
 	return st
 }
 
-// BinaryOp selects Binary's operation.
-type BinaryOp uint8
-
-// The binary operations.
-const (
-	Add BinaryOp = iota
-	Sub
-	Mul
-	Div
-	Maximum
-	Minimum
-)
-
-var binaryNames = []string{"add", "sub", "mul", "div", "maximum", "minimum"}
-
-func (op BinaryOp) String() string {
-	if int(op) < len(binaryNames) {
-		return binaryNames[op]
-	}
-	return fmt.Sprintf("BinaryOp(%d)", uint8(op))
-}
-
-// UnaryOp selects Unary's operation; alpha is its scalar parameter where it has one.
-type UnaryOp uint8
-
-// The unary operations.
-const (
-	Scale    UnaryOp = iota // alpha * x
-	AddConst                // x + alpha
-	Neg                     // -x
-	Exp                     // e^x
-	Log                     // ln x
-	Sqrt                    // sqrt(x)
-	Rsqrt                   // 1/sqrt(x + alpha)
-	Square                  // x^2
-	Pow                     // x^alpha
-	ReLU                    // max(x, 0); a NaN of either sign stays NaN, as in PyTorch
-	GELU                    // x * Phi(x), the exact (erf) form
-	Tanh                    // tanh(x)
-	Sigmoid                 // 1/(1+e^-x)
-	Recip                   // 1/x
-)
-
-var unaryNames = []string{"scale", "addconst", "neg", "exp", "log", "sqrt", "rsqrt", "square", "pow", "relu", "gelu", "tanh", "sigmoid", "recip"}
-
-func (op UnaryOp) String() string {
-	if int(op) < len(unaryNames) {
-		return unaryNames[op]
-	}
-	return fmt.Sprintf("UnaryOp(%d)", uint8(op))
-}
-
 // SGDParams are the hyper-parameters of one SGD step (PyTorch's torch.optim.SGD).
 type SGDParams struct {
 	LR, Momentum, Dampening, WeightDecay float32

@@ -248,7 +248,7 @@ func binaryRow(op device.BinaryOp, out, a, b []float32) {
 				out[i] = a[i] / b[i]
 			}
 		default:
-			f := binaryFunc(op)
+			f := op.Def().F32
 			for i := range out {
 				out[i] = f(a[i], b[i])
 			}
@@ -266,19 +266,19 @@ func binaryRow(op device.BinaryOp, out, a, b []float32) {
 				out[i] = a[i] * y
 			}
 		default:
-			f := binaryFunc(op)
+			f := op.Def().F32
 			for i := range out {
 				out[i] = f(a[i], y)
 			}
 		}
 	case len(a) == 1 && len(b) == n:
 		x := a[0]
-		f := binaryFunc(op)
+		f := op.Def().F32
 		for i := range out {
 			out[i] = f(x, b[i])
 		}
 	default: // both broadcast scalars
-		v := binaryFunc(op)(a[0], b[0])
+		v := op.Def().F32(a[0], b[0])
 		for i := range out {
 			out[i] = v
 		}
@@ -317,34 +317,6 @@ func reluGradMask(y float32) uint32 {
 	return pos | ^numMask(b)
 }
 
-func binaryFunc(op device.BinaryOp) func(x, y float32) float32 {
-	switch op {
-	case device.Add:
-		return func(x, y float32) float32 { return x + y }
-	case device.Sub:
-		return func(x, y float32) float32 { return x - y }
-	case device.Mul:
-		return func(x, y float32) float32 { return x * y }
-	case device.Div:
-		return func(x, y float32) float32 { return x / y }
-	case device.Maximum:
-		return func(x, y float32) float32 {
-			if x != x || x > y { // NaN propagates, as torch.maximum
-				return x
-			}
-			return y
-		}
-	case device.Minimum:
-		return func(x, y float32) float32 {
-			if x != x || x < y {
-				return x
-			}
-			return y
-		}
-	}
-	panic(fmt.Sprintf("cpu: unknown binary op %v", op))
-}
-
 // Unary computes dst = op(src).
 func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32) {
 	db, sb := d.buf(dst, "Unary"), d.buf(src, "Unary")
@@ -364,6 +336,10 @@ func unaryPiece(op device.UnaryOp, db, sb *Buffer, alpha float32, lo, hi int) {
 	commit(db, lo, w)
 }
 
+// unaryRow computes out = op(x). The ops that are one float32 operation
+// have loops of their own, which make no call per element; every other op
+// runs through its row of device's op table, in float32 where the row has
+// F32 and otherwise in float64, rounded once.
 func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
 	x = x[:len(out)]
 	switch op {
@@ -392,37 +368,25 @@ func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
 			out[i] = 1 / v
 		}
 	default:
-		f := unaryFunc(op, float64(alpha))
+		def := op.Def()
+		if f := def.F32; f != nil {
+			for i, v := range x {
+				out[i] = f(v, alpha)
+			}
+			return
+		}
+		f, a := def.F64, float64(alpha)
 		for i, v := range x {
-			out[i] = float32(f(float64(v)))
+			out[i] = float32(f(float64(v), a))
 		}
 	}
 }
 
-func unaryFunc(op device.UnaryOp, alpha float64) func(float64) float64 {
-	switch op {
-	case device.Exp:
-		return math.Exp
-	case device.Log:
-		return math.Log
-	case device.Sqrt:
-		return math.Sqrt
-	case device.Rsqrt:
-		return func(x float64) float64 { return 1 / math.Sqrt(x+alpha) }
-	case device.Pow:
-		return func(x float64) float64 { return math.Pow(x, alpha) }
-	case device.GELU:
-		return func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
-	case device.Tanh:
-		return math.Tanh
-	case device.Sigmoid:
-		return func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
-	}
-	panic(fmt.Sprintf("cpu: unknown unary op %v", op))
-}
-
 // UnaryGrad computes dst = dy * op'(in).
 func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
+	if op.Def().Grad == device.NoGrad {
+		panic(fmt.Sprintf("cpu: UnaryGrad has no rule for %v", op))
+	}
 	db, gb, ib := d.buf(dst, "UnaryGrad"), d.buf(dy, "UnaryGrad"), d.buf(in, "UnaryGrad")
 	d.checkLenOf("UnaryGrad", op, db.n, gb, ib)
 	if db.n <= grain {
@@ -432,7 +396,10 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 	d.parallel(db.n, func(lo, hi int) { unaryGradPiece(op, db, gb, ib, lo, hi) })
 }
 
-// unaryGradPiece is UnaryGrad on [lo, hi).
+// unaryGradPiece is UnaryGrad on [lo, hi). The activations have loops of
+// their own, which make no call per element; an op without one runs
+// through its row of device's op table (TestUnaryLoopsMatchTable holds
+// the loops to the rows).
 func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, lo, hi int) {
 	gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
 	o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
@@ -457,7 +424,10 @@ func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, lo, hi int) {
 			o[i] = g[i] * float32(cdf+v*pdf)
 		}
 	default:
-		panic(fmt.Sprintf("cpu: UnaryGrad has no rule for %v", op))
+		f := op.Def().GradF32
+		for i := range g {
+			o[i] = f(g[i], x[i])
+		}
 	}
 	gv.done()
 	iv.done()

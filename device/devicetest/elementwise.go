@@ -2,7 +2,6 @@ package devicetest
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/mixprec/mixprec/device"
@@ -115,25 +114,8 @@ var binaryCases = []binaryCase{
 	bcast("large(257,300)+(257,1)", []int{257, 300}, []int{257, 300}, []int{257, 1}),
 }
 
-var binaryOps = []device.BinaryOp{device.Add, device.Sub, device.Mul, device.Div, device.Maximum, device.Minimum}
-
-func binaryRef(op device.BinaryOp, x, y float64) float64 {
-	switch op {
-	case device.Add:
-		return x + y
-	case device.Sub:
-		return x - y
-	case device.Mul:
-		return x * y
-	case device.Div:
-		return x / y
-	case device.Maximum:
-		return math.Max(x, y)
-	case device.Minimum:
-		return math.Min(x, y)
-	}
-	panic("devicetest: no reference for " + op.String())
-}
+// binaryRef is op's float64 reference, from device's op table.
+func binaryRef(op device.BinaryOp, x, y float64) float64 { return op.Def().F64(x, y) }
 
 // walk calls f(i, offA, offB) for every element i of shape in row-major
 // order, with the offsets of a and b through strides sa and sb.
@@ -167,7 +149,7 @@ var binaryTypes = sameAnd(2,
 )
 
 func testBinary(t *testing.T, dev device.Device) {
-	for _, op := range binaryOps {
+	for op := range device.BinaryOp(device.NumBinaryOps) {
 		for _, ty := range binaryTypes {
 			for _, c := range binaryCases {
 				run(t, dev, fmt.Sprintf("%v/%v/%s", op, ty, c.name), func(e *env) {
@@ -205,39 +187,66 @@ func testBinary(t *testing.T, dev device.Device) {
 }
 
 // unaryCase is a unary op with its parameter and an input domain where it
-// is defined and well conditioned.
+// is defined and well conditioned; the reference is the op's F64 in
+// device's op table.
 type unaryCase struct {
 	name   string
 	op     device.UnaryOp
 	alpha  float32
 	lo, hi float64
 	signed bool // magnitude in [lo, hi) with a random sign
-	ref    func(x, alpha float64) float64
 }
 
-var unaryCases = []unaryCase{
-	{"scale", device.Scale, -1.7, -3, 3, false, func(x, a float64) float64 { return a * x }},
-	{"addconst", device.AddConst, 0.3, -3, 3, false, func(x, a float64) float64 { return x + a }},
-	{"neg", device.Neg, 0, -3, 3, false, func(x, a float64) float64 { return -x }},
-	{"exp", device.Exp, 0, -4, 4, false, func(x, a float64) float64 { return math.Exp(x) }},
-	{"log", device.Log, 0, 0.05, 10, false, func(x, a float64) float64 { return math.Log(x) }},
-	{"sqrt", device.Sqrt, 0, 0, 10, false, func(x, a float64) float64 { return math.Sqrt(x) }},
-	{"rsqrt/eps", device.Rsqrt, 1e-5, 0.05, 10, false, func(x, a float64) float64 { return 1 / math.Sqrt(x+a) }},
-	{"rsqrt/0.5", device.Rsqrt, 0.5, 0, 4, false, func(x, a float64) float64 { return 1 / math.Sqrt(x+a) }},
-	{"square", device.Square, 0, -3, 3, false, func(x, a float64) float64 { return x * x }},
-	{"pow/1.5", device.Pow, 1.5, 0, 4, false, func(x, a float64) float64 { return math.Pow(x, a) }},
-	{"pow/-0.5", device.Pow, -0.5, 0.1, 4, false, func(x, a float64) float64 { return math.Pow(x, a) }},
-	{"pow/3", device.Pow, 3, -2, 2, false, func(x, a float64) float64 { return math.Pow(x, a) }},
-	{"relu", device.ReLU, 0, -3, 3, false, func(x, a float64) float64 { return math.Max(x, 0) }},
-	{"gelu", device.GELU, 0, -5, 5, false, func(x, a float64) float64 { return x * stdNormalCDF(x) }},
-	{"tanh", device.Tanh, 0, -5, 5, false, func(x, a float64) float64 { return math.Tanh(x) }},
-	{"sigmoid", device.Sigmoid, 0, -10, 10, false, func(x, a float64) float64 { return 1 / (1 + math.Exp(-x)) }},
-	{"recip", device.Recip, 0, 0.1, 4, true, func(x, a float64) float64 { return 1 / x }},
+func (c unaryCase) ref(x float64) float64 { return c.op.Def().F64(x, float64(c.alpha)) }
+
+// unaryDomain is one parameter and input domain of a unary op; name tells
+// several of one op apart.
+type unaryDomain struct {
+	name   string
+	alpha  float32
+	lo, hi float64
+	signed bool
 }
 
-func stdNormalCDF(x float64) float64 { return 0.5 * (1 + math.Erf(x/math.Sqrt2)) }
+// unaryDomains lists, for every op of device's table, where the suite
+// draws its inputs. An op without one fails the suite (see unaryCases).
+var unaryDomains = map[device.UnaryOp][]unaryDomain{
+	device.Scale:    {{alpha: -1.7, lo: -3, hi: 3}},
+	device.AddConst: {{alpha: 0.3, lo: -3, hi: 3}},
+	device.Neg:      {{lo: -3, hi: 3}},
+	device.Exp:      {{lo: -4, hi: 4}},
+	device.Log:      {{lo: 0.05, hi: 10}},
+	device.Sqrt:     {{lo: 0, hi: 10}},
+	device.Rsqrt:    {{name: "eps", alpha: 1e-5, lo: 0.05, hi: 10}, {name: "0.5", alpha: 0.5, lo: 0, hi: 4}},
+	device.Square:   {{lo: -3, hi: 3}},
+	device.Pow:      {{name: "1.5", alpha: 1.5, lo: 0, hi: 4}, {name: "-0.5", alpha: -0.5, lo: 0.1, hi: 4}, {name: "3", alpha: 3, lo: -2, hi: 2}},
+	device.ReLU:     {{lo: -3, hi: 3}},
+	device.GELU:     {{lo: -5, hi: 5}},
+	device.Tanh:     {{lo: -5, hi: 5}},
+	device.Sigmoid:  {{lo: -10, hi: 10}},
+	device.Recip:    {{lo: 0.1, hi: 4, signed: true}},
+}
 
-func stdNormalPDF(x float64) float64 { return math.Exp(-0.5*x*x) / math.Sqrt(2*math.Pi) }
+// unaryCases are the cases of every op of device's table, in op order,
+// named "op" or "op/domain"; an op with no domain is a failure of t.
+func unaryCases(t *testing.T) []unaryCase {
+	t.Helper()
+	var out []unaryCase
+	for op := range device.UnaryOp(device.NumUnaryOps) {
+		ds := unaryDomains[op]
+		if len(ds) == 0 {
+			t.Errorf("unary op %v has no input domain: add one to devicetest's unaryDomains", op)
+		}
+		for _, d := range ds {
+			name := op.String()
+			if d.name != "" {
+				name += "/" + d.name
+			}
+			out = append(out, unaryCase{name, op, d.alpha, d.lo, d.hi, d.signed})
+		}
+	}
+	return out
+}
 
 // unaryTypes are Unary's dtype combinations: dst; src.
 var unaryTypes = sameAnd(1,
@@ -247,7 +256,7 @@ var unaryTypes = sameAnd(1,
 )
 
 func testUnary(t *testing.T, dev device.Device) {
-	for _, c := range unaryCases {
+	for _, c := range unaryCases(t) {
 		for _, ty := range unaryTypes {
 			for _, n := range elemSizes {
 				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
@@ -268,7 +277,7 @@ func testUnary(t *testing.T, dev device.Device) {
 					})[0]
 					want := make([]float64, n)
 					for i, v := range x {
-						want[i] = c.ref(float64(v), float64(c.alpha))
+						want[i] = c.ref(float64(v))
 					}
 					e.near("dst", ty.dst, got, want, nil)
 				})
@@ -278,28 +287,34 @@ func testUnary(t *testing.T, dev device.Device) {
 	testUnaryNaN(t, dev)
 }
 
-// unaryGradCases are the ops UnaryGrad supports, with what it reads and
-// the derivative in terms of that.
-var unaryGradCases = []struct {
+// unaryGradCase is an op UnaryGrad supports, with what it reads.
+type unaryGradCase struct {
 	name string
 	op   device.UnaryOp
-	// in maps a raw input x to what UnaryGrad reads: the forward
-	// output y for ReLU, Tanh and Sigmoid, x itself for GELU.
-	in    func(x float64) float64
-	deriv func(in float64) float64 // op' expressed in terms of in
-}{
-	{"relu", device.ReLU, func(x float64) float64 { return math.Max(x, 0) },
-		func(y float64) float64 {
-			if y > 0 {
-				return 1
-			}
-			return 0
-		}},
-	{"tanh", device.Tanh, math.Tanh, func(y float64) float64 { return 1 - y*y }},
-	{"sigmoid", device.Sigmoid, func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
-		func(y float64) float64 { return y * (1 - y) }},
-	{"gelu", device.GELU, func(x float64) float64 { return x },
-		func(x float64) float64 { return stdNormalCDF(x) + x*stdNormalPDF(x) }},
+}
+
+// in maps a raw input x to what UnaryGrad reads: the forward output y for
+// ops differentiated from it, x itself for the others.
+func (c unaryGradCase) in(x float64) float64 {
+	def := c.op.Def()
+	if def.Grad == device.GradFromOutput {
+		return def.F64(x, 0)
+	}
+	return x
+}
+
+// ref is the float64 reference of dy * op'(in).
+func (c unaryGradCase) ref(dy, in float64) float64 { return c.op.Def().GradF64(dy, in) }
+
+// unaryGradCases are the ops of device's table that UnaryGrad supports.
+func unaryGradCases() []unaryGradCase {
+	var out []unaryGradCase
+	for op := range device.UnaryOp(device.NumUnaryOps) {
+		if op.Def().Grad != device.NoGrad {
+			out = append(out, unaryGradCase{op.String(), op})
+		}
+	}
+	return out
 }
 
 // unaryGradTypes are UnaryGrad's dtype combinations: dst; dy, in.
@@ -310,7 +325,7 @@ var unaryGradTypes = sameAnd(2,
 )
 
 func testUnaryGrad(t *testing.T, dev device.Device) {
-	for _, c := range unaryGradCases {
+	for _, c := range unaryGradCases() {
 		for _, ty := range unaryGradTypes {
 			for _, n := range elemSizes {
 				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
@@ -331,7 +346,7 @@ func testUnaryGrad(t *testing.T, dev device.Device) {
 					})[0]
 					want := make([]float64, n)
 					for i := range want {
-						want[i] = float64(dy[i]) * c.deriv(float64(in[i]))
+						want[i] = c.ref(float64(dy[i]), float64(in[i]))
 					}
 					e.near("dst", ty.dst, got, want, nil)
 				})

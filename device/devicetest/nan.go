@@ -47,7 +47,7 @@ func (e *env) sprinkle(v []float32, bits []uint32, every int) {
 // testUnaryNaN: every unary op maps a NaN to a NaN and leaves the other
 // elements as they would be without it.
 func testUnaryNaN(t *testing.T, dev device.Device) {
-	for _, c := range unaryCases {
+	for _, c := range unaryCases(t) {
 		for _, nk := range nanKinds {
 			for _, ty := range unaryTypes {
 				for _, n := range elemSizes {
@@ -70,7 +70,7 @@ func testUnaryNaN(t *testing.T, dev device.Device) {
 							if isNaN32(v) {
 								want[i] = math.NaN()
 							} else {
-								want[i] = c.ref(float64(v), float64(c.alpha))
+								want[i] = c.ref(float64(v))
 							}
 						}
 						e.near("dst", ty.dst, got, want, nil)
@@ -81,28 +81,14 @@ func testUnaryNaN(t *testing.T, dev device.Device) {
 	}
 }
 
-// unaryGradNaNRef is UnaryGrad's result for one element with NaNs about:
-// ReLU zeroes the gradient exactly where its output is <= 0 (PyTorch's
-// threshold_backward), so a NaN output passes dy and a NaN dy becomes 0
-// where the output is 0; every other rule multiplies, and a NaN in either
-// operand gives a NaN.
-func unaryGradNaNRef(op device.UnaryOp, deriv func(float64) float64, dy, in float64) float64 {
-	if op == device.ReLU {
-		if in <= 0 {
-			return 0
-		}
-		return dy
-	}
-	if math.IsNaN(dy) || math.IsNaN(in) {
-		return math.NaN()
-	}
-	return dy * deriv(in)
-}
-
 // testUnaryGradNaN feeds NaNs as the saved operand (the output, or GELU's
-// input) and as the incoming gradient.
+// input) and as the incoming gradient. The references of device's op table
+// follow PyTorch: ReLU zeroes the gradient exactly where its output is
+// <= 0 (threshold_backward), so a NaN output passes dy and a NaN dy
+// becomes 0 where the output is 0; every other rule multiplies, and a NaN
+// in either operand gives a NaN.
 func testUnaryGradNaN(t *testing.T, dev device.Device) {
-	for _, c := range unaryGradCases {
+	for _, c := range unaryGradCases() {
 		for _, where := range []string{"in", "dy"} {
 			for _, nk := range nanKinds {
 				for _, ty := range unaryGradTypes {
@@ -130,7 +116,7 @@ func testUnaryGradNaN(t *testing.T, dev device.Device) {
 							})[0]
 							want := make([]float64, n)
 							for i := range want {
-								want[i] = unaryGradNaNRef(c.op, c.deriv, float64(dy[i]), float64(in[i]))
+								want[i] = c.ref(float64(dy[i]), float64(in[i]))
 							}
 							e.near("dst", ty.dst, got, want, nil)
 						})
