@@ -2,6 +2,7 @@ package cudaops
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -512,47 +513,85 @@ func openNCCLComm(dev *Device, id NCCLID, rank, size int, cfg ncclConfig) (*NCCL
 
 // BootstrapNCCL opens NCCL over the ranks of boot, an existing
 // communicator (MPI's): rank 0 makes the ID and broadcasts it through boot,
-// and boot's rank and size become NCCL's. boot stays open and is the
-// caller's to close, after the NCCL communicator; Abort goes through it,
-// since NCCL cannot end other processes.
+// and boot's rank and size become NCCL's. The ranks first agree that every
+// one of them has loaded NCCL, and then that rank 0 has made the ID, so
+// that a rank without the library fails them all at once rather than
+// leaving them waiting for it. boot stays open and is the caller's to
+// close, after the NCCL communicator; Abort goes through it, since NCCL
+// cannot end other processes.
 func BootstrapNCCL(dev *Device, boot device.Comm, opts ...NCCLOption) (*NCCL, error) {
 	cfg := configure(opts)
 	cfg.boot = boot
-	var id NCCLID
-	if boot.Rank() == 0 {
-		var err error
-		if id, err = NewNCCLID(); err != nil {
-			return nil, err
-		}
+	_, lerr := loadNCCL()
+	missing, err := countFailures(boot, dev, lerr != nil)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("nccl: agreeing to start: %w", err)
+	case lerr != nil:
+		return nil, lerr
+	case missing > 0:
+		return nil, fmt.Errorf("nccl: %d of %d ranks cannot load NCCL (each says why)", missing, boot.Size())
 	}
-	if err := broadcastID(boot, dev, &id); err != nil {
+	var id NCCLID
+	var iderr error
+	if boot.Rank() == 0 {
+		id, iderr = NewNCCLID()
+	}
+	ok, err := shareID(boot, dev, &id, iderr == nil)
+	switch {
+	case err != nil:
 		return nil, err
+	case iderr != nil:
+		return nil, iderr
+	case !ok:
+		return nil, errors.New("nccl: rank 0 could not make the communicator's ID (it says why)")
 	}
 	return openNCCLComm(dev, id, boot.Rank(), boot.Size(), cfg)
 }
 
-// broadcastID gives every rank of boot rank 0's id, through an F32 buffer
-// on dev (a Comm carries buffers only): each byte becomes one float,
-// exactly.
-func broadcastID(boot device.Comm, dev device.Device, id *NCCLID) error {
-	vals := make([]float32, len(id))
+// countFailures is the number of ranks of boot that report failed.
+func countFailures(boot device.Comm, dev device.Device, failed bool) (int, error) {
+	v := []float32{0}
+	if failed {
+		v[0] = 1
+	}
+	buf := dev.Alloc(dtype.F32, 1, device.Temp)
+	defer dev.Free(buf)
+	dev.CopyFromHost(buf, v)
+	if err := boot.AllReduce(buf, device.Sum); err != nil {
+		return 0, err
+	}
+	dev.CopyToHost(v, buf)
+	return int(v[0]), nil
+}
+
+// shareID gives every rank of boot rank 0's id and whether rank 0 made it
+// (ok), through an F32 buffer on dev (a Comm carries buffers only): the
+// flag and each byte become one float, exactly.
+func shareID(boot device.Comm, dev device.Device, id *NCCLID, ok bool) (bool, error) {
+	vals := make([]float32, 1+len(id))
+	if ok {
+		vals[0] = 1
+	}
 	for i, b := range id {
-		vals[i] = float32(b)
+		vals[1+i] = float32(b)
 	}
 	buf := dev.Alloc(dtype.F32, len(vals), device.Temp)
 	defer dev.Free(buf)
 	dev.CopyFromHost(buf, vals)
 	if err := boot.Broadcast(buf, 0); err != nil {
-		return fmt.Errorf("nccl: sending the ID to every rank: %w", err)
+		return false, fmt.Errorf("nccl: sending the ID to every rank: %w", err)
 	}
 	dev.CopyToHost(vals, buf)
 	for i, v := range vals {
 		if v < 0 || v > 255 || v != float32(int(v)) {
-			return fmt.Errorf("nccl: byte %d of the ID arrived as %v", i, v)
+			return false, fmt.Errorf("nccl: element %d of the ID's message arrived as %v", i, v)
 		}
-		id[i] = byte(v)
+		if i > 0 {
+			id[i-1] = byte(v)
+		}
 	}
-	return nil
+	return vals[0] == 1, nil
 }
 
 // OpenNCCLFromEnv opens NCCL as launchers without MPI describe it (as

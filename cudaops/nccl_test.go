@@ -1078,8 +1078,15 @@ type bootNet struct {
 	cond   *sync.Cond
 	size   int
 	round  int
-	vals   []float32
+	in     [][]float32 // this round's contributions, by rank
+	out    []float32   // the last round's result
 	joined int
+}
+
+func newBootNet(size int) *bootNet {
+	n := &bootNet{size: size, in: make([][]float32, size)}
+	n.cond = sync.NewCond(&n.mu)
+	return n
 }
 
 type bootComm struct {
@@ -1088,11 +1095,10 @@ type bootComm struct {
 	aborted error
 }
 
-func (c *bootComm) Rank() int                                      { return c.rank }
-func (c *bootComm) Size() int                                      { return c.net.size }
-func (c *bootComm) AllReduce(device.Buffer, device.ReduceOp) error { return errors.New("not used") }
-func (c *bootComm) Barrier() error                                 { return errors.New("not used") }
-func (c *bootComm) Close() error                                   { return nil }
+func (c *bootComm) Rank() int      { return c.rank }
+func (c *bootComm) Size() int      { return c.net.size }
+func (c *bootComm) Barrier() error { return errors.New("not used") }
+func (c *bootComm) Close() error   { return nil }
 
 // Abort records the reason and panics with it, standing in for MPI_Abort,
 // which does not return.
@@ -1101,17 +1107,20 @@ func (c *bootComm) Abort(reason error) {
 	panic("boot abort: " + reason.Error())
 }
 
-func (c *bootComm) Broadcast(b device.Buffer, root int) error {
+// exchange contributes b's values and, once every rank has, replaces them
+// with combine's result.
+func (c *bootComm) exchange(b device.Buffer, combine func(in [][]float32) []float32) {
 	n := c.net
+	vals := make([]float32, b.Len())
+	b.Device().CopyToHost(vals, b)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	round := n.round
-	if c.rank == root {
-		n.vals = make([]float32, b.Len())
-		b.Device().CopyToHost(n.vals, b)
-	}
+	n.in[c.rank] = vals
 	n.joined++
 	if n.joined == n.size {
+		n.out = combine(n.in)
+		n.in = make([][]float32, n.size)
 		n.joined = 0
 		n.round++
 		n.cond.Broadcast()
@@ -1119,39 +1128,67 @@ func (c *bootComm) Broadcast(b device.Buffer, root int) error {
 	for n.round == round {
 		n.cond.Wait()
 	}
-	b.Device().CopyFromHost(b, n.vals)
+	b.Device().CopyFromHost(b, n.out)
+}
+
+func (c *bootComm) Broadcast(b device.Buffer, root int) error {
+	c.exchange(b, func(in [][]float32) []float32 { return in[root] })
 	return nil
 }
 
-// TestNCCLIDBroadcast sends an ID holding every byte value from rank 0 to
-// the others through a Comm's F32 buffer, as BootstrapNCCL does over MPI.
-func TestNCCLIDBroadcast(t *testing.T) {
-	net := &bootNet{size: 3}
-	net.cond = sync.NewCond(&net.mu)
+func (c *bootComm) AllReduce(b device.Buffer, op device.ReduceOp) error {
+	c.exchange(b, func(in [][]float32) []float32 {
+		out := make([]float32, len(in[0]))
+		for _, v := range in {
+			for i := range out {
+				out[i] += v[i]
+			}
+		}
+		return out
+	})
+	return nil
+}
+
+// TestNCCLIDExchange checks how BootstrapNCCL's ranks agree through the
+// bootstrap communicator: they count the ranks that failed to load NCCL,
+// and rank 0 sends them the ID, holding every byte value, with whether it
+// made one, through F32 buffers.
+func TestNCCLIDExchange(t *testing.T) {
+	const size = 3
+	net := newBootNet(size)
 	var want NCCLID
 	for i := range want {
 		want[i] = byte(2*i + 1)
 	}
 	want[5], want[6] = 0, 255
-	ids := make([]NCCLID, 3)
-	var wg sync.WaitGroup
-	for r := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d, _ := newFakeDevice(Options{})
-			if r == 0 {
-				ids[r] = want
+	ids := make([]NCCLID, size)
+	for _, rootOK := range []bool{true, false} {
+		var wg sync.WaitGroup
+		for r := range size {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, _ := newFakeDevice(Options{})
+				boot := &bootComm{net: net, rank: r}
+				failed, err := countFailures(boot, d, r == 1)
+				if err != nil || failed != 1 {
+					t.Errorf("rank %d: %d ranks failed (%v), want 1", r, failed, err)
+				}
+				ids[r] = NCCLID{}
+				if r == 0 {
+					ids[r] = want
+				}
+				ok, err := shareID(boot, d, &ids[r], rootOK)
+				if err != nil || ok != rootOK {
+					t.Errorf("rank %d: rank 0 made the ID: %v (%v), want %v", r, ok, err, rootOK)
+				}
+			}()
+		}
+		wg.Wait()
+		for r, id := range ids {
+			if id != want {
+				t.Errorf("rank %d received an ID differing from rank 0's: %v... vs %v...", r, id[:8], want[:8])
 			}
-			if err := broadcastID(&bootComm{net: net, rank: r}, d, &ids[r]); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	for r, id := range ids {
-		if id != want {
-			t.Errorf("rank %d received an ID differing from rank 0's: %v... vs %v...", r, id[:8], want[:8])
 		}
 	}
 }
@@ -1165,7 +1202,7 @@ func TestNCCLAbortEmulated(t *testing.T) {
 		comms, engs := fakeRanks(2, time.Second)
 		var boot *bootComm
 		if withBoot {
-			boot = &bootComm{net: &bootNet{size: 2}}
+			boot = &bootComm{net: newBootNet(2)}
 			comms[0].boot = boot
 		}
 		func() {
