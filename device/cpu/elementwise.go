@@ -330,6 +330,9 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32)
 
 // unaryPiece is Unary on [lo, hi).
 func unaryPiece(op device.UnaryOp, db, sb *Buffer, alpha float32, lo, hi int) {
+	if op == device.ReLU && reluFast(db, sb, lo, hi) {
+		return
+	}
 	sv, w := read(sb, lo, hi), writeView(db, lo, hi)
 	unaryRow(op, w.v, sv.v, alpha)
 	sv.done()
@@ -401,6 +404,9 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 // through its row of device's op table (TestUnaryLoopsMatchTable holds
 // the loops to the rows).
 func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, lo, hi int) {
+	if op == device.ReLU && reluGradFast(db, gb, ib, lo, hi) {
+		return
+	}
 	gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
 	o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
 	switch op {
