@@ -59,7 +59,7 @@ func TestOpDTypes(t *testing.T) {
 				defer gamma.Value.Release()
 				defer beta.Value.Release()
 				conv := g.Conv2d(img, cw, nil, 1, 1)
-				bn := g.BatchNorm(conv, gamma, beta, nil, nil, true, 0.1, 1e-5)
+				bn := g.BatchNorm(conv, gamma, beta, autograd.BatchNormParams{Training: true, Momentum: 0.1, Eps: 1e-5})
 				cases := []struct {
 					name string
 					v    *autograd.Var

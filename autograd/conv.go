@@ -249,16 +249,29 @@ func (g *Graph) GlobalAvgPool(x *Var) *Var {
 	return out
 }
 
+// BatchNormParams are BatchNorm's mode, running statistics and constants.
+type BatchNormParams struct {
+	// Training normalises with the batch's own statistics and updates the
+	// running ones; otherwise BatchNorm normalises with the running ones.
+	Training bool
+	// RunningMean and RunningVar are the running statistics (F32, (C)):
+	// updated in training mode where not nil (PyTorch's rule: the variance
+	// stored is the unbiased one), and required in evaluation mode.
+	RunningMean, RunningVar *tensor.Tensor
+	// Momentum is the weight of a batch's statistics in the running ones.
+	Momentum float32
+	// Eps is added to the variance before its inverse square root.
+	Eps float32
+}
+
 // BatchNorm normalises x (N, C, ...) per channel and applies the affine
-// gamma and beta (C, F32 parameters, or nil). In training mode it uses the
-// batch's statistics and updates runMean and runVar (F32, (C), may be nil)
-// with the given momentum, PyTorch's rule (the variance stored is the
-// unbiased one); in evaluation mode it uses them.
+// gamma and beta (C, F32 parameters, or nil), with the batch's statistics
+// or the running ones as p says.
 //
 // Statistics and arithmetic are F32 whatever x's storage, and the output
 // keeps x's dtype: what cuDNN does under PyTorch's autocast, and what keeps
 // a low-precision network's activations low-precision.
-func (g *Graph) BatchNorm(x, gamma, beta *Var, runMean, runVar *tensor.Tensor, training bool, momentum, eps float32) *Var {
+func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
 	x.mustLive("BatchNorm")
 	g.computeType(OpBatchNorm, x, gamma, beta) // F32 under autocast: the kernels compute in F32
 	gamma, beta = g.as(gamma, dtype.F32), g.as(beta, dtype.F32)
@@ -274,27 +287,27 @@ func (g *Graph) BatchNorm(x, gamma, beta *Var, runMean, runVar *tensor.Tensor, t
 		}
 	}
 	mean, invstd := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
-	if training {
+	if p.Training {
 		m := n * hw
 		if m < 2 {
 			panic(fmt.Sprintf("autograd.BatchNorm: training needs more than one value per channel, input %v", xs))
 		}
 		variance := g.alloc(dtype.F32, c)
 		g.dev.Moments(mean.Buffer(), variance.Buffer(), buf(x), n, c, hw)
-		if runMean != nil && !g.replay {
-			g.dev.Axpby(runMean.Buffer(), runMean.Buffer(), mean.Buffer(), 1-momentum, momentum)
+		if p.RunningMean != nil && !g.replay {
+			g.dev.Axpby(p.RunningMean.Buffer(), p.RunningMean.Buffer(), mean.Buffer(), 1-p.Momentum, p.Momentum)
 		}
-		if runVar != nil && !g.replay {
-			g.dev.Axpby(runVar.Buffer(), runVar.Buffer(), variance.Buffer(), 1-momentum, momentum*float32(m)/float32(m-1))
+		if p.RunningVar != nil && !g.replay {
+			g.dev.Axpby(p.RunningVar.Buffer(), p.RunningVar.Buffer(), variance.Buffer(), 1-p.Momentum, p.Momentum*float32(m)/float32(m-1))
 		}
-		g.dev.Unary(device.Rsqrt, invstd.Buffer(), variance.Buffer(), eps)
+		g.dev.Unary(device.Rsqrt, invstd.Buffer(), variance.Buffer(), p.Eps)
 		variance.Release()
 	} else {
-		if runMean == nil || runVar == nil {
+		if p.RunningMean == nil || p.RunningVar == nil {
 			panic("autograd.BatchNorm: evaluation mode needs running statistics")
 		}
-		g.dev.Copy(mean.Buffer(), 0, runMean.Buffer(), 0, c)
-		g.dev.Unary(device.Rsqrt, invstd.Buffer(), runVar.Buffer(), eps)
+		g.dev.Copy(mean.Buffer(), 0, p.RunningMean.Buffer(), 0, c)
+		g.dev.Unary(device.Rsqrt, invstd.Buffer(), p.RunningVar.Buffer(), p.Eps)
 	}
 	var gb, bb device.Buffer
 	if gamma != nil {
@@ -309,7 +322,7 @@ func (g *Graph) BatchNorm(x, gamma, beta *Var, runMean, runVar *tensor.Tensor, t
 	if !g.recording(x, gamma, beta) {
 		return out
 	}
-	if !training {
+	if !p.Training {
 		// Evaluation mode is an affine map per channel.
 		g.push(OpBatchNorm, out, []*Var{x, gamma, beta}, func(dy *tensor.Tensor) {
 			g.bnEvalGrad(dy, x, gamma, beta, mean, invstd, n, c, hw)

@@ -95,7 +95,7 @@ func convStep(t *testing.T, dt dtype.DType) [][]float32 {
 	defer g.Release()
 	vs := []*autograd.Var{g.Leaf(x, true), g.Leaf(w1, true), g.Leaf(b1, true), g.Leaf(w2, true), g.Leaf(gamma, true), g.Leaf(beta, true)}
 	h := g.Conv2d(vs[0], vs[1], vs[2], 1, 1)
-	h = g.BatchNorm(h, vs[4], vs[5], nil, nil, true, 0.1, 1e-5)
+	h = g.BatchNorm(h, vs[4], vs[5], autograd.BatchNormParams{Training: true, Momentum: 0.1, Eps: 1e-5})
 	h = g.MaxPool2d(h, 2, 2, 0)
 	y := g.Conv2d(h, vs[3], nil, 2, 1)
 	g.Backward(g.Sum(g.Mul(y, y)))

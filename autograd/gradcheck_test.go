@@ -180,17 +180,17 @@ func TestGradients(t *testing.T) {
 			{"global-avgpool", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.GlobalAvgPool(v[0]) },
 				[]tensor.Host{u(2, 3, 4, 5)}},
 			{"batchnorm/train", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
-				return g.BatchNorm(v[0], v[1], v[2], nil, nil, true, 0.1, 1e-5)
+				return g.BatchNorm(v[0], v[1], v[2], autograd.BatchNormParams{Training: true, Momentum: 0.1, Eps: 1e-5})
 			}, []tensor.Host{randHost(rng, -2, 3, 4, 3, 2, 2), pos(3), u(3)}},
 			{"batchnorm/train-1d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
-				return g.BatchNorm(v[0], v[1], v[2], nil, nil, true, 0.1, 1e-5)
+				return g.BatchNorm(v[0], v[1], v[2], autograd.BatchNormParams{Training: true, Momentum: 0.1, Eps: 1e-5})
 			}, []tensor.Host{u(6, 4), pos(4), u(4)}},
 			{"batchnorm/eval", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				rm := tensor.FromSlice(g.Device(), dtype.F32, device.Temp, []float32{0.1, -0.2, 0.3}, 3)
 				rv := tensor.FromSlice(g.Device(), dtype.F32, device.Temp, []float32{1.5, 0.5, 2}, 3)
 				defer rm.Release()
 				defer rv.Release()
-				return g.BatchNorm(v[0], v[1], v[2], rm, rv, false, 0.1, 1e-5)
+				return g.BatchNorm(v[0], v[1], v[2], autograd.BatchNormParams{RunningMean: rm, RunningVar: rv, Momentum: 0.1, Eps: 1e-5})
 			}, []tensor.Host{u(2, 3, 2, 2), pos(3), u(3)}},
 			{"dropout", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				// A fresh stream per evaluation gives every evaluation the same mask.

@@ -50,18 +50,98 @@ func (g *Graph) reduceTo(t *tensor.Tensor, shape []int) *tensor.Tensor {
 }
 
 // Add returns a + b with broadcasting.
-func (g *Graph) Add(a, b *Var) *Var { return g.binary(OpAdd, device.Add, a, b) }
+func (g *Graph) Add(a, b *Var) *Var { return g.binary(OpAdd, a, b) }
 
 // Sub returns a - b with broadcasting.
-func (g *Graph) Sub(a, b *Var) *Var { return g.binary(OpSub, device.Sub, a, b) }
+func (g *Graph) Sub(a, b *Var) *Var { return g.binary(OpSub, a, b) }
 
 // Mul returns a * b (elementwise) with broadcasting.
-func (g *Graph) Mul(a, b *Var) *Var { return g.binary(OpMul, device.Mul, a, b) }
+func (g *Graph) Mul(a, b *Var) *Var { return g.binary(OpMul, a, b) }
 
 // Div returns a / b (elementwise) with broadcasting.
-func (g *Graph) Div(a, b *Var) *Var { return g.binary(OpDiv, device.Div, a, b) }
+func (g *Graph) Div(a, b *Var) *Var { return g.binary(OpDiv, a, b) }
 
-func (g *Graph) binary(op Op, k device.BinaryOp, a0, b0 *Var) *Var {
+// binaryRule is an elementwise op of two operands, as unaryRule is of one:
+// its kernel, what its backward reads besides dy, and its backward, which
+// gives each operand that requires it its gradient, summed down to the
+// operand's shape.
+type binaryRule struct {
+	kernel device.BinaryOp
+	keep   keep
+	grad   func(g *Graph, o binaryOperands, dy *tensor.Tensor)
+}
+
+// binaryOperands is what a binary op's backward works on: the operands, in
+// the op's dtype, the output, and the strides through which the kernel
+// read each operand over the broadcast shape.
+type binaryOperands struct {
+	a, b   *Var
+	y      *tensor.Tensor
+	dt     dtype.DType
+	shape  []int // y's shape, the operands broadcast
+	sa, sb []int // a's and b's strides through shape
+	contig []int // y's (and dy's) strides
+}
+
+// times returns dy k x, x (a or b) read through its strides st.
+func (o binaryOperands) times(g *Graph, k device.BinaryOp, dy *tensor.Tensor, x *Var, st []int) *tensor.Tensor {
+	t := g.alloc(o.dt, o.shape...)
+	g.dev.Binary(k, t.Buffer(), dy.Buffer(), buf(x), device.Strides{Shape: o.shape, A: o.contig, B: st})
+	return t
+}
+
+// binaryRules, indexed by Op. Like the unary rules they are package-level
+// values, so recording an op makes one closure, for its operands.
+var binaryRules = [numOps]*binaryRule{
+	// y = a + b: da = dy, db = dy. Nothing kept.
+	OpAdd: {kernel: device.Add, keep: keepNothing, grad: func(g *Graph, o binaryOperands, dy *tensor.Tensor) {
+		addGrad(g, o, dy, 1)
+	}},
+	// y = a - b: da = dy, db = -dy. Nothing kept.
+	OpSub: {kernel: device.Sub, keep: keepNothing, grad: func(g *Graph, o binaryOperands, dy *tensor.Tensor) {
+		addGrad(g, o, dy, -1)
+	}},
+	// y = a·b: da = dy·b, db = dy·a. Both operands kept.
+	OpMul: {kernel: device.Mul, keep: keepInputs, grad: func(g *Graph, o binaryOperands, dy *tensor.Tensor) {
+		if o.a.requiresGrad {
+			g.accum(o.a, g.reduceTo(o.times(g, device.Mul, dy, o.b, o.sb), o.a.Shape()))
+		}
+		if o.b.requiresGrad {
+			g.accum(o.b, g.reduceTo(o.times(g, device.Mul, dy, o.a, o.sa), o.b.Shape()))
+		}
+	}},
+	// y = a/b: da = dy/b, db = -dy·a/b² = -(dy/b)·y. b and y kept, a not.
+	OpDiv: {kernel: device.Div, keep: keepDivisor, grad: func(g *Graph, o binaryOperands, dy *tensor.Tensor) {
+		q := o.times(g, device.Div, dy, o.b, o.sb) // dy / b
+		if o.b.requiresGrad {
+			t := g.alloc(o.dt, o.shape...)
+			g.dev.Binary(device.Mul, t.Buffer(), q.Buffer(), o.y.Buffer(), device.Strides{Shape: o.shape, A: o.contig, B: o.contig})
+			g.dev.Unary(device.Neg, t.Buffer(), t.Buffer(), 0)
+			g.accum(o.b, g.reduceTo(t, o.b.Shape()))
+		}
+		if o.a.requiresGrad {
+			g.accum(o.a, g.reduceTo(q, o.a.Shape()))
+		} else {
+			q.Release()
+		}
+	}},
+}
+
+// addGrad is the backward of a + sign·b: db = sign·dy, da = dy.
+func addGrad(g *Graph, o binaryOperands, dy *tensor.Tensor, sign float32) {
+	if o.b.requiresGrad {
+		db := g.alloc(o.dt, o.shape...)
+		g.dev.Unary(device.Scale, db.Buffer(), dy.Buffer(), sign)
+		g.accum(o.b, g.reduceTo(db, o.b.Shape()))
+	}
+	if o.a.requiresGrad {
+		g.accum(o.a, g.reduceTo(g.pass(dy), o.a.Shape()))
+	}
+}
+
+// binary applies the elementwise op op to a and b, broadcast together.
+func (g *Graph) binary(op Op, a0, b0 *Var) *Var {
+	r := binaryRules[op]
 	dt := g.computeType(op, a0, b0)
 	// New names, never reassigned, so that the backward closure captures
 	// copies instead of moving the variables to the heap.
@@ -69,61 +149,20 @@ func (g *Graph) binary(op Op, k device.BinaryOp, a0, b0 *Var) *Var {
 	shape := broadcastShape(op, a.Shape(), b.Shape())
 	sa, sb := device.BroadcastStrides(a.Shape(), shape), device.BroadcastStrides(b.Shape(), shape)
 	y := g.alloc(dt, shape...)
-	g.dev.Binary(k, y.Buffer(), buf(a), buf(b), device.Strides{Shape: shape, A: sa, B: sb})
+	g.dev.Binary(r.kernel, y.Buffer(), buf(a), buf(b), device.Strides{Shape: shape, A: sa, B: sb})
 	out := g.result(y)
 	if !g.recording(a, b) {
 		return out
 	}
 	contig := device.ContiguousStrides(shape)
-	switch op {
-	case OpMul:
+	switch r.keep {
+	case keepInputs:
 		g.save(a.Value, b.Value)
-	case OpDiv:
-		g.save(b.Value, y) // da = dy/b and db = -(dy/b)·y need no a
+	case keepDivisor:
+		g.save(b.Value, y)
 	}
 	g.push(op, out, []*Var{a, b}, func(dy *tensor.Tensor) {
-		// grad computes dy k x for the operand x read through strides st.
-		grad := func(k device.BinaryOp, x *Var, st []int) *tensor.Tensor {
-			t := g.alloc(dt, shape...)
-			g.dev.Binary(k, t.Buffer(), dy.Buffer(), buf(x), device.Strides{Shape: shape, A: contig, B: st})
-			return t
-		}
-		switch op {
-		case OpAdd, OpSub:
-			if b.requiresGrad {
-				db := g.alloc(dt, shape...)
-				alpha := float32(1)
-				if op == OpSub {
-					alpha = -1
-				}
-				g.dev.Unary(device.Scale, db.Buffer(), dy.Buffer(), alpha)
-				g.accum(b, g.reduceTo(db, b.Shape()))
-			}
-			if a.requiresGrad {
-				g.accum(a, g.reduceTo(g.pass(dy), a.Shape()))
-			}
-		case OpMul:
-			if a.requiresGrad {
-				g.accum(a, g.reduceTo(grad(device.Mul, b, sb), a.Shape()))
-			}
-			if b.requiresGrad {
-				g.accum(b, g.reduceTo(grad(device.Mul, a, sa), b.Shape()))
-			}
-		case OpDiv:
-			q := grad(device.Div, b, sb) // dy / b
-			if b.requiresGrad {
-				// d(a/b)/db = -a/b², so db = -(dy/b) * (a/b) = -(dy/b) * y.
-				t := g.alloc(dt, shape...)
-				g.dev.Binary(device.Mul, t.Buffer(), q.Buffer(), y.Buffer(), device.Strides{Shape: shape, A: contig, B: contig})
-				g.dev.Unary(device.Neg, t.Buffer(), t.Buffer(), 0)
-				g.accum(b, g.reduceTo(t, b.Shape()))
-			}
-			if a.requiresGrad {
-				g.accum(a, g.reduceTo(q, a.Shape()))
-			} else {
-				q.Release()
-			}
-		}
+		r.grad(g, binaryOperands{a, b, y, dt, shape, sa, sb, contig}, dy)
 	})
 	return out
 }
@@ -133,8 +172,10 @@ type keep uint8
 
 const (
 	keepNothing keep = iota
-	keepX            // the input
+	keepX            // the input (a unary op)
 	keepY            // the output
+	keepInputs       // both operands (a binary op)
+	keepDivisor      // the second operand and the output (a binary op)
 )
 
 // unaryRule is an elementwise op: its forward kernel, what its backward
@@ -149,26 +190,10 @@ type unaryRule struct {
 
 // unaryRules, indexed by Op.
 var unaryRules = [numOps]*unaryRule{
-	OpReLU: {
-		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.ReLU, y, x, 0) },
-		keep: keepY,
-		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(device.ReLU, dx, dy, y) },
-	},
-	OpGELU: {
-		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.GELU, y, x, 0) },
-		keep: keepX,
-		grad: func(d device.Device, dx, dy, x, _ device.Buffer, _ float32) { d.UnaryGrad(device.GELU, dx, dy, x) },
-	},
-	OpTanh: {
-		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Tanh, y, x, 0) },
-		keep: keepY,
-		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(device.Tanh, dx, dy, y) },
-	},
-	OpSigmoid: {
-		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Sigmoid, y, x, 0) },
-		keep: keepY,
-		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(device.Sigmoid, dx, dy, y) },
-	},
+	OpReLU:    activation(device.ReLU),
+	OpGELU:    activation(device.GELU),
+	OpTanh:    activation(device.Tanh),
+	OpSigmoid: activation(device.Sigmoid),
 	OpExp: {
 		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Exp, y, x, 0) },
 		keep: keepY,
@@ -197,6 +222,24 @@ var unaryRules = [numOps]*unaryRule{
 		keep: keepNothing,
 		grad: func(d device.Device, dx, dy, _, _ device.Buffer, alpha float32) { d.Unary(device.Scale, dx, dy, alpha) },
 	},
+}
+
+// activation is the rule of an op the backend differentiates itself
+// (UnaryGrad): it keeps the output or the input, as the op's row of
+// device's op table says UnaryGrad reads.
+func activation(k device.UnaryOp) *unaryRule {
+	r := &unaryRule{fwd: func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(k, y, x, 0) }}
+	switch k.Def().Grad {
+	case device.GradFromOutput:
+		r.keep = keepY
+		r.grad = func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(k, dx, dy, y) }
+	case device.GradFromInput:
+		r.keep = keepX
+		r.grad = func(d device.Device, dx, dy, x, _ device.Buffer, _ float32) { d.UnaryGrad(k, dx, dy, x) }
+	default:
+		panic(fmt.Sprintf("autograd: %v has no gradient rule in device's op table", k))
+	}
+	return r
 }
 
 // unary applies the elementwise op op with parameter alpha.

@@ -78,7 +78,8 @@ func NewBatchNorm2d(c int) *BatchNorm2d {
 
 // Forward normalises x.
 func (b *BatchNorm2d) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	return g.BatchNorm(x, b.Weight, b.Bias, b.RunningMean.Value, b.RunningVar.Value, b.training, b.Momentum, b.Eps)
+	return g.BatchNorm(x, b.Weight, b.Bias, autograd.BatchNormParams{Training: b.training,
+		RunningMean: b.RunningMean.Value, RunningVar: b.RunningVar.Value, Momentum: b.Momentum, Eps: b.Eps})
 }
 
 // Params are γ and β.

@@ -32,6 +32,9 @@ type Optimizer interface {
 	// LR and SetLR read and change the learning rate (schedules use them).
 	LR() float32
 	SetLR(lr float32)
+	// Release frees the optimiser's state (momentum, moments) on its
+	// device; the optimiser is not used afterwards.
+	Release()
 }
 
 // Config holds every optimiser's hyper-parameters; each constructor starts
@@ -178,6 +181,9 @@ func fusedCast(p *autograd.Var) (*tensor.Tensor, device.StepCaster) {
 // saving and for tests.
 func (o *SGD) State() []*tensor.Tensor { return o.mom }
 
+// Release frees the momentum buffers.
+func (o *SGD) Release() { releaseAll(o.mom) }
+
 // Adam is torch.optim.Adam, or torch.optim.AdamW when made by NewAdamW.
 type Adam struct {
 	base
@@ -233,18 +239,20 @@ func (o *Adam) Step() {
 // State returns the first and second moments (nil before the first step).
 func (o *Adam) State() (m, v []*tensor.Tensor) { return o.m, o.v }
 
-// Release frees optimiser state (for SGD or Adam).
-func Release(o Optimizer) {
-	var ts []*tensor.Tensor
-	switch o := o.(type) {
-	case *SGD:
-		ts = o.mom
-	case *Adam:
-		ts = append(append(ts, o.m...), o.v...)
-	}
-	for _, t := range ts {
-		if t != nil {
-			t.Release()
+// Release frees the first and second moments.
+func (o *Adam) Release() { releaseAll(o.m, o.v) }
+
+// Release frees o's state: o.Release(), for a defer beside the optimiser's
+// construction.
+func Release(o Optimizer) { o.Release() }
+
+// releaseAll releases the tensors of ts that were made.
+func releaseAll(ts ...[]*tensor.Tensor) {
+	for _, l := range ts {
+		for _, t := range l {
+			if t != nil {
+				t.Release()
+			}
 		}
 	}
 }
