@@ -5,7 +5,7 @@
 //	1 device, device/cpu, device/devicetest, cudaops
 //	2 tensor
 //	3 autograd, datasets
-//	4 nn, optim, amp
+//	4 nn, optim, amp, profile
 //	5 examples, cmd
 //
 // A sub-package belongs to its parent's layer; internal/ and tools/ are
@@ -28,7 +28,7 @@ var layers = map[string]int{
 	"device": 1, "device/cpu": 1, "device/devicetest": 1, "cudaops": 1, "safetensors": 1, "mpi": 1,
 	"tensor":   2,
 	"autograd": 3, "datasets": 3,
-	"nn": 4, "optim": 4, "amp": 4, "distributed": 4,
+	"nn": 4, "optim": 4, "amp": 4, "distributed": 4, "profile": 4,
 	"runstate": 5,
 	"examples": 6, "cmd": 6,
 }
