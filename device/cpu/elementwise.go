@@ -494,10 +494,7 @@ func reducePieces(sb *Buffer, it *iter, acc []float64, n, perPiece, plo, phi int
 				}
 				a[base] += sum
 			case 1:
-				dstRow := a[base : base+it.L]
-				for j, x := range v {
-					dstRow[j] += float64(x)
-				}
+				addWiden(a[base:base+it.L], v)
 			default:
 				for j, x := range v {
 					a[base+j*it.sa] += float64(x)
@@ -552,8 +549,16 @@ func (d *Device) Expand(dst, src device.Buffer, s device.Strides, alpha float32)
 // expandRows computes rows [lo, hi) of Expand.
 func expandRows(db, sb *Buffer, it *iter, alpha float32, lo, hi int) {
 	src, w := newRowBuf(sb, it.sa, it.L), newRowBuf(db, 1, it.L)
+	prev, prevRow := -1, 0
 	for r := lo; r < hi; r++ {
 		base, _ := it.bases(r)
+		if base == prev {
+			// A broadcast repeats the row just made (a bias over a
+			// batch): copy its stored bits instead of computing them again.
+			copyRow(db, r*it.L, prevRow*it.L, it.L)
+			continue
+		}
+		prev, prevRow = base, r
 		out := w.write(r*it.L, it.L)
 		if v := src.read(base, it.sa, it.L); len(v) == 1 {
 			x := alpha * v[0]
@@ -569,6 +574,15 @@ func expandRows(db, sb *Buffer, it *iter, alpha float32, lo, hi int) {
 	}
 	src.done()
 	w.done()
+}
+
+// copyRow copies b's n elements from src to dst, as stored.
+func copyRow(b *Buffer, dst, src, n int) {
+	if b.dt == dtype.F32 {
+		copy(b.f32[dst:dst+n], b.f32[src:src+n])
+		return
+	}
+	copy(b.u16[dst:dst+n], b.u16[src:src+n])
 }
 
 // Dropout computes dst = src * mask / (1-p) with a counter-based mask.
