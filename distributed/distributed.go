@@ -3,13 +3,25 @@
 // the model, takes its own shard of each batch ([datasets.Shard]), and
 // averages the gradients with the others before the optimiser steps, so the
 // copies stay identical. It is written against [device.Comm] and never
-// names MPI or NCCL.
+// names MPI or NCCL: an MPI communicator reduces through host memory, an
+// NCCL one (cudaops) on the GPU, and the buckets are packed and unpacked on
+// the gradients' device either way.
 //
-// The scaler composes without help: gradients are averaged before
-// GradScaler unscales them, so an overflow on any rank becomes an Inf or
-// NaN in every rank's averaged gradient and every rank skips the same step.
-// BatchNorm's running statistics are not synchronised: each rank keeps its
-// own, as DDP does by default, and rank 0's are what a saved model holds.
+// It composes with the rest of a training step as DDP does:
+//
+//   - The scaler needs no help: gradients are averaged before GradScaler
+//     unscales them, so an overflow on any rank becomes an Inf or NaN in
+//     every rank's averaged gradient and every rank skips the same step.
+//   - Gradient clipping must see the averaged gradients: call SyncGrads,
+//     then (with a scaler) Unscale, then optim.ClipGradNorm, then Step.
+//     Every rank then computes the same norm and clips alike.
+//   - Gradient checkpointing changes nothing: a recomputed segment reports
+//     its parameters' gradients when backward ends, and the result is the
+//     same, bit for bit, as without checkpointing.
+//   - BatchNorm's running statistics are not synchronised: each rank keeps
+//     its own, computed from its own shard, as DDP does by default, and rank
+//     0's are what a saved model holds. Batch statistics in training use
+//     the rank's own batch (-batch samples), not the global one.
 package distributed
 
 import (
@@ -285,38 +297,67 @@ func (d *DataParallel) SyncGrads() error {
 	return <-st.done
 }
 
-// reduceBucket averages the gradients of ps with one all-reduce of a packed
-// F32 buffer on their device.
+// reduceBucket averages the gradients of ps with one all-reduce on their
+// device: of the gradient itself when the bucket holds one parameter,
+// otherwise of an F32 buffer they are packed into and unpacked from by
+// device copies, so that nothing crosses to the host that the
+// communicator does not move there itself (NCCL reduces on the GPU).
 func (d *DataParallel) reduceBucket(ps []*autograd.Var) error {
-	n := 0
+	dev := ps[0].Value.Device()
+	if p := ps[0]; len(ps) == 1 && p.Grad != nil && p.Grad.DType() == dtype.F32 {
+		if err := d.comm.AllReduce(p.Grad.Buffer(), device.Avg); err != nil {
+			return fmt.Errorf("distributed: averaging gradients: %w", err)
+		}
+		return nil
+	}
+	n, missing := 0, false
 	for _, p := range ps {
 		n += tensor.Numel(p.Shape())
+		missing = missing || p.Grad == nil
 	}
-	dev := ps[0].Value.Device()
-	host := make([]float32, n)
+	buf := tensor.New(dev, dtype.F32, device.Temp, n)
+	defer buf.Release()
+	b := buf.Buffer()
+	if missing {
+		dev.Fill(b, 0)
+	}
 	off := 0
 	for _, p := range ps {
 		size := tensor.Numel(p.Shape())
 		if p.Grad != nil {
-			copy(host[off:off+size], p.Grad.ToHost())
+			dev.Copy(b, off, p.Grad.Buffer(), 0, size)
 		}
 		off += size
 	}
-	buf := tensor.New(dev, dtype.F32, device.Temp, n)
-	defer buf.Release()
-	dev.CopyFromHost(buf.Buffer(), host)
-	if err := d.comm.AllReduce(buf.Buffer(), device.Avg); err != nil {
+	if err := d.comm.AllReduce(b, device.Avg); err != nil {
 		return fmt.Errorf("distributed: averaging gradients: %w", err)
 	}
-	dev.CopyToHost(host, buf.Buffer())
 	off = 0
 	for _, p := range ps {
 		size := tensor.Numel(p.Shape())
 		if p.Grad == nil {
 			p.Grad = tensor.New(dev, dtype.F32, device.Grad, p.Shape()...)
 		}
-		dev.CopyFromHost(p.Grad.Buffer(), host[off:off+size])
+		dev.Copy(p.Grad.Buffer(), 0, b, off, size)
 		off += size
 	}
+	return nil
+}
+
+// AllReduceHost reduces the host values v in place across the ranks of
+// comm, through a buffer on dev: the device whose buffers comm takes (the
+// GPU for NCCL; any device for MPI). It is for the few numbers a program
+// reports over every rank, such as the sum of the losses and their count.
+func AllReduceHost(comm device.Comm, dev device.Device, v []float32, op device.ReduceOp) error {
+	if len(v) == 0 {
+		return nil
+	}
+	buf := tensor.New(dev, dtype.F32, device.Temp, len(v))
+	defer buf.Release()
+	dev.CopyFromHost(buf.Buffer(), v)
+	if err := comm.AllReduce(buf.Buffer(), op); err != nil {
+		return fmt.Errorf("distributed: reducing %d values: %w", len(v), err)
+	}
+	dev.CopyToHost(v, buf.Buffer())
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/datasets"
+	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/device/cpu"
 	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/dtype"
@@ -53,14 +54,37 @@ const steps = 6
 
 var data = datasets.Synthetic(96, []int{1, 6, 6}, 10, 3)
 
-// train runs steps of SGD on a small MLP with batches of batch samples of
-// this rank's shard (ranks processes), averaging gradients when dp is set,
-// and returns the final weights. Initialisation differs by rank: New must
-// make the copies equal. With overflowAt >= 0 and rank 1, that step's
-// loss is scaled by Inf on rank 1 alone.
-func train(t *testing.T, dp func(nn.Module) *distributed.DataParallel, rank, ranks, batch, overflowAt int, low dtype.DType) ([]safetensors.Tensor, int) {
-	dev := cpu.New()
-	rng := rand.New(rand.NewPCG(uint64(1+rank), 1))
+// config is one training run of train.
+type config struct {
+	dev         device.Device // nil: the CPU
+	rank, ranks int
+	batch       int         // per rank
+	overflowAt  int         // the step whose loss rank 1 scales by Inf, or -1
+	low         dtype.DType // autocast's dtype; F32 for none
+	attach      bool        // average while backward runs
+	segments    int         // checkpointed segments; 0 for none
+	clip        float64     // the gradients' largest norm; 0 for no clipping
+}
+
+// result is what train returns.
+type result struct {
+	weights []safetensors.Tensor
+	skipped int // steps the scaler skipped
+	clipped int // steps whose gradient norm was above c.clip
+}
+
+// train runs steps of SGD on a small MLP with batches of c.batch samples
+// of this rank's shard (c.ranks processes), averaging gradients when dp is
+// set, and returns the final weights. Initialisation differs by rank: New
+// must make the copies equal. With overflowAt >= 0, that step's loss is
+// scaled by Inf on rank 1 alone. Clipping sees the averaged gradients:
+// SyncGrads, then the scaler's Unscale, then ClipGradNorm, as with DDP.
+func train(t *testing.T, dp func(nn.Module) *distributed.DataParallel, c config) result {
+	dev := c.dev
+	if dev == nil {
+		dev = cpu.New()
+	}
+	rng := rand.New(rand.NewPCG(uint64(1+c.rank), 1))
 	model := nn.NewSequential(nn.Flatten(), nn.NewLinear(36, 16, rng), nn.ReLU(), nn.NewLinear(16, 10, rng))
 	nn.To(model, dev)
 	defer nn.Release(model)
@@ -70,29 +94,45 @@ func train(t *testing.T, dp func(nn.Module) *distributed.DataParallel, rank, ran
 	}
 	opt := optim.NewSGD(model.Params(), optim.LR(0.1), optim.Momentum(0.9))
 	defer optim.Release(opt)
-	scaler := amp.NewGradScaler(amp.For(low), amp.InitScale(256))
+	scaler := amp.NewGradScaler(amp.For(c.low), amp.InitScale(256))
 	opts := []datasets.Option{datasets.Shuffle(4), datasets.Prefetch(0)}
-	if ranks > 1 {
-		opts = append(opts, datasets.Shard(rank, ranks))
+	if c.ranks > 1 {
+		opts = append(opts, datasets.Shard(c.rank, c.ranks))
 	}
+	var res result
 	step := 0
 	for epoch := 0; step < steps; epoch++ {
-		for b := range datasets.Batches(data, batch, append(opts, datasets.Epoch(epoch))...) {
+		for b := range datasets.Batches(data, c.batch, append(opts, datasets.Epoch(epoch))...) {
 			g := autograd.NewGraph(dev)
-			if d != nil && os.Getenv("MIXPREC_DP_ATTACH") == "1" {
-				d.Attach(g) // average while backward runs
+			if d != nil && c.attach {
+				d.Attach(g)
 			}
-			if low != dtype.F32 {
-				amp.Autocast(g, low)
+			if c.low != dtype.F32 {
+				amp.Autocast(g, c.low)
 			}
-			loss := nn.CrossEntropy(g, model.Forward(g, g.Input(b.X)), b.Y)
-			if step == overflowAt && rank == 1 {
+			x := g.Input(b.X)
+			var out *autograd.Var
+			if c.segments > 0 {
+				out = nn.CheckpointSequential(g, model.Layers, c.segments, x)
+			} else {
+				out = model.Forward(g, x)
+			}
+			loss := nn.CrossEntropy(g, out, b.Y)
+			if step == c.overflowAt && c.rank == 1 {
 				loss = g.Scale(loss, float32(math.Inf(1)))
 			}
 			g.Backward(scaler.Scale(g, loss))
 			if d != nil {
 				if err := d.SyncGrads(); err != nil {
 					t.Fatal(err)
+				}
+			}
+			if c.clip > 0 {
+				if err := scaler.Unscale(opt); err != nil {
+					t.Fatal(err)
+				}
+				if norm := optim.ClipGradNorm(model.Params(), c.clip); norm > c.clip {
+					res.clipped++
 				}
 			}
 			if _, err := scaler.Step(opt); err != nil {
@@ -109,7 +149,21 @@ func train(t *testing.T, dp func(nn.Module) *distributed.DataParallel, rank, ran
 			}
 		}
 	}
-	return nn.Weights(model), scaler.Skipped()
+	res.weights, res.skipped = nn.Weights(model), scaler.Skipped()
+	return res
+}
+
+// within compares weights with F32's tolerance.
+func within(t *testing.T, what string, got *safetensors.File, want []safetensors.Tensor) {
+	t.Helper()
+	for _, w := range want {
+		g := got.Tensor(w.Name)
+		for j := range w.F32 {
+			if d := math.Abs(float64(g.F32[j] - w.F32[j])); d > 1e-5+1e-4*math.Abs(float64(w.F32[j])) {
+				t.Fatalf("%s[%d]: %s give %v, 1 rank x batch 16 gives %v", w.Name, j, what, g.F32[j], w.F32[j])
+			}
+		}
+	}
 }
 
 func TestTwoRanksMatchOneUnderMpirun(t *testing.T) {
@@ -129,33 +183,27 @@ func TestTwoRanksMatchOneUnderMpirun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log)
 			}
-			// One process, batch 16, rank 0's initialisation: the same
-			// samples per step as the two ranks of batch 8 together.
-			overflow := -1
-			want, skipped := train(t, nil, 0, 1, 16, overflow, c.low)
 			if c.overflow >= 0 {
 				if got := f.Metadata["skipped"]; got != "1" {
 					t.Errorf("ranks skipped %s steps after an overflow on rank 1 alone, want 1 on every rank", got)
 				}
 				return // the single process has no overflow to compare with
 			}
-			if f.Metadata["skipped"] != fmt.Sprint(skipped) {
-				t.Errorf("ranks skipped %s steps, one process %d", f.Metadata["skipped"], skipped)
+			// One process, batch 16, rank 0's initialisation: the same
+			// samples per step as the two ranks of batch 8 together.
+			want := train(t, nil, config{ranks: 1, batch: 16, overflowAt: -1, low: c.low})
+			if f.Metadata["skipped"] != fmt.Sprint(want.skipped) {
+				t.Errorf("ranks skipped %s steps, one process %d", f.Metadata["skipped"], want.skipped)
 			}
-			for _, w := range want {
-				g := f.Tensor(w.Name)
-				for j := range w.F32 {
-					if d := math.Abs(float64(g.F32[j] - w.F32[j])); d > 1e-5+1e-4*math.Abs(float64(w.F32[j])) {
-						t.Fatalf("%s[%d]: 2 ranks x batch 8 give %v, 1 rank x batch 16 gives %v", w.Name, j, g.F32[j], w.F32[j])
-					}
-				}
-			}
+			within(t, "2 ranks x batch 8", f, want.weights)
 		})
 	}
 }
 
-// TestChildTrain is one rank of TestTwoRanksMatchOneUnderMpirun.
-func TestChildTrain(t *testing.T) {
+// childComm opens MPI for a rank started by mpirun, or skips the test when
+// it was not.
+func childComm(t *testing.T) *mpi.Comm {
+	t.Helper()
 	if os.Getenv("MIXPREC_MPI_CHILD") != "1" {
 		t.Skip("runs as a rank under mpirun, started by its parent test")
 	}
@@ -163,35 +211,135 @@ func TestChildTrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newDP returns train's constructor of data parallelism over comm, with
+// small buckets so that a model has several.
+func newDP(t *testing.T, comm device.Comm) func(nn.Module) *distributed.DataParallel {
+	return func(m nn.Module) *distributed.DataParallel {
+		d, err := distributed.New(comm, entries(m), distributed.BucketBytes(2048))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+}
+
+// sameOnEveryRank fails unless every rank holds the same weights.
+func sameOnEveryRank(t *testing.T, c *mpi.Comm, ws []safetensors.Tensor) {
+	t.Helper()
+	for _, w := range ws {
+		avg := make([]float32, len(w.F32))
+		copy(avg, w.F32)
+		if err := c.AllReduceF32(avg, device.Avg); err != nil {
+			t.Fatal(err)
+		}
+		for j := range avg {
+			if avg[j] != w.F32[j] {
+				t.Fatalf("rank %d: %s[%d] = %v differs from the ranks' average %v", c.Rank(), w.Name, j, w.F32[j], avg[j])
+			}
+		}
+	}
+}
+
+// TestChildTrain is one rank of TestTwoRanksMatchOneUnderMpirun.
+func TestChildTrain(t *testing.T) {
+	c := childComm(t)
 	low, err := dtype.Parse(os.Getenv("MIXPREC_DP_LOW"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var overflow int
 	fmt.Sscan(os.Getenv("MIXPREC_DP_OVERFLOW"), &overflow)
-	ws, skipped := train(t, func(m nn.Module) *distributed.DataParallel {
-		d, err := distributed.New(c, entries(m), distributed.BucketBytes(2048)) // several buckets
-		if err != nil {
+	res := train(t, newDP(t, c), config{rank: c.Rank(), ranks: c.Size(), batch: 8, overflowAt: overflow, low: low,
+		attach: os.Getenv("MIXPREC_DP_ATTACH") == "1"})
+	sameOnEveryRank(t, c, res.weights)
+	if c.Rank() == 0 {
+		if err := safetensors.WriteFile(os.Getenv("MIXPREC_DP_OUT"), res.weights, map[string]string{"skipped": fmt.Sprint(res.skipped)}); err != nil {
 			t.Fatal(err)
 		}
-		return d
-	}, c.Rank(), c.Size(), 8, overflow, low)
-	// Every rank must hold the same weights; rank 0 reports them.
-	for _, w := range ws {
-		sum := make([]float32, len(w.F32))
-		copy(sum, w.F32)
-		if err := c.AllReduceF32(sum, 1); err != nil {
-			t.Fatal(err)
+	}
+}
+
+// TestCheckpointingUnderMpirun checks that data parallelism composes with
+// gradient checkpointing: on 2 ranks, a model checkpointed in 2 segments
+// ends with the same bits as without checkpointing, in F32 and under F16
+// autocast, averaging during backward (recomputed segments report their
+// gradients at the end of backward, so the buckets go in another order).
+func TestCheckpointingUnderMpirun(t *testing.T) {
+	log, err := mpirun(t, 2, "TestChildCheckpointing")
+	if err != nil || strings.Count(log, "--- PASS: TestChildCheckpointing") != 2 {
+		t.Fatalf("2 ranks under mpirun: %v\n%s", err, log)
+	}
+}
+
+// TestChildCheckpointing is one rank of TestCheckpointingUnderMpirun.
+func TestChildCheckpointing(t *testing.T) {
+	c := childComm(t)
+	for _, low := range []dtype.DType{dtype.F32, dtype.F16} {
+		cfg := config{rank: c.Rank(), ranks: c.Size(), batch: 8, overflowAt: -1, low: low, attach: true}
+		plain := train(t, newDP(t, c), cfg)
+		cfg.segments = 2
+		ckpt := train(t, newDP(t, c), cfg)
+		sameOnEveryRank(t, c, ckpt.weights)
+		if plain.skipped != ckpt.skipped {
+			t.Errorf("%v: %d steps skipped with checkpointing, %d without", low, ckpt.skipped, plain.skipped)
 		}
-		for j := range sum {
-			if sum[j] != w.F32[j] {
-				t.Fatalf("rank %d: %s[%d] = %v differs from the ranks' average %v", c.Rank(), w.Name, j, w.F32[j], sum[j])
+		for i, w := range plain.weights {
+			g := ckpt.weights[i]
+			for j := range w.F32 {
+				if math.Float32bits(g.F32[j]) != math.Float32bits(w.F32[j]) {
+					t.Fatalf("%v: %s[%d] is %v with checkpointing, %v without", low, w.Name, j, g.F32[j], w.F32[j])
+				}
 			}
 		}
 	}
+	// The programs report the loss over every rank with AllReduceHost.
+	v := []float32{float32(c.Rank() + 1), 2}
+	if err := distributed.AllReduceHost(c, cpu.New(), v, device.Sum); err != nil || v[0] != 3 || v[1] != 4 {
+		t.Errorf("AllReduceHost sum over 2 ranks: %v, %v; want [3 4]", v, err)
+	}
+}
+
+// TestClippingUnderMpirun checks that data parallelism composes with
+// gradient clipping: clipping the averaged gradients (after SyncGrads) on 2
+// ranks x batch 8 gives what 1 rank x batch 16 gives, with the same steps
+// clipped.
+func TestClippingUnderMpirun(t *testing.T) {
+	// The norms of this run lie between 0.65 and 0.75: two of the six steps
+	// clip, each norm at least 0.008 from the bound.
+	const maxNorm = 0.72
+	out := filepath.Join(t.TempDir(), "ranks.safetensors")
+	log, err := mpirun(t, 2, "TestChildClipping", "MIXPREC_DP_OUT="+out, fmt.Sprintf("MIXPREC_DP_CLIP=%g", maxNorm))
+	if err != nil {
+		t.Fatalf("2 ranks under mpirun: %v\n%s", err, log)
+	}
+	f, err := safetensors.ReadFile(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	want := train(t, nil, config{ranks: 1, batch: 16, overflowAt: -1, low: dtype.F32, clip: maxNorm})
+	t.Logf("%d of %d steps clipped at norm %g", want.clipped, steps, maxNorm)
+	if want.clipped == 0 || want.clipped == steps {
+		t.Fatalf("%d of %d steps' gradient norms were above %g: the test should clip some and leave others", want.clipped, steps, maxNorm)
+	}
+	if got := f.Metadata["clipped"]; got != fmt.Sprint(want.clipped) {
+		t.Errorf("2 ranks clipped %s steps, 1 rank %d", got, want.clipped)
+	}
+	within(t, "2 ranks x batch 8, clipped", f, want.weights)
+}
+
+// TestChildClipping is one rank of TestClippingUnderMpirun.
+func TestChildClipping(t *testing.T) {
+	c := childComm(t)
+	var maxNorm float64
+	fmt.Sscan(os.Getenv("MIXPREC_DP_CLIP"), &maxNorm)
+	res := train(t, newDP(t, c), config{rank: c.Rank(), ranks: c.Size(), batch: 8, overflowAt: -1, low: dtype.F32, attach: true, clip: maxNorm})
+	sameOnEveryRank(t, c, res.weights)
 	if c.Rank() == 0 {
-		if err := safetensors.WriteFile(os.Getenv("MIXPREC_DP_OUT"), ws, map[string]string{"skipped": fmt.Sprint(skipped)}); err != nil {
+		if err := safetensors.WriteFile(os.Getenv("MIXPREC_DP_OUT"), res.weights, map[string]string{"clipped": fmt.Sprint(res.clipped)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -207,18 +355,11 @@ func TestModelsMustMatchUnderMpirun(t *testing.T) {
 
 // TestChildMismatch is one rank of TestModelsMustMatchUnderMpirun.
 func TestChildMismatch(t *testing.T) {
-	if os.Getenv("MIXPREC_MPI_CHILD") != "1" {
-		t.Skip("runs as a rank under mpirun, started by its parent test")
-	}
-	c, err := mpi.Open(mpi.Timeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := childComm(t)
 	rng := rand.New(rand.NewPCG(1, 1))
 	model := nn.NewSequential(nn.NewLinear(36, 16+c.Rank(), rng))
 	nn.To(model, cpu.New())
 	defer nn.Release(model)
-	_, err = distributed.New(c, entries(model))
+	_, err := distributed.New(c, entries(model))
 	t.Log(err)
 }
