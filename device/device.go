@@ -24,11 +24,18 @@ type Buffer interface {
 	Category() Category
 }
 
-// Device is a backend: it allocates and frees buffers, copies to and from the
-// host, accounts memory, and runs the primitive kernels.
+// Device is a backend: its memory (buffers, host copies, accounting) and
+// the primitive kernels, in the groups of Kernels.
 type Device interface {
 	// Name identifies the backend, e.g. "cpu" or "cuda:0".
 	Name() string
+	Memory
+	Kernels
+}
+
+// Memory is the part of a backend every kernel group needs: it allocates
+// and frees buffers, copies to and from the host, and accounts memory.
+type Memory interface {
 	// Alloc returns a buffer of n elements whose contents are undefined,
 	// accounted under category c.
 	Alloc(dt dtype.DType, n int, c Category) Buffer
@@ -47,7 +54,6 @@ type Device interface {
 	ResetPeak()
 	// Sync waits for all queued work; backends that run synchronously return nil.
 	Sync() error
-	Kernels
 }
 
 // StepCaster is an optional fast path a backend may offer, found by type

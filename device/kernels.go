@@ -6,26 +6,37 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-// Kernels are the primitive operations a backend implements. Every kernel
-// takes its destination first, accepts F32, F16 and BF16 storage for every
-// floating-point operand (mixed freely unless a comment says otherwise),
-// computes and accumulates in at least float32, and rounds once when it
-// stores. Shapes are in the comments; lengths are checked by the caller
-// (package tensor and autograd), not here, except where a kernel says so.
+// Kernels are the primitive operations a backend implements, in groups a
+// backend can be brought up (and tested, see devicetest) one at a time, as
+// gonum's BLAS is split into levels. Every kernel takes its destination
+// first, accepts F32, F16 and BF16 storage for every floating-point operand
+// (mixed freely unless a comment says otherwise), computes and accumulates
+// in at least float32, and rounds once when it stores. Shapes are in the
+// comments; lengths are checked by the caller (package tensor and
+// autograd), not here, except where a kernel says so.
 //
 // Index operands (class labels, argmax results) are stored in floating-point
 // buffers as exact small integers, which keeps the dtype set to three.
 type Kernels interface {
+	ElementwiseKernels
+	LinAlgKernels
+	LossKernels
+	ConvPoolKernels
+	NormKernels
+	OptimKernels
+}
+
+// ElementwiseKernels are the kernels that work element by element (or
+// through broadcasting strides): fills, copies and conversions, arithmetic
+// of device's op tables, the sums and broadcasts between shapes, and
+// dropout.
+type ElementwiseKernels interface {
 	// Fill sets every element of dst to v.
 	Fill(dst Buffer, v float32)
 	// Copy copies n elements from src[srcOff:] to dst[dstOff:], converting
 	// between dtypes. dst and src must not overlap unless they are the same
 	// buffer with equal offsets.
 	Copy(dst Buffer, dstOff int, src Buffer, srcOff, n int)
-	// Gemm computes dst = Alpha*op(a)*op(b) + Beta*dst for each of p.Batch
-	// matrices. All matrices are contiguous and row-major. Beta == 0 does not
-	// read dst.
-	Gemm(dst, a, b Buffer, p GemmParams)
 	// Axpby computes dst = alpha*x + beta*y elementwise; all have dst's
 	// length. dst may be x or y. beta == 0 does not read y.
 	Axpby(dst, x, y Buffer, alpha, beta float32)
@@ -34,9 +45,10 @@ type Kernels interface {
 	Binary(op BinaryOp, dst, a, b Buffer, s Strides)
 	// Unary computes dst = op(src) elementwise, with op's scalar parameter alpha.
 	Unary(op UnaryOp, dst, src Buffer, alpha float32)
-	// UnaryGrad computes dst = dy * op'(...) for the activations whose
-	// derivative is not a plain product: ReLU, Tanh and Sigmoid read their
-	// output y, GELU its input x. in is whichever the op needs.
+	// UnaryGrad computes dst = dy * op'(in) for the ops whose row of the op
+	// table has a gradient rule (the activations, whose derivative is not a
+	// plain product): in is their output y or their input x, as the row's
+	// Grad says.
 	UnaryGrad(op UnaryOp, dst, dy, in Buffer)
 	// Reduce sums src (shape s.Shape, contiguous) into dst through s.A: every
 	// source element i adds to dst[offset(i, s.A)], so a stride of 0 marks a
@@ -45,6 +57,24 @@ type Kernels interface {
 	// Expand is Reduce's adjoint: dst (shape s.Shape, contiguous) gets
 	// alpha * src[offset(i, s.A)], broadcasting src along stride-0 dimensions.
 	Expand(dst, src Buffer, s Strides, alpha float32)
+	// Dropout computes dst = src * mask / (1-p), where mask[i] = 1 when
+	// Uniform(key, i) >= p. The mask is a pure function of (key, i), so the
+	// same call on dy gives the backward pass, and a recomputation gives the
+	// same mask.
+	Dropout(dst, src Buffer, p float32, key RandKey)
+}
+
+// LinAlgKernels are the matrix products.
+type LinAlgKernels interface {
+	// Gemm computes dst = Alpha*op(a)*op(b) + Beta*dst for each of p.Batch
+	// matrices. All matrices are contiguous and row-major. Beta == 0 does not
+	// read dst.
+	Gemm(dst, a, b Buffer, p GemmParams)
+}
+
+// LossKernels are the row-wise kernels of a classifier's head: log-softmax,
+// cross-entropy, and the argmax that scores its predictions.
+type LossKernels interface {
 	// LogSoftmax computes dst = src - logsumexp(src) along each row.
 	// dst, src (rows, cols)
 	LogSoftmax(dst, src Buffer, rows, cols int)
@@ -61,17 +91,11 @@ type Kernels interface {
 	// Argmax writes the index of each row's largest element (the first on
 	// ties). dst (rows), src (rows, cols)
 	Argmax(dst, src Buffer, rows, cols int)
-	// SGD updates parameter p in place from gradient g with PyTorch's SGD
-	// algorithm; mom (p's length) is the momentum buffer, unused (may be nil)
-	// when h.Momentum is 0. p, g and mom must be F32.
-	SGD(p, g, mom Buffer, h SGDParams)
-	// Adam updates p in place with PyTorch's Adam (or AdamW when h.Decoupled);
-	// m and v are the first and second moments. All F32.
-	Adam(p, g, m, v Buffer, h AdamParams)
-	// UnscaleCheck multiplies every element of every buffer in grads by inv
-	// and reports whether any element was Inf or NaN (before or after). It is
-	// GradScaler's fused unscale; grads must be F32.
-	UnscaleCheck(grads []Buffer, inv float32) (nonFinite bool)
+}
+
+// ConvPoolKernels are the image kernels: im2col and its adjoint, which
+// turn a convolution into GEMMs, and max and average pooling.
+type ConvPoolKernels interface {
 	// Im2Col unrolls images [s.N0, s.N0+s.NB) of x (N, C, H, W) into col
 	// (NB, C*KH*KW, OH*OW), zero where the window covers padding.
 	Im2Col(col, x Buffer, s ConvShape)
@@ -93,6 +117,11 @@ type Kernels interface {
 	AvgPool(y, x Buffer, s PoolShape)
 	// AvgPoolGrad spreads dy evenly over each window.
 	AvgPoolGrad(dx, dy Buffer, s PoolShape)
+}
+
+// NormKernels are batch normalisation's: per-channel statistics, the
+// normalisation, and its gradient in training mode.
+type NormKernels interface {
 	// Moments computes the per-channel mean and biased variance of x
 	// (n, c, hw) over the n and hw dimensions. mean, variance (c) must be F32.
 	Moments(mean, variance, x Buffer, n, c, hw int)
@@ -103,11 +132,22 @@ type Kernels interface {
 	// (mean and invstd are the batch's own statistics): dx, and dgamma and
 	// dbeta (c, F32, overwritten).
 	BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma Buffer, n, c, hw int)
-	// Dropout computes dst = src * mask / (1-p), where mask[i] = 1 when
-	// Uniform(key, i) >= p. The mask is a pure function of (key, i), so the
-	// same call on dy gives the backward pass, and a recomputation gives the
-	// same mask.
-	Dropout(dst, src Buffer, p float32, key RandKey)
+}
+
+// OptimKernels are the optimisers' fused update steps and GradScaler's
+// fused unscale-and-check, all on F32 buffers.
+type OptimKernels interface {
+	// SGD updates parameter p in place from gradient g with PyTorch's SGD
+	// algorithm; mom (p's length) is the momentum buffer, unused (may be nil)
+	// when h.Momentum is 0. p, g and mom must be F32.
+	SGD(p, g, mom Buffer, h SGDParams)
+	// Adam updates p in place with PyTorch's Adam (or AdamW when h.Decoupled);
+	// m and v are the first and second moments. All F32.
+	Adam(p, g, m, v Buffer, h AdamParams)
+	// UnscaleCheck multiplies every element of every buffer in grads by inv
+	// and reports whether any element was Inf or NaN (before or after). It is
+	// GradScaler's fused unscale; grads must be F32.
+	UnscaleCheck(grads []Buffer, inv float32) (nonFinite bool)
 }
 
 // GemmParams describes a (batched) GEMM: for b in [0, Batch),

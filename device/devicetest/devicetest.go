@@ -10,8 +10,17 @@
 // the memory accounting (live and peak bytes by category and dtype) and the
 // panics on double Free and use after Free.
 //
+// A backend can also be brought up a group of device.Kernels at a time:
+// RunMemory, RunElementwise, RunLinAlg, RunLoss, RunOptim, RunConvPool and
+// RunNorm each run Run's checks of one group, calling no kernel outside it.
+// A backend type that embeds the groups it does not implement yet as nil
+// interfaces is a device.Device and passes the groups it does.
+//
 // The references are independent of the CPU backend, which this suite tests
-// like any other. Inputs are drawn with fixed seeds and rounded to their
+// like any other, except that the elementwise ops' references are the
+// float64 rows of device's op tables, which the CPU evaluates itself for
+// the transcendental ops (rounding once to float32): there the suite checks
+// the CPU's conversions and splitting, other backends' arithmetic. Inputs are drawn with fixed seeds and rounded to their
 // storage dtype first, so a reference computes on exactly what the device
 // stores; its result is rounded to the destination dtype and compared with
 // DESIGN.md's one tolerance rule, |got-want| <= atol + rtol*|want| (see
@@ -50,62 +59,120 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-// Run runs the whole suite, one subtest per kernel group, then per dtype
-// combination and per case.
+// family is a part of the contract the suite tests on its own: the memory
+// of device.Device, or one group of device.Kernels.
+type family uint8
+
+const (
+	memory family = iota
+	elementwise
+	linAlg
+	loss
+	optimKernels
+	convPool
+	norm
+)
+
+// tests are the suite's subtests, each of one family, in the order Run
+// runs them. A family's tests use the device's memory and that family's
+// kernels and nothing else (TestCPUByFamily in cpu_test.go holds them to
+// it), except Memory's checks that kernels reject a freed buffer, which
+// use Fill, Copy and Unary.
+var tests = []struct {
+	name string
+	fam  family
+	fn   func(t *testing.T, dev device.Device)
+}{
+	{"Memory", memory, testMemory},
+	{"HostCopy", memory, testHostCopy},
+	{"Fill", elementwise, testFill},
+	{"Copy", elementwise, testCopy},
+	{"Gemm", linAlg, testGemm},
+	{"Axpby", elementwise, testAxpby},
+	{"Binary", elementwise, testBinary},
+	{"Unary", elementwise, testUnary},
+	{"UnaryGrad", elementwise, testUnaryGrad},
+	{"Reduce", elementwise, testReduce},
+	{"Expand", elementwise, testExpand},
+	{"ReduceExpandAdjoint", elementwise, testReduceExpandAdjoint},
+	{"LogSoftmax", loss, testLogSoftmax},
+	{"LogSoftmaxGrad", loss, testLogSoftmaxGrad},
+	{"CrossEntropy", loss, testCrossEntropy},
+	{"CrossEntropyGrad", loss, testCrossEntropyGrad},
+	{"Argmax", loss, testArgmax},
+	{"SGD", optimKernels, testSGD},
+	{"Adam", optimKernels, testAdam},
+	{"UnscaleCheck", optimKernels, testUnscaleCheck},
+	{"Im2Col", convPool, testIm2Col},
+	{"Col2Im", convPool, testCol2Im},
+	{"Im2ColAdjoint", convPool, testIm2ColAdjoint},
+	{"MaxPool", convPool, testMaxPool},
+	{"MaxPoolGrad", convPool, testMaxPoolGrad},
+	{"AvgPool", convPool, testAvgPool},
+	{"AvgPoolGrad", convPool, testAvgPoolGrad},
+	{"AvgPoolAdjoint", convPool, testAvgPoolAdjoint},
+	{"Moments", norm, testMoments},
+	{"BatchNorm", norm, testBatchNorm},
+	{"BatchNormGrad", norm, testBatchNormGrad},
+	{"Dropout", elementwise, testDropout},
+}
+
+// Run runs the whole suite, one subtest per kernel (or per part of the
+// memory contract), then per dtype combination and per case.
 //
-// open is called once per group and may return the same device every time
-// (a backend whose device is expensive to open should share one). The suite
-// frees every buffer it allocates, and its memory checks work on differences
-// from what the device held before, so the device may hold other buffers;
-// nothing else may use it while Run runs.
+// open is called once per subtest and may return the same device every
+// time (a backend whose device is expensive to open should share one). The
+// suite frees every buffer it allocates, and its memory checks work on
+// differences from what the device held before, so the device may hold
+// other buffers; nothing else may use it while Run runs.
 func Run(t *testing.T, open func() device.Device) {
-	groups := []struct {
-		name string
-		fn   func(t *testing.T, dev device.Device)
-	}{
-		{"Memory", testMemory},
-		{"HostCopy", testHostCopy},
-		{"Fill", testFill},
-		{"Copy", testCopy},
-		{"Gemm", testGemm},
-		{"Axpby", testAxpby},
-		{"Binary", testBinary},
-		{"Unary", testUnary},
-		{"UnaryGrad", testUnaryGrad},
-		{"Reduce", testReduce},
-		{"Expand", testExpand},
-		{"ReduceExpandAdjoint", testReduceExpandAdjoint},
-		{"LogSoftmax", testLogSoftmax},
-		{"LogSoftmaxGrad", testLogSoftmaxGrad},
-		{"CrossEntropy", testCrossEntropy},
-		{"CrossEntropyGrad", testCrossEntropyGrad},
-		{"Argmax", testArgmax},
-		{"SGD", testSGD},
-		{"Adam", testAdam},
-		{"UnscaleCheck", testUnscaleCheck},
-		{"Im2Col", testIm2Col},
-		{"Col2Im", testCol2Im},
-		{"Im2ColAdjoint", testIm2ColAdjoint},
-		{"MaxPool", testMaxPool},
-		{"MaxPoolGrad", testMaxPoolGrad},
-		{"AvgPool", testAvgPool},
-		{"AvgPoolGrad", testAvgPoolGrad},
-		{"AvgPoolAdjoint", testAvgPoolAdjoint},
-		{"Moments", testMoments},
-		{"BatchNorm", testBatchNorm},
-		{"BatchNormGrad", testBatchNormGrad},
-		{"Dropout", testDropout},
-	}
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
 			dev := open()
 			if dev == nil {
 				t.Fatal("open returned a nil device")
 			}
-			g.fn(t, dev)
+			tc.fn(t, dev)
 		})
 	}
 }
+
+// runFamily runs the subtests of Run that belong to f, on dev.
+func runFamily(t *testing.T, dev device.Device, f family) {
+	t.Helper()
+	if dev == nil {
+		t.Fatal("devicetest: nil device")
+	}
+	for _, tc := range tests {
+		if tc.fam == f {
+			t.Run(tc.name, func(t *testing.T) { tc.fn(t, dev) })
+		}
+	}
+}
+
+// RunMemory runs Run's checks of the device's memory: accounting, host
+// copies, and the panics on a double Free and on use after Free (including
+// by Fill, Copy and Unary, which a backend without its elementwise kernels
+// yet passes by panicking in any way).
+func RunMemory(t *testing.T, dev device.Device) { runFamily(t, dev, memory) }
+
+// RunElementwise runs Run's checks of device.ElementwiseKernels.
+func RunElementwise(t *testing.T, dev device.Device) { runFamily(t, dev, elementwise) }
+
+// RunLinAlg runs Run's checks of device.LinAlgKernels.
+func RunLinAlg(t *testing.T, dev device.Device) { runFamily(t, dev, linAlg) }
+
+// RunLoss runs Run's checks of device.LossKernels.
+func RunLoss(t *testing.T, dev device.Device) { runFamily(t, dev, loss) }
+
+// RunOptim runs Run's checks of device.OptimKernels.
+func RunOptim(t *testing.T, dev device.Device) { runFamily(t, dev, optimKernels) }
+
+// RunConvPool runs Run's checks of device.ConvPoolKernels.
+func RunConvPool(t *testing.T, dev device.Device) { runFamily(t, dev, convPool) }
+
+// RunNorm runs Run's checks of device.NormKernels.
+func RunNorm(t *testing.T, dev device.Device) { runFamily(t, dev, norm) }
 
 // Tolerance returns the (atol, rtol) of DESIGN.md §6 for results stored as
 // dt: F32 (1e-5, 1e-4), F16 (1e-3, 1e-2), BF16 (1e-3, 2e-2).
