@@ -14,26 +14,11 @@ func TestCPU(t *testing.T) {
 	devicetest.Run(t, func() device.Device { return cpu.New() })
 }
 
-// partial is a backend brought up a group at a time: the CPU's memory and
-// only the kernel groups set; the others are nil, and calling one of
-// their kernels panics.
-type partial struct {
-	device.Memory
-	device.ElementwiseKernels
-	device.LinAlgKernels
-	device.LossKernels
-	device.ConvPoolKernels
-	device.NormKernels
-	device.OptimKernels
-}
-
-func (partial) Name() string { return "cpu, partly" }
-
 // TestCPUByFamily runs each group's function on a device that has the
-// CPU's memory and that group of kernels alone, so a check that calls a
-// kernel of another group fails (its panic is reported as the case's
-// failure): each function tests what a backend brought up to that group
-// has.
+// CPU's memory and that group of kernels alone (an early backend, as in
+// ExampleRunElementwise), so a check that calls a kernel of another group
+// fails (its panic is reported as the case's failure): each function tests
+// what a backend brought up to that group has.
 func TestCPUByFamily(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the suite a second time")
@@ -47,12 +32,12 @@ func TestCPUByFamily(t *testing.T) {
 		// The memory checks compare a buffer's Device() with the device
 		// that allocated it, which only the CPU device itself is.
 		{"Memory", devicetest.RunMemory, d},
-		{"Elementwise", devicetest.RunElementwise, partial{Memory: d, ElementwiseKernels: d}},
-		{"LinAlg", devicetest.RunLinAlg, partial{Memory: d, LinAlgKernels: d}},
-		{"Loss", devicetest.RunLoss, partial{Memory: d, LossKernels: d}},
-		{"Optim", devicetest.RunOptim, partial{Memory: d, OptimKernels: d}},
-		{"ConvPool", devicetest.RunConvPool, partial{Memory: d, ConvPoolKernels: d}},
-		{"Norm", devicetest.RunNorm, partial{Memory: d, NormKernels: d}},
+		{"Elementwise", devicetest.RunElementwise, early{Memory: d, ElementwiseKernels: d}},
+		{"LinAlg", devicetest.RunLinAlg, early{Memory: d, LinAlgKernels: d}},
+		{"Loss", devicetest.RunLoss, early{Memory: d, LossKernels: d}},
+		{"Optim", devicetest.RunOptim, early{Memory: d, OptimKernels: d}},
+		{"ConvPool", devicetest.RunConvPool, early{Memory: d, ConvPoolKernels: d}},
+		{"Norm", devicetest.RunNorm, early{Memory: d, NormKernels: d}},
 	}
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) { f.run(t, f.dev) })
