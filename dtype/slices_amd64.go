@@ -63,10 +63,59 @@ var avx2Converters = converters{
 	},
 }
 
+//go:noescape
+func encodeF16AVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func decodeF16AVX512(dst *float32, src *uint16, n int)
+
+//go:noescape
+func encodeBF16AVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func decodeBF16AVX512(dst *float32, src *uint16, n int)
+
+// avx512Converters take any length in assembly, the last len%16 elements
+// in one masked step, so that the many short rows a blocked GEMM or a
+// row-wise kernel converts pay no Go tail loop (which cost more than the
+// vector part on rows of about a hundred elements). They use the same
+// instructions and rounding as avx2Converters, on sixteen lanes.
+var avx512Converters = converters{
+	name: "avx512",
+	encodeF16: func(dst []uint16, src []float32) {
+		if len(src) > 0 {
+			_ = dst[len(src)-1]
+			encodeF16AVX512(&dst[0], &src[0], len(src))
+		}
+	},
+	decodeF16: func(dst []float32, src []uint16) {
+		if len(src) > 0 {
+			_ = dst[len(src)-1]
+			decodeF16AVX512(&dst[0], &src[0], len(src))
+		}
+	},
+	encodeBF16: func(dst []uint16, src []float32) {
+		if len(src) > 0 {
+			_ = dst[len(src)-1]
+			encodeBF16AVX512(&dst[0], &src[0], len(src))
+		}
+	},
+	decodeBF16: func(dst []float32, src []uint16) {
+		if len(src) > 0 {
+			_ = dst[len(src)-1]
+			decodeBF16AVX512(&dst[0], &src[0], len(src))
+		}
+	},
+}
+
 func init() {
 	// HasF16C does not include the OS check for YMM state; HasAVX2 does.
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		available = append(available, avx2Converters)
+	}
+	// The masked 16-bit moves on 256-bit registers need AVX512BW and VL.
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasF16C {
+		available = append(available, avx512Converters)
 	}
 	use(available[len(available)-1])
 }
