@@ -13,6 +13,7 @@ import (
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/cudaops"
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/device/cpu"
@@ -362,4 +363,117 @@ func TestChildMismatch(t *testing.T) {
 	defer nn.Release(model)
 	_, err := distributed.New(c, entries(model))
 	t.Log(err)
+}
+
+// cudaForNCCL returns the CUDA device with NCCL loadable, or skips the test
+// saying which is missing (a GPU machine's run sets MIXPREC_REQUIRE_CUDA=1
+// to make a missing GPU a failure).
+func cudaForNCCL(t *testing.T) device.Device {
+	t.Helper()
+	dev, err := device.Open("cuda")
+	if err != nil {
+		if os.Getenv("MIXPREC_REQUIRE_CUDA") == "1" {
+			t.Fatalf("MIXPREC_REQUIRE_CUDA=1 but no GPU: %v", err)
+		}
+		t.Skipf("no GPU: %v", err)
+	}
+	if _, err := cudaops.NewNCCLID(); err != nil {
+		t.Skipf("NCCL not tested: %v", err)
+	}
+	return dev
+}
+
+// TestNCCLRanksMatchOne is TestTwoRanksMatchOneUnderMpirun on two GPUs
+// with NCCL: two processes of batch 8, one per GPU, joined by an ID this
+// process makes, end where one process of batch 16 on one GPU does; and an
+// overflow on rank 1 alone makes both skip the step.
+func TestNCCLRanksMatchOne(t *testing.T) {
+	dev := cudaForNCCL(t)
+	if d, err := cudaops.Open(1, cudaops.Options{}); err != nil {
+		t.Skipf("needs 2 GPUs: %v", err)
+	} else {
+		d.Close()
+	}
+	for _, c := range []struct {
+		low      dtype.DType
+		overflow int
+	}{{dtype.F32, -1}, {dtype.F16, 2}} {
+		t.Run(c.low.String(), func(t *testing.T) {
+			id, err := cudaops.NewNCCLID() // this process hosts the ranks' rendezvous
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "ranks.safetensors")
+			var procs [2]*exec.Cmd
+			var logs [2]strings.Builder
+			for r := range procs {
+				cmd := exec.Command(os.Args[0], "-test.run", "^TestChildNCCLTrain$", "-test.v")
+				cmd.Env = append(os.Environ(), "MIXPREC_NCCL_CHILD=1", "MIXPREC_NCCL_ID="+id.String(),
+					fmt.Sprintf("RANK=%d", r), "WORLD_SIZE=2", fmt.Sprintf("MIXPREC_CUDA_DEVICE=%d", r),
+					"MIXPREC_DP_OUT="+out, "MIXPREC_DP_LOW="+c.low.String(), fmt.Sprintf("MIXPREC_DP_OVERFLOW=%d", c.overflow))
+				cmd.Stdout, cmd.Stderr = &logs[r], &logs[r]
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				procs[r] = cmd
+			}
+			for r, cmd := range procs {
+				if err := cmd.Wait(); err != nil {
+					t.Fatalf("rank %d: %v\n%s", r, err, logs[r].String())
+				}
+			}
+			f, err := safetensors.ReadFile(out)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, logs[0].String())
+			}
+			if c.overflow >= 0 {
+				if got := f.Metadata["skipped"]; got != "1" {
+					t.Errorf("ranks skipped %s steps after an overflow on rank 1 alone, want 1 on every rank", got)
+				}
+				return
+			}
+			want := train(t, nil, config{dev: dev, ranks: 1, batch: 16, overflowAt: -1, low: c.low})
+			within(t, "2 GPUs x batch 8 over NCCL", f, want.weights)
+		})
+	}
+}
+
+// TestChildNCCLTrain is one rank of TestNCCLRanksMatchOne.
+func TestChildNCCLTrain(t *testing.T) {
+	if os.Getenv("MIXPREC_NCCL_CHILD") != "1" {
+		t.Skip("runs as one rank of an NCCL job, started by its parent test")
+	}
+	dev, err := device.Open("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cudaops.OpenNCCLFromEnv(dev.(*cudaops.Device), cudaops.NCCLTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	low, err := dtype.Parse(os.Getenv("MIXPREC_DP_LOW"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var overflow int
+	fmt.Sscan(os.Getenv("MIXPREC_DP_OVERFLOW"), &overflow)
+	res := train(t, newDP(t, c), config{dev: dev, rank: c.Rank(), ranks: c.Size(), batch: 8, overflowAt: overflow, low: low, attach: true})
+	// Every rank must hold the same weights.
+	for _, w := range res.weights {
+		avg := append([]float32(nil), w.F32...)
+		if err := distributed.AllReduceHost(c, dev, avg, device.Avg); err != nil {
+			t.Fatal(err)
+		}
+		for j := range avg {
+			if avg[j] != w.F32[j] {
+				t.Fatalf("rank %d: %s[%d] = %v differs from the ranks' average %v", c.Rank(), w.Name, j, w.F32[j], avg[j])
+			}
+		}
+	}
+	if c.Rank() == 0 {
+		if err := safetensors.WriteFile(os.Getenv("MIXPREC_DP_OUT"), res.weights, map[string]string{"skipped": fmt.Sprint(res.skipped)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
