@@ -34,6 +34,7 @@ import (
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/profile"
 	"github.com/mixprec/mixprec/runstate"
 )
 
@@ -60,11 +61,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	st.Register(fs)
 	var dist cli.DistFlags
 	dist.Register(fs)
+	var pf cli.ProfileFlags
+	pf.Register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := st.Check(); err != nil {
 		return err
+	}
+	if err := pf.Check(); err != nil {
+		return err
+	}
+	if st.Eval != "" && (pf.On() || pf.Metrics != "") {
+		return cli.Usagef("-eval only evaluates: -profile, -trace and -metrics are about training")
 	}
 	spec := f.Resolve(fs)
 	recipe := spec.Train
@@ -95,6 +104,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if rank != 0 {
 			stdout, stderr = io.Discard, io.Discard
 			st.Save, st.SaveEvery = "", 0
+			pf = cli.ProfileFlags{} // rank 0 profiles and writes for the run
 		}
 	}
 	// Every batch is full (DropLast), so a batch larger than the training
@@ -176,6 +186,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	rec, err := train.NewRecorder(pf, dev, profile.RunInfo{Label: train.Label(f.AMP, f.Checkpoint), Program: "cifar",
+		Model: f.Model, AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(), Batch: f.Batch, Seed: f.Seed})
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	step.Prof = rec.Prof
 
 	log("cifar10: %s, %d parameters, SGD nesterov lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
 		spec.Name, nn.CountParams(net), f.LR, wd, f.Batch, dev.Name(), f.AMP, f.Checkpoint)
@@ -201,12 +218,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		start := time.Now()
 		sum, n := 0.0, 0
 		opts := append([]datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch),
-			datasets.Workers(workers), datasets.Augment(datasets.RandomCropFlip(4))}, shard...)
+			datasets.Workers(workers), datasets.Augment(datasets.RandomCropFlip(4)), rec.Prof.Loader()}, shard...)
 		if epoch == pos.Epoch && pos.Batch > 0 { // resumed mid-epoch: the sums so far come with it
 			sum, n = pos.Sums["loss"], pos.Counts["loss"]
 			opts = append(opts, datasets.From(pos.Batch))
 		}
-		for b := range datasets.Batches(trainSet, f.Batch, opts...) {
+		for b := range rec.Prof.Steps(datasets.Batches(trainSet, f.Batch, opts...)) {
 			optim.Apply(opt, schedule, steps)
 			l, err := step.Run(b.X, b.Y)
 			if err != nil {
@@ -219,6 +236,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			n++
 			steps++
 			done++
+			rec.Step(steps, epoch+1, l, opt.LR(), scaler, len(b.Y)*ranks)
 			if math.IsNaN(l) || math.IsInf(l, 0) {
 				diverged = &cli.Diverged{Step: steps, Epoch: epoch + 1, Loss: l} // see examples/mnist
 				break
@@ -250,6 +268,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 		acc = train.Evaluate(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
+		rec.Eval(steps, epoch+1, acc)
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s, %.1f ms/step", epoch+1, lastLoss,
 			100*acc, float64(done*f.Batch)/max(trainTime, 1e-9), 1000*trainTime/float64(max(done, 1)))
@@ -270,8 +289,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}
+	if err := rec.Finish(stderr); err != nil {
+		return err
+	}
 	if f.JSON {
-		if err := cli.PrintJSON(stdout, s); err != nil {
+		if err := cli.PrintJSON(stdout, rec.Summary(s)); err != nil {
 			return err
 		}
 	} else {

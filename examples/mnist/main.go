@@ -40,6 +40,7 @@ import (
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/profile"
 	"github.com/mixprec/mixprec/runstate"
 )
 
@@ -70,11 +71,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	st.Register(fs)
 	var dist cli.DistFlags
 	dist.Register(fs)
+	var pf cli.ProfileFlags
+	pf.Register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := st.Check(); err != nil {
 		return err
+	}
+	if err := pf.Check(); err != nil {
+		return err
+	}
+	if st.Eval != "" && (pf.On() || pf.Metrics != "") {
+		return cli.Usagef("-eval only evaluates: -profile, -trace and -metrics are about training")
 	}
 	spec := f.Resolve(fs)
 	recipe := spec.Train
@@ -96,6 +105,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if rank != 0 {
 			stdout, stderr = io.Discard, io.Discard
 			st.Save, st.SaveEvery = "", 0
+			pf = cli.ProfileFlags{} // rank 0 profiles and writes for the run
 		}
 	}
 	trainSet, testSet, err := load(dataset, f.Data)
@@ -144,6 +154,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// -profile, -trace and -metrics: rec.Prof is nil without the first two,
+	// and then costs the loop nothing.
+	rec, err := train.NewRecorder(pf, dev, profile.RunInfo{Label: train.Label(f.AMP, f.Checkpoint), Program: "mnist",
+		Model: f.Model, AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(), Batch: f.Batch, Seed: f.Seed})
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	prof := rec.Prof
 
 	log := func(format string, a ...any) {
 		if !f.JSON {
@@ -162,7 +181,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	batchOpts := func(epoch int) []datasets.Option {
-		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch)}
+		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), prof.Loader()}
 		if ranks > 1 {
 			opts = append(opts, datasets.Shard(rank, ranks))
 		}
@@ -195,12 +214,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			sum, n = pos.Sums["loss"], pos.Counts["loss"]
 			opts = append(opts, datasets.From(pos.Batch))
 		}
-		for b := range datasets.Batches(trainSet, f.Batch, opts...) {
+		for b := range prof.Steps(datasets.Batches(trainSet, f.Batch, opts...)) { // prof times the wait for each batch
 			if done() {
 				break
 			}
 			optim.Apply(opt, schedule, steps)
-			g := autograd.NewGraph(dev)
+			g := autograd.NewGraph(dev, prof.Graph()) // and each op of the step
 			if dp != nil {
 				dp.Attach(g) // average gradients over the ranks while backward runs
 			}
@@ -210,11 +229,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 			loss := nn.CrossEntropy(g, forward(g, g.Input(b.X)), b.Y)
 			g.Backward(scaler.Scale(g, loss))
 			if dp != nil {
-				if err := dp.SyncGrads(); err != nil { // the rest of the average, before the scaler looks for Inf/NaN
+				if err := prof.Phase(profile.Comm, dp.SyncGrads); err != nil { // the rest of the average, before the scaler looks for Inf/NaN
 					return err
 				}
 			}
-			if _, err := scaler.Step(opt); err != nil {
+			// Unscaling apart from Step, as gradient clipping would, lets
+			// the profile time the two apart.
+			if err := prof.Phase(profile.Unscale, func() error { return scaler.Unscale(opt) }); err != nil {
+				return err
+			}
+			if err := prof.Phase(profile.Optim, func() error { _, err := scaler.Step(opt); return err }); err != nil {
 				return err
 			}
 			if err := scaler.Update(); err != nil {
@@ -231,6 +255,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			n++
 			steps++
 			samples += len(b.Y) * ranks
+			rec.Step(steps, epoch+1, l, opt.LR(), scaler, len(b.Y)*ranks) // -metrics
 			if math.IsNaN(l) || math.IsInf(l, 0) {
 				// Steps on NaN weights teach nothing: stop and report. An
 				// overflow the scaler skips shows in the gradients, not here:
@@ -262,6 +287,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 		acc = train.Evaluate(dev, net, testSet, 1000, useAMP, lowType)
+		rec.Eval(steps, epoch+1, acc)
 		dev.ResetPeak()
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss,
 			100*acc, float64(samples)/max(trainTime, 1e-9))
@@ -285,8 +311,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}
+	if err := rec.Finish(stderr); err != nil { // the profile's table, the trace and metrics files
+		return err
+	}
 	if f.JSON {
-		if err := cli.PrintJSON(stdout, s); err != nil {
+		if err := cli.PrintJSON(stdout, rec.Summary(s)); err != nil {
 			return err
 		}
 	} else {

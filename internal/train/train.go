@@ -16,6 +16,7 @@ import (
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/profile"
 	"github.com/mixprec/mixprec/tensor"
 )
 
@@ -36,6 +37,9 @@ type Step struct {
 	// finishes there.
 	Attach func(*autograd.Graph)
 	Sync   func() error
+	// Prof, when set, times the step's ops, the gradients' averaging
+	// (Sync), the scaler's unscale and the optimiser's step.
+	Prof *profile.Profiler
 }
 
 // Run takes one step on the batch x (N, sample...) with labels y and
@@ -45,7 +49,7 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	if s.Segments < 0 {
 		panic(fmt.Sprintf("train.Step: %d checkpoint segments; want 0 (none) or more", s.Segments))
 	}
-	g := autograd.NewGraph(s.Dev)
+	g := autograd.NewGraph(s.Dev, s.Prof.Graph())
 	defer g.Release()
 	if s.Attach != nil {
 		s.Attach(g)
@@ -63,11 +67,16 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	loss := nn.CrossEntropy(g, logits, y)
 	g.Backward(s.Scaler.Scale(g, loss))
 	if s.Sync != nil {
-		if err := s.Sync(); err != nil {
+		if err := s.Prof.Phase(profile.Comm, s.Sync); err != nil {
 			return 0, err
 		}
 	}
-	if _, err := s.Scaler.Step(s.Opt); err != nil {
+	// Unscaled apart from Step (which would do it) so that a profile
+	// shows the two apart.
+	if err := s.Prof.Phase(profile.Unscale, func() error { return s.Scaler.Unscale(s.Opt) }); err != nil {
+		return 0, err
+	}
+	if err := s.Prof.Phase(profile.Optim, func() error { _, err := s.Scaler.Step(s.Opt); return err }); err != nil {
 		return 0, err
 	}
 	if err := s.Scaler.Update(); err != nil {

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
+)
+
+// TestProfileFlags trains ResNet-20 for a few steps on synthetic data with
+// -profile, -trace and -metrics: the table on standard error, a trace with
+// the convolutions, batch normalisation and the loader's two workers, and
+// one metrics line per step.
+func TestProfileFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains ResNet-20 for a few steps")
+	}
+	dir := t.TempDir()
+	trace, metrics := filepath.Join(dir, "t.json"), filepath.Join(dir, "m.jsonl")
+	var out, errb bytes.Buffer
+	if err := run([]string{"-synthetic", "-max-steps", "3", "-batch", "8", "-amp", "bf16",
+		"-profile", "-trace", trace, "-metrics", metrics}, &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"profile: 3 steps on cpu", "conv ", "batch_norm ", "optimizer ", "Compute time (cpu): "} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tf struct {
+		TraceEvents []struct {
+			Name, Ph, Cat string
+			Tid           int
+			Args          map[string]any
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &tf); err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	seen := map[string]bool{}
+	tracks := map[string]bool{}
+	for _, e := range tf.TraceEvents {
+		switch {
+		case e.Ph == "M" && e.Name == "thread_name":
+			tracks[e.Args["name"].(string)] = true
+		case e.Ph == "X" && e.Cat != "loader" && e.Cat != "step":
+			seen[e.Args["op"].(string)+" "+e.Args["phase"].(string)] = true
+		}
+	}
+	for _, want := range []string{"conv forward", "conv backward", "batch_norm forward", "batch_norm backward",
+		"linear forward", "cast forward", "data wait", "optimizer step"} {
+		if !seen[want] {
+			t.Errorf("no %s event in the trace", want)
+		}
+	}
+	if !tracks["training loop"] || !tracks["loader worker 0"] && !tracks["loader worker 1"] {
+		t.Errorf("tracks %v; want the training loop and the loader's workers", tracks)
+	}
+	f, err := os.Open(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	steps := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"kind":"step"`) {
+			steps++
+		}
+	}
+	if steps != 3 {
+		t.Errorf("%d step lines, want 3", steps)
+	}
+}
+
+// TestProfileFlagErrors: bad -trace and -metrics values are refused before
+// any work, in one line naming the flag.
+func TestProfileFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"-trace", filepath.Join(dir, "nodir", "t.json")}, {"-metrics", dir}, {"-metrics", "x.jsonl", "-trace", "x.jsonl"},
+	} {
+		r := clitest.Run(t, nil, append([]string{"-synthetic"}, args...)...)
+		if r.Code != cli.ExitUsage || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, args[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and one line naming %s", args, r.Code, r.Stderr, cli.ExitUsage, args[0])
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
+)
+
+// TestProfileFlags trains a few steps with -profile, -trace and -metrics
+// and checks each output: the table and the three-line summary on
+// standard error, the "profile" object in the JSON summary, a trace that
+// parses with an event for every op the MLP runs, and one metrics line per
+// step and per evaluation. Nothing temporary is left beside the files.
+func TestProfileFlags(t *testing.T) {
+	root := tinyMNIST(t, 300, 100)
+	out := t.TempDir()
+	trace, metrics := filepath.Join(out, "trace.json"), filepath.Join(out, "m.jsonl")
+	for _, amp := range []string{"off", "f16"} {
+		t.Run(amp, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := []string{"-data", root, "-epochs", "2", "-batch", "64", "-amp", amp, "-profile", "-trace", trace, "-metrics", metrics, "-json"}
+			if err := run(args, &stdout, &stderr); err != nil {
+				t.Fatalf("run: %v\n%s", err, stderr.String())
+			}
+			for _, want := range []string{"profile: 10 steps on cpu", "op ", "linear ", "forward", "backward", "optimizer", "unscale",
+				"data ", "host ", "Compute time (cpu): ", "Data loading time: ", "Host overhead: "} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				}
+			}
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			var s struct {
+				cli.Summary
+				Profile *struct {
+					Summary map[string]float64 `json:"summary"`
+					Ops     []struct {
+						Name, Phase string
+						Calls       int
+						Ms          float64
+					} `json:"ops"`
+				} `json:"profile"`
+			}
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || s.Profile == nil {
+				t.Fatalf("summary %q: %v; want one with a profile", lines[len(lines)-1], err)
+			}
+			if s.Steps != 10 || s.Profile.Summary["steps"] != 10 {
+				t.Errorf("steps %d, profile %v; want 10", s.Steps, s.Profile.Summary)
+			}
+			shares := s.Profile.Summary["compute_pct"] + s.Profile.Summary["data_pct"] + s.Profile.Summary["overhead_pct"]
+			if shares < 99.999 || shares > 100.001 {
+				t.Errorf("compute, data and overhead add up to %v%%", shares)
+			}
+			ops := map[string]int{}
+			for _, o := range s.Profile.Ops {
+				ops[o.Name+" "+o.Phase] = o.Calls
+			}
+			if ops["linear forward"] != 30 || ops["optimizer step"] != 10 || ops["data wait"] != 10 {
+				t.Errorf("ops %v; want 3 linear forward per step, one optimizer step and data wait", ops)
+			}
+
+			b, err := os.ReadFile(trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tf struct {
+				TraceEvents []struct {
+					Ph   string
+					Cat  string
+					Args map[string]any
+				} `json:"traceEvents"`
+			}
+			if err := json.Unmarshal(b, &tf); err != nil {
+				t.Fatalf("trace: %v", err)
+			}
+			inTrace := map[string]bool{}
+			steps := 0
+			for _, e := range tf.TraceEvents {
+				if e.Ph == "X" && e.Cat == "step" {
+					steps++
+				} else if e.Ph == "X" && e.Cat != "loader" {
+					inTrace[e.Args["op"].(string)+" "+e.Args["phase"].(string)] = true
+				}
+			}
+			for k := range ops {
+				if k != "host overhead" && !inTrace[k] {
+					t.Errorf("%s ran (%d calls) but is not in the trace", k, ops[k])
+				}
+			}
+			if steps != 10 {
+				t.Errorf("%d steps in the trace, want 10", steps)
+			}
+
+			kinds := map[string]int{}
+			f, err := os.Open(metrics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var l map[string]any
+				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+					t.Fatalf("metrics line %q: %v", sc.Text(), err)
+				}
+				kinds[l["kind"].(string)]++
+				if l["kind"] == "run" && l["label"] != map[string]string{"off": "fp32", "f16": "f16"}[amp] {
+					t.Errorf("run line %v: label for -amp %s", l, amp)
+				}
+			}
+			if kinds["run"] != 1 || kinds["step"] != 10 || kinds["eval"] != 2 {
+				t.Errorf("metrics lines %v; want 1 run, 10 step (one per step), 2 eval", kinds)
+			}
+			left, _ := filepath.Glob(filepath.Join(out, ".*"))
+			if len(left) != 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+		})
+	}
+}
+
+// TestProfileFlagErrors checks the new flags' bad values (one line naming
+// the flag, exit status 2, nothing run) and that a run that fails leaves
+// an existing file of the same name as it was.
+func TestProfileFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "old.jsonl")
+	if err := os.WriteFile(existing, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-trace", filepath.Join(dir, "nodir", "t.json")},
+		{"-trace", dir},
+		{"-trace", ""},
+		{"-metrics", filepath.Join(dir, "nodir", "m.jsonl")},
+		{"-metrics", dir},
+		{"-metrics", existing, "-trace", existing},
+		{"-profile", "-eval", existing},
+		{"-profile=sometimes"},
+	} {
+		r := clitest.Run(t, nil, append([]string{"-data", "/nonexistent"}, args...)...)
+		if r.Code != cli.ExitUsage || r.Stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q; want %d and nothing on stdout (stderr %q)", args, r.Code, r.Stdout, cli.ExitUsage, r.Stderr)
+		}
+		if bad := clitest.OneLine(r.Stderr); bad != "" || !strings.HasPrefix(r.Stderr, "mnist: ") {
+			t.Errorf("%v: stderr %q: %s; want one line starting mnist:", args, r.Stderr, bad)
+		}
+		name := strings.SplitN(args[0], "=", 2)[0]
+		if !strings.Contains(r.Stderr, name) {
+			t.Errorf("%v: stderr %q does not name %s", args, r.Stderr, name)
+		}
+	}
+
+	// A run that fails part-way, after its outputs were opened (here: the
+	// first checkpoint cannot be saved), keeps the existing file and
+	// leaves nothing temporary.
+	root := tinyMNIST(t, 300, 100)
+	r := clitest.Run(t, nil, "-data", root, "-batch", "64", "-metrics", existing, "-trace", filepath.Join(dir, "t.json"), "-profile",
+		"-save", filepath.Join(existing, "sub"), "-save-every", "2")
+	if r.Code != cli.ExitError {
+		t.Errorf("unsavable checkpoint: exit %d, want %d (%s)", r.Code, cli.ExitError, r.Stderr)
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "precious\n" {
+		t.Errorf("the existing metrics file now holds %q", b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 1 {
+		t.Errorf("files in the directory: %v; want only the old one", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}

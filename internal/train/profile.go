@@ -1,0 +1,217 @@
+package train
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/profile"
+)
+
+// Recorder carries a training program's -profile, -trace and -metrics: the
+// profiler its loop reports to (nil when neither -profile nor -trace asked
+// for one, which every profile method accepts), and the metrics lines.
+// Files are written under temporary names beside their own and renamed
+// into place by Finish, so a run that fails before it leaves a file of the
+// same name as it was.
+type Recorder struct {
+	Prof *profile.Profiler
+
+	flags   cli.ProfileFlags
+	metrics *profile.Metrics
+	mfile   *os.File // the metrics' temporary file
+	mbuf    *bufio.Writer
+	dev     device.Device
+	skipped int // the scaler's count of skipped steps at the previous line
+	done    bool
+}
+
+// NewRecorder starts recording what flags ask for, on dev, for the run
+// that run describes.
+func NewRecorder(flags cli.ProfileFlags, dev device.Device, run profile.RunInfo) (*Recorder, error) {
+	r := &Recorder{flags: flags, dev: dev}
+	if flags.On() {
+		var opts []profile.Option
+		if flags.Trace != "" {
+			opts = append(opts, profile.Trace(0))
+		}
+		r.Prof = profile.New(dev, opts...)
+	}
+	if flags.Metrics != "" {
+		f, err := createTemp(flags.Metrics)
+		if err != nil {
+			return nil, fmt.Errorf("-metrics: %w", err)
+		}
+		r.mfile, r.mbuf = f, bufio.NewWriter(f)
+		run.Device = dev.Name()
+		r.metrics = profile.NewMetrics(r.mbuf, run)
+	}
+	return r, nil
+}
+
+// Label names a run's configuration in a plot's legend: fp32, f16 or bf16,
+// with "+ckpt" when it checkpoints.
+func Label(a cli.AMP, c cli.Checkpoint) string {
+	l := a.String()
+	if !a.On() {
+		l = "fp32"
+	}
+	if c.On() {
+		l += "+ckpt"
+	}
+	return l
+}
+
+// Step writes a step's metrics line (with -metrics): its number and epoch
+// (1-based), loss, learning rate, the scaler's scale and whether it
+// skipped the step, the samples it took (over every rank), and the
+// device's memory.
+func (r *Recorder) Step(step, epoch int, loss float64, lr float32, scaler *amp.GradScaler, samples int) {
+	if r.metrics == nil {
+		return
+	}
+	live, peak := profile.Memory(r.dev.MemStats())
+	skipped := scaler.Skipped()
+	// The shortest decimal that is lr as a float32: 0.05, not 0.0500000007.
+	lr64, _ := strconv.ParseFloat(strconv.FormatFloat(float64(lr), 'g', -1, 32), 64)
+	r.metrics.Step(profile.StepRecord{Step: step, Epoch: epoch, Loss: profile.Float(loss), LR: lr64,
+		LossScale: profile.Float(scaler.LossScale()), Skipped: skipped > r.skipped, Samples: samples,
+		LiveBytes: live, PeakBytes: peak})
+	r.skipped = skipped
+}
+
+// Eval writes an evaluation's metrics line (with -metrics).
+func (r *Recorder) Eval(step, epoch int, accuracy float64) {
+	if r.metrics != nil {
+		r.metrics.Eval(profile.EvalRecord{Step: step, Epoch: epoch, TestAccuracy: profile.Float(accuracy)})
+	}
+}
+
+// Report is the profile for the JSON summary (with -profile), else nil.
+func (r *Recorder) Report() *profile.Report {
+	if !r.flags.Profile {
+		return nil
+	}
+	rep := r.Prof.Report()
+	return &rep
+}
+
+// Summary is s with the profile, for -json.
+func (r *Recorder) Summary(s cli.Summary) any {
+	if rep := r.Report(); rep != nil {
+		return cli.ProfiledSummary{Summary: s, Profile: rep}
+	}
+	return s
+}
+
+// Finish prints the profile's table on stderr (with -profile) and puts
+// the trace and the metrics in their files.
+func (r *Recorder) Finish(stderr io.Writer) error {
+	if r.done {
+		return nil
+	}
+	r.done = true
+	defer r.Prof.Close()
+	if r.flags.Profile {
+		if err := r.Prof.Table(stderr); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	if r.flags.Trace != "" {
+		if err := writeFile(r.flags.Trace, r.Prof.WriteTrace); err != nil {
+			errs = append(errs, fmt.Errorf("-trace: %w", err))
+		}
+	}
+	if r.metrics != nil {
+		err := r.metrics.Err()
+		if err == nil {
+			err = r.mbuf.Flush()
+		}
+		if err == nil {
+			err = commit(r.mfile, r.flags.Metrics)
+		} else {
+			discard(r.mfile)
+		}
+		r.mfile = nil
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-metrics: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close discards what Finish did not write; after Finish it does nothing.
+func (r *Recorder) Close() {
+	if r.mfile != nil {
+		discard(r.mfile)
+		r.mfile = nil
+	}
+	r.Prof.Close()
+	r.done = true
+}
+
+// createTemp opens a temporary file beside path, hidden, to be renamed
+// over path by commit.
+func createTemp(path string) (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o644); err != nil { // CreateTemp's 0600 is for secrets
+		discard(f)
+		return nil, err
+	}
+	return f, nil
+}
+
+// commit syncs and closes f and renames it to path, then syncs the
+// directory, so path holds either its old content or all of f's.
+func commit(f *os.File, path string) error {
+	err := f.Sync()
+	if e := f.Close(); err == nil {
+		err = e
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func discard(f *os.File) {
+	f.Close()
+	os.Remove(f.Name())
+}
+
+// writeFile writes path through a temporary file with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := createTemp(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	if err := write(bw); err != nil {
+		discard(f)
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		discard(f)
+		return err
+	}
+	return commit(f, path)
+}
