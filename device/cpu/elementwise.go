@@ -600,10 +600,22 @@ func (d *Device) Dropout(dst, src device.Buffer, p float32, key device.RandKey) 
 	d.parallel(db.n, func(lo, hi int) { dropoutPiece(db, sb, p, scale, key, lo, hi) })
 }
 
+// dropThreshold is the least 24-bit draw k that Dropout keeps: Uniform is
+// k·2⁻²⁴ exactly, so Uniform >= p exactly when k >= ⌈p·2²⁴⌉ (p·2²⁴ is
+// exact in float64).
+func dropThreshold(p float32) uint64 {
+	if !(p > 0) {
+		return 0
+	}
+	return uint64(math.Ceil(float64(p) * (1 << 24)))
+}
+
 // dropoutPiece is Dropout on [lo, hi).
 func dropoutPiece(db, sb *Buffer, p, scale float32, key device.RandKey, lo, hi int) {
 	sv, w := read(sb, lo, hi), writeView(db, lo, hi)
-	for i, x := range sv.v {
+	n := dropoutSIMD(w.v, sv.v, key.Seed, key.Offset+uint64(lo), dropThreshold(p), scale)
+	for i := n; i < len(sv.v); i++ {
+		x := sv.v[i]
 		if device.Uniform(key, uint64(lo+i)) >= p {
 			w.v[i] = x * scale
 		} else {

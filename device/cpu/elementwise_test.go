@@ -42,3 +42,21 @@ func BenchmarkReLU(b *testing.B) {
 		d.Free(g)
 	}
 }
+
+// BenchmarkDropout times dropout over a CNN activation's 128 x 9216
+// elements.
+func BenchmarkDropout(b *testing.B) {
+	d := New()
+	const n = 128 * 9216
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16} {
+		x, y := d.Alloc(dt, n, device.Temp), d.Alloc(dt, n, device.Temp)
+		b.Run(dt.String(), func(b *testing.B) {
+			b.SetBytes(int64(2 * n * dt.Size()))
+			for b.Loop() {
+				d.Dropout(y, x, 0.25, device.RandKey{Seed: 1})
+			}
+		})
+		d.Free(x)
+		d.Free(y)
+	}
+}

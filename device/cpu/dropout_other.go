@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package cpu
+
+var simdDropout = false
+
+func dropoutSIMD(out, x []float32, seed, start, thresh uint64, scale float32) int { return 0 }
