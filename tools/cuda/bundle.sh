@@ -27,9 +27,10 @@ out=$(cd "$out" && pwd)
 trap 'rm -rf "$out/bin" "$out/tests"' EXIT
 export CGO_ENABLED=0
 
-# Test binaries: the CUDA backend's (conformance and CPU comparison), the
-# device helper, and the packages whose tests run on every device.
-for pkg in cudaops internal/testdev autograd amp nn optim examples/mnist; do
+# Test binaries: the CUDA backend's (conformance, CPU comparison, NCCL),
+# the device helper, the packages whose tests run on every device, and
+# data parallelism over NCCL.
+for pkg in cudaops internal/testdev autograd amp nn optim examples/mnist distributed; do
 	name=$(echo "$pkg" | tr / -)
 	$GO test -c -trimpath -ldflags="-s -w" -o "$out/tests/$name.test" "./$pkg"
 	if [ ! -f "$out/tests/$name.test" ]; then

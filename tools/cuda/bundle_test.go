@@ -28,7 +28,7 @@ const (
 )
 
 // testBinaries are the test binaries bundle.sh builds (tests/NAME.test).
-var testBinaries = []string{"cudaops", "internal-testdev", "autograd", "amp", "nn", "optim", "examples-mnist"}
+var testBinaries = []string{"cudaops", "internal-testdev", "autograd", "amp", "nn", "optim", "examples-mnist", "distributed"}
 
 // writeTarGz writes a gzipped tar of files (name to contents, all mode
 // 0755) to path.
@@ -131,6 +131,7 @@ echo '{"test_accuracy":0.97,"samples_per_sec":1000}'
 `
 	fakeTest = `#!/bin/sh
 echo "$(basename "$0") $*" >>"$FAKE_TRACE"
+echo "MIXPREC_LIBNCCL=$MIXPREC_LIBNCCL MIXPREC_NCCL_H=$MIXPREC_NCCL_H"
 echo "--- PASS: TestFake (0.00s)"
 `
 	// fakePython answers run.sh's question about its site-packages with
@@ -268,8 +269,9 @@ func TestRunWithoutCUDA(t *testing.T) {
 
 // TestRunWithCUDA runs run.sh where CUDA opens: every step runs, the
 // dozen logs come back in one archive, the summary is printed, and the
-// cuBLAS folder that the Python reports in its site-packages (NVIDIA's
-// pip wheels' layout) reaches the programs through MIXPREC_CUBLAS.
+// cuBLAS folder and the NCCL library and header that the Python reports in
+// its site-packages (NVIDIA's pip wheels' layout) reach the programs
+// through MIXPREC_CUBLAS, MIXPREC_LIBNCCL and MIXPREC_NCCL_H.
 func TestRunWithCUDA(t *testing.T) {
 	bundle := fakeBundle(t)
 	out, tmp := filepath.Join(t.TempDir(), "out"), t.TempDir()
@@ -277,6 +279,10 @@ func TestRunWithCUDA(t *testing.T) {
 	site := filepath.Join(t.TempDir(), "lib", "python3.12", "site-packages")
 	wheel := filepath.Join(site, "nvidia", "cu13", "lib")
 	writeFile(t, filepath.Join(wheel, "libcublas.so.13"), "", 0o644)
+	nccl := filepath.Join(site, "nvidia", "nccl", "lib", "libnccl.so.2")
+	ncclH := filepath.Join(site, "nvidia", "nccl", "include", "nccl.h")
+	writeFile(t, nccl, "", 0o644)
+	writeFile(t, ncclH, "", 0o644)
 	bin := t.TempDir()
 	writeFile(t, filepath.Join(bin, "python3"), fakePython, 0o755)
 	realPython, _ := exec.LookPath("python3")
@@ -287,13 +293,19 @@ func TestRunWithCUDA(t *testing.T) {
 	}
 	logs := []string{"01-nvidia-smi.log", "02-device.log", "03-cudaops-tests.log", "04-testdev-tests.log",
 		"05-autograd-tests.log", "05-amp-tests.log", "05-nn-tests.log", "05-optim-tests.log", "06-mnist-tests.log",
-		"07-mnist-cuda-f16.log", "08-bench-matmul.log", "09-torch-mm.log", "10-mnist-cpu-f16.log", "11-memcompare-cuda.log"}
+		"07-mnist-cuda-f16.log", "08-bench-matmul.log", "09-torch-mm.log", "10-mnist-cpu-f16.log", "11-memcompare-cuda.log",
+		"12-nccl-tests.log", "13-nccl-dp-tests.log"}
 	files := checkOutDir(t, out, stdout, logs, nil)
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("run.sh left %d entries in TMPDIR (%s)", len(left), left[0].Name())
 	}
 	if !strings.Contains(string(files[archiveDir+"02-device.log"]), wheel) {
 		t.Errorf("02-device.log does not show %s in MIXPREC_CUBLAS:\n%s", wheel, files[archiveDir+"02-device.log"])
+	}
+	for _, log := range []string{"12-nccl-tests.log", "13-nccl-dp-tests.log"} {
+		if want := "MIXPREC_LIBNCCL=" + nccl + " MIXPREC_NCCL_H=" + ncclH; !strings.Contains(string(files[archiveDir+log]), want) {
+			t.Errorf("%s does not show %q:\n%s", log, want, files[archiveDir+log])
+		}
 	}
 	got, err := os.ReadFile(trace)
 	if err != nil {
@@ -305,6 +317,11 @@ func TestRunWithCUDA(t *testing.T) {
 		}
 	}
 	summary := string(files[archiveDir+"summary.txt"])
+	for _, want := range []string{"NCCL from the Python environments: " + nccl, "12-nccl-tests", "13-nccl-dp-tests"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, summary)
+		}
+	}
 	if realPython == "" {
 		t.Log("no python3 here: the summary's ratios are not checked")
 		return

@@ -22,7 +22,10 @@
 # (colon-separated) holding libcublas.so.N, when the search misses them.
 # Unset, it is filled with the nvidia/*/lib folders holding libcublas that
 # the Pythons present report in their site-packages or that common
-# prefixes hold (the binaries search those prefixes too).
+# prefixes hold (the binaries search those prefixes too). Likewise
+# MIXPREC_LIBNCCL (libnccl.so.2, which the NCCL steps need) and
+# MIXPREC_NCCL_H (the nccl.h the NCCL bindings are checked against) come
+# from the first nvidia/nccl wheel found there, unless set.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: run.sh OUTDIR}
@@ -120,27 +123,32 @@ if [ ! -x "$here/bin/mixprec" ]; then
 fi
 src=$here/src
 
-# cuBLAS from NVIDIA's pip wheels (site-packages/nvidia/cu13/lib for CUDA
-# 13, site-packages/nvidia/cublas/lib for 11 and 12): ask each Python where
-# its packages live, and look in the common prefixes.
-if [ -z "${MIXPREC_CUBLAS:-}" ]; then
-	found=""
-	nl='
+# NVIDIA's pip wheels: ask each Python where its packages live, and add
+# the common prefixes. cuBLAS is in site-packages/nvidia/cu13/lib (CUDA 13)
+# or nvidia/cublas/lib (11 and 12); NCCL in nvidia/nccl/lib, with its
+# header in nvidia/nccl/include.
+nl='
 '
-	sites=""
+sites=""
+if [ -z "${MIXPREC_CUBLAS:-}" ] || [ -z "${MIXPREC_LIBNCCL:-}" ]; then
 	for p in "$py" python3; do
 		command -v "$p" >/dev/null 2>&1 || continue
 		s=$("$p" -c 'import site, sys
 print("\n".join(site.getsitepackages() + [site.getusersitepackages()] + sys.path))' 2>/dev/null) && sites="$sites$nl$s"
 	done
-	old_ifs=$IFS
-	IFS=$nl
-	for d in $sites \
-		/usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages \
+	for d in /usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages \
 		/usr/lib/python3/dist-packages /usr/lib/python3*/site-packages \
 		"${HOME:-/nonexistent}"/.local/lib/python3*/site-packages \
 		/opt/*/.venv/lib/python3*/site-packages /opt/*/venv/lib/python3*/site-packages \
 		/opt/conda/lib/python3*/site-packages "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages; do
+		sites="$sites$nl$d"
+	done
+fi
+old_ifs=$IFS
+IFS=$nl
+if [ -z "${MIXPREC_CUBLAS:-}" ]; then
+	found=""
+	for d in $sites; do
 		for lib in "$d"/nvidia/*/lib; do
 			for f in "$lib"/libcublas.so.*; do
 				[ -e "$f" ] || continue
@@ -152,12 +160,23 @@ print("\n".join(site.getsitepackages() + [site.getusersitepackages()] + sys.path
 			done
 		done
 	done
-	IFS=$old_ifs
 	if [ -n "$found" ]; then
 		export MIXPREC_CUBLAS="$found"
 		echo "cuBLAS folders from the Python environments: $found" >>"$summary"
 	fi
 fi
+if [ -z "${MIXPREC_LIBNCCL:-}" ]; then
+	for d in $sites; do
+		[ -e "$d/nvidia/nccl/lib/libnccl.so.2" ] || continue
+		export MIXPREC_LIBNCCL="$d/nvidia/nccl/lib/libnccl.so.2"
+		echo "NCCL from the Python environments: $MIXPREC_LIBNCCL" >>"$summary"
+		if [ -z "${MIXPREC_NCCL_H:-}" ] && [ -e "$d/nvidia/nccl/include/nccl.h" ]; then
+			export MIXPREC_NCCL_H="$d/nvidia/nccl/include/nccl.h"
+		fi
+		break
+	done
+fi
+IFS=$old_ifs
 
 step 01-nvidia-smi 15 "$here" nvidia-smi
 step 02-device 30 "$here" "$B/mixprec" device
@@ -184,6 +203,12 @@ if "$B/mixprec" memcompare -h 2>&1 | grep -q -- '-device'; then
 else
 	printf '%-22s skipped: this mixprec memcompare has no -device flag\n' 11-memcompare-cuda >>"$summary"
 fi
+# NCCL: the bindings against the wheel's nccl.h, one rank on this GPU, and,
+# on a machine with several GPUs, one process per GPU (collectives, a
+# stalled rank, training that matches one GPU). Each skips with one line
+# where NCCL or a second GPU is missing.
+step 12-nccl-tests 120 "$src" "$T/cudaops.test" -test.v -test.timeout 110s -test.run 'NCCL|ParseCHeader'
+step 13-nccl-dp-tests 90 "$src" "$T/distributed.test" -test.v -test.timeout 80s -test.run 'NCCL'
 
 # Key figures.
 {
@@ -192,12 +217,13 @@ fi
 	grep -v '^==' "$logs/02-device.log" 2>/dev/null
 	echo
 	echo "== tests (counts of subtests)"
-	for f in "$logs"/0[3-6]-*.log; do
+	for f in "$logs"/0[3-6]-*.log "$logs"/1[23]-*.log; do
 		[ -f "$f" ] || continue
 		printf '%-28s pass %5d  fail %4d  skip %4d\n' "$(basename "$f" .log)" \
 			"$(grep -c -- '--- PASS' "$f")" "$(grep -c -- '--- FAIL' "$f")" "$(grep -c -- '--- SKIP' "$f")"
 	done
-	grep -h -- '--- FAIL' "$logs"/0[3-6]-*.log 2>/dev/null | head -20
+	grep -h -- '--- FAIL' "$logs"/0[3-6]-*.log "$logs"/1[23]-*.log 2>/dev/null | head -20
+	grep -h -- '^    nccl.*\.go:[0-9]*: NCCL \|checking against' "$logs"/12-nccl-tests.log 2>/dev/null | head -2
 	echo
 	echo "== MNIST, 3 epochs, -amp f16 (last JSON line)"
 	for f in 07-mnist-cuda-f16 10-mnist-cpu-f16; do
