@@ -4,6 +4,8 @@
 //	mixprec bench matmul    GEMM timing on the CPU and the GPU in F32, F16 and BF16
 //	mixprec memcompare      one model under FP32, AMP and checkpointing: peak memory
 //	                        per category, step time and loss, as a table and a PNG
+//	mixprec plot            -metrics files drawn into a PNG: loss, test accuracy, loss
+//	                        scale and memory against the step, runs overlaid
 //
 // Exit status: 0 on success and for -h, 1 when a command fails, 2 for a bad
 // command line.
@@ -27,6 +29,7 @@ var commands = []command{
 	{"device", "show the backend chosen and the GPU's properties, or why CUDA is unavailable", cmdDevice},
 	{"bench", "bench matmul: time GEMM on the CPU and GPU in f32, f16 and bf16", cmdBench},
 	{"memcompare", "train one model under FP32, AMP and checkpointing and compare peak memory and step time", cmdMemcompare},
+	{"plot", "draw -metrics files (loss, accuracy, loss scale, memory), several runs overlaid, into a PNG", cmdPlot},
 }
 
 func usage(w io.Writer) {
@@ -57,5 +60,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cli.Exit(stderr, "mixprec "+c.name, c.run(args[1:], stdout, stderr))
 		}
 	}
-	return cli.Exit(stderr, "mixprec", cli.Usagef("unknown command %q (want device, bench or memcompare; mixprec -h lists them)", args[0]))
+	return cli.Exit(stderr, "mixprec", cli.Usagef("unknown command %q (want device, bench, memcompare or plot; mixprec -h lists them)", args[0]))
 }

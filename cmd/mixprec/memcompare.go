@@ -20,6 +20,7 @@ import (
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/profile"
 	"github.com/mixprec/mixprec/tensor"
 )
 
@@ -37,7 +38,9 @@ type mcResult struct {
 	StepMillis cli.Float       `json:"step_ms"`
 	FinalLoss  cli.Float       `json:"final_loss"` // null when not finite
 	Skipped    int             `json:"skipped_steps"`
+	Profile    *profile.Report `json:"profile,omitempty"` // with -profile: where the timed steps' time went
 	stats      device.MemStats `json:"-"`
+	prof       *profile.Profiler
 }
 
 type mcReport struct {
@@ -68,6 +71,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	png := fs.String("png", "", "also draw the table as a grouped bar chart into the PNG `file`")
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
 	seed := fs.Uint64("seed", 0, "random seed")
+	prof := fs.Bool("profile", false, "time every op by phase, the optimiser and the host's overhead in each configuration's\ntimed steps; print a table per configuration on standard error (and a \"profile\" object\nper configuration with -json)")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -110,7 +114,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, c := range configs {
 		bar := cli.NewProgress(stderr, "memcompare "+c.Name, steps+1)
-		r, err := measure(dev, spec, c, batch, steps, *seed, segments, bar)
+		r, err := measure(dev, spec, c, batch, steps, *seed, segments, *prof, bar)
 		bar.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)
@@ -120,6 +124,14 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	if *png != "" {
 		if err := drawChart(*png, rep); err != nil {
 			return err
+		}
+	}
+	for _, r := range rep.Results {
+		if r.prof != nil {
+			fmt.Fprintf(stderr, "\n%s:\n", r.Config)
+			if err := r.prof.Table(stderr); err != nil {
+				return err
+			}
 		}
 	}
 	if *asJSON {
@@ -183,7 +195,7 @@ func (lowAMP) Arg() string { return "f16|bf16" }
 // measure trains a fresh copy of the model for one warm-up step (which
 // allocates gradients and optimiser state) and then steps timed steps,
 // recording peak memory over the timed steps only.
-func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, seed uint64, segments int, bar *cli.Progress) (mcResult, error) {
+func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, seed uint64, segments int, prof bool, bar *cli.Progress) (mcResult, error) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	net := spec.Build(rng)
 	nn.To(net, dev)
@@ -197,6 +209,10 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 		y[i] = int32(rng.IntN(spec.Classes))
 	}
 	st := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: c.Low}
+	if prof {
+		st.Prof = profile.New(dev) // it times only the steps between StepStart and StepEnd
+		defer st.Prof.Close()
+	}
 	if c.Checkpoint {
 		st.Segments = segments
 	}
@@ -213,6 +229,7 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 	var loss float64
 	for i := range steps {
 		t0 := time.Now()
+		st.Prof.StepStart()
 		l, err := step()
 		if err != nil {
 			return mcResult{}, err
@@ -220,14 +237,20 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 		if err := dev.Sync(); err != nil {
 			return mcResult{}, err
 		}
+		st.Prof.StepEnd()
 		times = append(times, float64(time.Since(t0).Microseconds())/1000)
 		loss = l
 		bar.Update(i+2, fmt.Sprintf("%.1f ms/step", times[len(times)-1]))
 	}
 	ms := dev.MemStats()
 	slices.Sort(times)
-	return mcResult{Config: c.Name, Peak: cli.Peaks(ms), StepMillis: cli.Float(times[len(times)/2]), FinalLoss: cli.Float(loss),
-		Skipped: scaler.Skipped(), stats: ms}, nil
+	r := mcResult{Config: c.Name, Peak: cli.Peaks(ms), StepMillis: cli.Float(times[len(times)/2]), FinalLoss: cli.Float(loss),
+		Skipped: scaler.Skipped(), stats: ms}
+	if prof {
+		rep := st.Prof.Report()
+		r.Profile, r.prof = &rep, st.Prof
+	}
+	return r, nil
 }
 
 // rows are the table's memory rows, in order.

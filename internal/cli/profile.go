@@ -41,6 +41,11 @@ func (p ProfileFlags) Check() error {
 	return nil
 }
 
+// NewOutputFile returns a flag value that sets *p to a file the program
+// will write, refusing at parse time a path whose directory does not
+// exist or that names a directory.
+func NewOutputFile(p *string) flag.Value { return &outputFile{p} }
+
 // outputFile is a flag naming a file the program will write: a path whose
 // directory exists and which is not itself a directory. The file is only
 // written at the end (through a temporary file renamed over it), so a run
