@@ -61,7 +61,7 @@ type StepRecord struct {
 	// clips gradients.
 	GradNorm *Float `json:"grad_norm,omitempty"`
 	// SamplesPerSec is Samples over the time since the previous line
-	// (the data wait included); Step fills it.
+	// (the data wait included); Step fills it when it is zero.
 	SamplesPerSec Float `json:"samples_per_sec"`
 	Samples       int   `json:"samples"`
 	// LiveBytes and PeakBytes are the device's bytes in use at the end of
@@ -93,11 +93,11 @@ func Memory(s device.MemStats) (live, peak map[string]int64) {
 	return by(s.Live), by(s.Peak)
 }
 
-// Step writes r, with its kind and its rate filled in.
+// Step writes r, with its kind and (unless given) its rate filled in.
 func (m *Metrics) Step(r StepRecord) {
 	now := m.now()
 	r.Kind = "step"
-	if dt := now.Sub(m.last).Seconds(); dt > 0 {
+	if dt := now.Sub(m.last).Seconds(); dt > 0 && r.SamplesPerSec == 0 {
 		r.SamplesPerSec = Float(float64(r.Samples) / dt)
 	}
 	m.write(r)

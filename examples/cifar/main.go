@@ -72,8 +72,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := pf.Check(); err != nil {
 		return err
 	}
-	if st.Eval != "" && (pf.On() || pf.Metrics != "") {
-		return cli.Usagef("-eval only evaluates: -profile, -trace and -metrics are about training")
+	if st.Eval != "" && pf.Any() {
+		return cli.Usagef("-eval only evaluates: -profile, -trace, -metrics and -tensorboard are about training")
 	}
 	spec := f.Resolve(fs)
 	recipe := spec.Train

@@ -82,8 +82,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := pf.Check(); err != nil {
 		return err
 	}
-	if st.Eval != "" && (pf.On() || pf.Metrics != "") {
-		return cli.Usagef("-eval only evaluates: -profile, -trace and -metrics are about training")
+	if st.Eval != "" && pf.Any() {
+		return cli.Usagef("-eval only evaluates: -profile, -trace, -metrics and -tensorboard are about training")
 	}
 	spec := f.Resolve(fs)
 	recipe := spec.Train
@@ -154,8 +154,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// -profile, -trace and -metrics: rec.Prof is nil without the first two,
-	// and then costs the loop nothing.
+	// -profile, -trace, -metrics and -tensorboard: rec.Prof is nil without
+	// the first two, and then costs the loop nothing.
 	rec, err := train.NewRecorder(pf, dev, profile.RunInfo{Label: train.Label(f.AMP, f.Checkpoint), Program: "mnist",
 		Model: f.Model, AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(), Batch: f.Batch, Seed: f.Seed})
 	if err != nil {

@@ -22,10 +22,11 @@ func TestProfileFlags(t *testing.T) {
 	root := tinyMNIST(t, 300, 100)
 	out := t.TempDir()
 	trace, metrics := filepath.Join(out, "trace.json"), filepath.Join(out, "m.jsonl")
+	tb := filepath.Join(out, "runs")
 	for _, amp := range []string{"off", "f16"} {
 		t.Run(amp, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			args := []string{"-data", root, "-epochs", "2", "-batch", "64", "-amp", amp, "-profile", "-trace", trace, "-metrics", metrics, "-json"}
+			args := []string{"-data", root, "-epochs", "2", "-batch", "64", "-amp", amp, "-profile", "-trace", trace, "-metrics", metrics, "-tensorboard", filepath.Join(tb, amp), "-json"}
 			if err := run(args, &stdout, &stderr); err != nil {
 				t.Fatalf("run: %v\n%s", err, stderr.String())
 			}
@@ -117,6 +118,9 @@ func TestProfileFlags(t *testing.T) {
 			if kinds["run"] != 1 || kinds["step"] != 10 || kinds["eval"] != 2 {
 				t.Errorf("metrics lines %v; want 1 run, 10 step (one per step), 2 eval", kinds)
 			}
+			if events, _ := filepath.Glob(filepath.Join(tb, amp, "events.out.tfevents.*")); len(events) != 1 {
+				t.Errorf("-tensorboard: event files %v, want one", events)
+			}
 			left, _ := filepath.Glob(filepath.Join(out, ".*"))
 			if len(left) != 0 {
 				t.Errorf("temporary files left: %v", left)
@@ -142,6 +146,8 @@ func TestProfileFlagErrors(t *testing.T) {
 		{"-metrics", dir},
 		{"-metrics", existing, "-trace", existing},
 		{"-profile", "-eval", existing},
+		{"-tensorboard", existing},
+		{"-tensorboard", filepath.Join(existing, "runs")},
 		{"-profile=sometimes"},
 	} {
 		r := clitest.Run(t, nil, append([]string{"-data", "/nonexistent"}, args...)...)

@@ -16,6 +16,9 @@ type ProfileFlags struct {
 	Profile bool   // a table of where each step's time went, on standard error at the end
 	Trace   string // a Chrome trace of the first steps
 	Metrics string // one JSON line per step and per evaluation
+	// TensorBoard is a directory for TensorBoard event files (made if
+	// missing): the metrics as scalars.
+	TensorBoard string
 }
 
 // Register defines -profile, -trace and -metrics on fs.
@@ -24,10 +27,52 @@ func (p *ProfileFlags) Register(fs *flag.FlagSet) {
 		"print a table and a three-line summary on standard error at the end\n(with -json, the summary gains a \"profile\" object)")
 	fs.Var(&outputFile{&p.Trace}, "trace", fmt.Sprintf("write a Chrome trace of the first %d steps to `FILE`, for ui.perfetto.dev or chrome://tracing", profile.DefaultTraceSteps))
 	fs.Var(&outputFile{&p.Metrics}, "metrics", "write one JSON line per training step and per evaluation to `FILE` (mixprec plot draws them)")
+	fs.Var(&outputDir{&p.TensorBoard}, "tensorboard", "write the metrics as TensorBoard scalars into an event file in `DIR` (made if missing;\nopen it with tensorboard --logdir)")
 }
+
+// outputDir is a flag naming a directory the program will write into,
+// which it makes, with its parents, if missing.
+type outputDir struct{ p *string }
+
+func (v *outputDir) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v *outputDir) Set(s string) error {
+	if s == "" {
+		return errors.New("want a directory name")
+	}
+	if fi, err := os.Stat(s); err == nil && !fi.IsDir() {
+		return fmt.Errorf("%s is a file; want a directory", s)
+	}
+	// Made with its parents, as TensorBoard users nest runs (runs/f16):
+	// the nearest that exists must be a directory.
+	for p := filepath.Dir(filepath.Clean(s)); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s is a file, so %s cannot be made", p, s)
+			}
+			break
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	*v.p = s
+	return nil
+}
+
+// Arg names the flag's value in help.
+func (*outputDir) Arg() string { return "DIR" }
 
 // On reports whether the run needs a profiler: for the table or the trace.
 func (p ProfileFlags) On() bool { return p.Profile || p.Trace != "" }
+
+// Any reports whether any of the flags asks for something.
+func (p ProfileFlags) Any() bool { return p.On() || p.Metrics != "" || p.TensorBoard != "" }
 
 // Check refuses one file for both outputs.
 func (p ProfileFlags) Check() error {

@@ -29,6 +29,11 @@ func TestProfileFlagValues(t *testing.T) {
 		{[]string{"-trace", filepath.Join(dir, "no", "t.json")}, "no directory"},
 		{[]string{"-metrics", dir}, "is a directory"},
 		{[]string{"-metrics", ""}, "want a file name"},
+		{[]string{"-tensorboard", filepath.Join(dir, "runs")}, ""}, // made when the run starts
+		{[]string{"-tensorboard", dir}, ""},
+		{[]string{"-tensorboard", file}, "is a file"},
+		{[]string{"-tensorboard", filepath.Join(dir, "no", "runs")}, ""},
+		{[]string{"-tensorboard", filepath.Join(file, "runs")}, "is a file"},
 	} {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -55,6 +60,14 @@ func TestProfileFlagValues(t *testing.T) {
 	}{{ProfileFlags{}, false}, {ProfileFlags{Metrics: "m"}, false}, {ProfileFlags{Profile: true}, true}, {ProfileFlags{Trace: "t"}, true}} {
 		if c.p.On() != c.on {
 			t.Errorf("%+v.On() = %v, want %v", c.p, !c.on, c.on)
+		}
+	}
+	for _, c := range []struct {
+		p   ProfileFlags
+		any bool
+	}{{ProfileFlags{}, false}, {ProfileFlags{Metrics: "m"}, true}, {ProfileFlags{TensorBoard: "d"}, true}, {ProfileFlags{Profile: true}, true}} {
+		if c.p.Any() != c.any {
+			t.Errorf("%+v.Any() = %v, want %v", c.p, !c.any, c.any)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/device"
@@ -15,12 +16,14 @@ import (
 	"github.com/mixprec/mixprec/profile"
 )
 
-// Recorder carries a training program's -profile, -trace and -metrics: the
+// Recorder carries a training program's -profile, -trace, -metrics and
+// -tensorboard: the
 // profiler its loop reports to (nil when neither -profile nor -trace asked
-// for one, which every profile method accepts), and the metrics lines.
-// Files are written under temporary names beside their own and renamed
-// into place by Finish, so a run that fails before it leaves a file of the
-// same name as it was.
+// for one, which every profile method accepts), the metrics lines and the
+// TensorBoard events. The trace and metrics files are written under
+// temporary names beside their own and renamed into place by Finish, so a
+// run that fails before it leaves a file of the same name as it was; the
+// event file has a name of its own and is written as the run goes.
 type Recorder struct {
 	Prof *profile.Profiler
 
@@ -28,6 +31,10 @@ type Recorder struct {
 	metrics *profile.Metrics
 	mfile   *os.File // the metrics' temporary file
 	mbuf    *bufio.Writer
+	tb      *profile.TensorBoard
+	tbfile  *os.File
+	tbbuf   *bufio.Writer
+	last    time.Time // the previous metrics line: a step's rate is measured from it
 	dev     device.Device
 	skipped int // the scaler's count of skipped steps at the previous line
 	done    bool
@@ -53,7 +60,36 @@ func NewRecorder(flags cli.ProfileFlags, dev device.Device, run profile.RunInfo)
 		run.Device = dev.Name()
 		r.metrics = profile.NewMetrics(r.mbuf, run)
 	}
+	if flags.TensorBoard != "" {
+		if err := r.openTensorBoard(flags.TensorBoard); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("-tensorboard: %w", err)
+		}
+	}
+	r.last = time.Now()
 	return r, nil
+}
+
+// openTensorBoard starts an event file in dir, named as TensorBoard's own
+// writers name theirs, so that runs sharing the directory keep theirs.
+// It is written as the run goes (TensorBoard shows a run while it trains)
+// and kept if the run fails.
+func (r *Recorder) openTensorBoard(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	name := fmt.Sprintf("events.out.tfevents.%d.%s.%d.mixprec", time.Now().Unix(), host, os.Getpid())
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	r.tbfile, r.tbbuf = f, bufio.NewWriter(f)
+	r.tb = profile.NewTensorBoard(r.tbbuf)
+	return nil
 }
 
 // Label names a run's configuration in a plot's legend: fp32, f16 or bf16,
@@ -74,24 +110,42 @@ func Label(a cli.AMP, c cli.Checkpoint) string {
 // skipped the step, the samples it took (over every rank), and the
 // device's memory.
 func (r *Recorder) Step(step, epoch int, loss float64, lr float32, scaler *amp.GradScaler, samples int) {
-	if r.metrics == nil {
+	if r.metrics == nil && r.tb == nil {
 		return
 	}
+	now := time.Now()
+	sps := float64(samples) / max(now.Sub(r.last).Seconds(), 1e-9)
+	r.last = now
 	live, peak := profile.Memory(r.dev.MemStats())
 	skipped := scaler.Skipped()
 	// The shortest decimal that is lr as a float32: 0.05, not 0.0500000007.
 	lr64, _ := strconv.ParseFloat(strconv.FormatFloat(float64(lr), 'g', -1, 32), 64)
-	r.metrics.Step(profile.StepRecord{Step: step, Epoch: epoch, Loss: profile.Float(loss), LR: lr64,
+	rec := profile.StepRecord{Step: step, Epoch: epoch, Loss: profile.Float(loss), LR: lr64,
 		LossScale: profile.Float(scaler.LossScale()), Skipped: skipped > r.skipped, Samples: samples,
-		LiveBytes: live, PeakBytes: peak})
+		SamplesPerSec: profile.Float(sps), LiveBytes: live, PeakBytes: peak}
 	r.skipped = skipped
+	if r.metrics != nil {
+		r.metrics.Step(rec)
+	}
+	if r.tb != nil {
+		r.tb.Step(rec)
+		if step%20 == 0 { // TensorBoard shows the run as it trains
+			r.tbbuf.Flush()
+		}
+	}
 }
 
 // Eval writes an evaluation's metrics line (with -metrics).
 func (r *Recorder) Eval(step, epoch int, accuracy float64) {
+	rec := profile.EvalRecord{Step: step, Epoch: epoch, TestAccuracy: profile.Float(accuracy)}
 	if r.metrics != nil {
-		r.metrics.Eval(profile.EvalRecord{Step: step, Epoch: epoch, TestAccuracy: profile.Float(accuracy)})
+		r.metrics.Eval(rec)
 	}
+	if r.tb != nil {
+		r.tb.Eval(rec)
+		r.tbbuf.Flush()
+	}
+	r.last = time.Now() // the next step's rate leaves the evaluation out
 }
 
 // Report is the profile for the JSON summary (with -profile), else nil.
@@ -145,7 +199,28 @@ func (r *Recorder) Finish(stderr io.Writer) error {
 			errs = append(errs, fmt.Errorf("-metrics: %w", err))
 		}
 	}
+	if r.tb != nil {
+		if err := r.closeTensorBoard(); err != nil {
+			errs = append(errs, fmt.Errorf("-tensorboard: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// closeTensorBoard flushes, syncs and closes the event file.
+func (r *Recorder) closeTensorBoard() error {
+	err := r.tb.Err()
+	if e := r.tbbuf.Flush(); err == nil {
+		err = e
+	}
+	if e := r.tbfile.Sync(); err == nil {
+		err = e
+	}
+	if e := r.tbfile.Close(); err == nil {
+		err = e
+	}
+	r.tb = nil
+	return err
 }
 
 // Close discards what Finish did not write; after Finish it does nothing.
@@ -153,6 +228,9 @@ func (r *Recorder) Close() {
 	if r.mfile != nil {
 		discard(r.mfile)
 		r.mfile = nil
+	}
+	if r.tb != nil {
+		r.closeTensorBoard() // what a failed run wrote still shows in TensorBoard
 	}
 	r.Prof.Close()
 	r.done = true

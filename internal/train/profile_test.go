@@ -22,12 +22,13 @@ func TestRecorder(t *testing.T) {
 	dev := cpu.New()
 	scaler := amp.NewGradScaler(amp.For(dtype.F16))
 	dir := t.TempDir()
-	metrics, trace := filepath.Join(dir, "m.jsonl"), filepath.Join(dir, "t.json")
+	metrics, trace, tb := filepath.Join(dir, "m.jsonl"), filepath.Join(dir, "t.json"), filepath.Join(dir, "runs", "f16")
 	for _, finish := range []bool{false, true} {
 		if err := os.WriteFile(metrics, []byte("old\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r, err := NewRecorder(cli.ProfileFlags{Profile: true, Metrics: metrics, Trace: trace}, dev, profile.RunInfo{Label: "f16"})
+		os.RemoveAll(filepath.Join(dir, "runs"))
+		r, err := NewRecorder(cli.ProfileFlags{Profile: true, Metrics: metrics, Trace: trace, TensorBoard: tb}, dev, profile.RunInfo{Label: "f16"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,6 +62,15 @@ func TestRecorder(t *testing.T) {
 		}
 		if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 			t.Errorf("finish %v: temporary files left: %v", finish, left)
+		}
+		// The event file is kept either way: TensorBoard shows a run that
+		// failed up to where it stopped. Its records are checked where
+		// they are written (package profile).
+		events, _ := filepath.Glob(filepath.Join(tb, "events.out.tfevents.*"))
+		if len(events) != 1 {
+			t.Errorf("finish %v: event files %v, want one", finish, events)
+		} else if fi, err := os.Stat(events[0]); err != nil || fi.Size() < 100 {
+			t.Errorf("finish %v: event file %v: %v", finish, fi, err)
 		}
 		if s, ok := r.Summary(cli.Summary{}).(cli.ProfiledSummary); !ok || s.Profile == nil {
 			t.Errorf("Summary with -profile is %T without a profile", r.Summary(cli.Summary{}))
