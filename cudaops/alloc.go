@@ -1,26 +1,17 @@
 package cudaops
 
-import (
-	"math/bits"
-	"sort"
-)
+import "math/bits"
 
-// pool is the caching allocator: blocks freed by Free go to a free list
-// for their size bucket and are handed out again by the next Alloc of that
-// bucket, so a training step, which frees and reallocates the same sizes
-// every iteration, stops calling cuMemAlloc (a slow driver call, and
-// cuMemFree waits for the whole device) after its first step. Blocks return to the driver only when an
-// allocation would otherwise fail, or on EmptyCache.
+// The caching allocator: blocks freed by Free go to the device's
+// device.Cache under their size class and are handed out again by the next
+// Alloc of that class, so a training step, which frees and reallocates the
+// same sizes every iteration, stops calling cuMemAlloc (a slow driver
+// call, and cuMemFree waits for the whole device) after its first step.
+// Blocks return to the driver only when an allocation would otherwise
+// fail, or on EmptyCache.
 //
 // All work is on one stream, so a block freed while kernels that use it are
 // still queued can be reused at once: any later use is queued after them.
-type pool struct {
-	free     map[int64][]uint64 // bucket size -> cached blocks
-	reserved int64              // bytes held from the driver: in buffers and cached
-	cached   int64              // bytes in the free lists
-}
-
-func (p *pool) init() { p.free = map[int64][]uint64{} }
 
 // bucket rounds a request up to its size class: at least 512 bytes, and
 // above that to one of four steps per power of two (1024, 1280, 1536, 1792,
@@ -40,14 +31,11 @@ func bucket(bytes int64) int64 {
 // holds the device.
 func (d *Device) allocBlock(bytes int64) (uint64, int64, error) {
 	size := bucket(bytes)
-	if l := d.pool.free[size]; len(l) > 0 {
-		ptr := l[len(l)-1]
-		d.pool.free[size] = l[:len(l)-1]
-		d.pool.cached -= size
+	if ptr, ok := d.cache.Get(size); ok {
 		return ptr, size, nil
 	}
 	ptr, err := d.g.memAlloc(size)
-	if err != nil && isCode(err, cudaErrorOutOfMemory) && d.pool.cached > 0 {
+	if err != nil && isCode(err, cudaErrorOutOfMemory) && d.cache.Cached() > 0 {
 		// Cached blocks of other sizes may be what is missing.
 		if err2 := d.emptyCache(); err2 != nil {
 			return 0, 0, err2
@@ -57,7 +45,7 @@ func (d *Device) allocBlock(bytes int64) (uint64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	d.pool.reserved += size
+	d.reserved += size
 	return ptr, size, nil
 }
 
@@ -69,35 +57,21 @@ func (d *Device) freeBlock(ptr uint64, size int64) {
 			panic("cudaops: Free: zeroing: " + err.Error())
 		}
 	}
-	d.pool.free[size] = append(d.pool.free[size], ptr)
-	d.pool.cached += size
+	d.cache.Put(size, ptr)
 }
 
 // emptyCache frees every cached block. It waits for queued work first: a
 // block freed by Free may still be in use by a kernel, and cuMemFree of
 // memory in use is undefined.
 func (d *Device) emptyCache() error {
-	if d.pool.cached == 0 {
+	if d.cache.Cached() == 0 {
 		return nil
 	}
 	if err := d.g.sync(); err != nil {
 		return err
 	}
-	sizes := make([]int64, 0, len(d.pool.free))
-	for s := range d.pool.free {
-		sizes = append(sizes, s)
-	}
-	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
-	var first error
-	for _, s := range sizes {
-		for _, ptr := range d.pool.free[s] {
-			if err := d.g.memFree(ptr); err != nil && first == nil {
-				first = err
-			}
-			d.pool.reserved -= s
-			d.pool.cached -= s
-		}
-		delete(d.pool.free, s)
-	}
-	return first
+	return d.cache.Drain(func(size int64, ptr uint64) error {
+		d.reserved -= size
+		return d.g.memFree(ptr)
+	})
 }

@@ -74,8 +74,8 @@ func (d *Device) MaxPool(y, arg, x device.Buffer, s device.PoolShape) {
 	if arg != nil {
 		ab = d.buf(arg, "MaxPool")
 		checkLen("MaxPool", total, ab)
-		if !s.ArgFits(ab.dt) {
-			panic(fmt.Sprintf("cudaops: MaxPool: %dx%d window positions do not fit %v exactly", s.KH, s.KW, ab.dt))
+		if !s.ArgFits(ab.DType()) {
+			panic(fmt.Sprintf("cudaops: MaxPool: %dx%d window positions do not fit %v exactly", s.KH, s.KW, ab.DType()))
 		}
 		adt = dt(ab)
 	}

@@ -124,11 +124,12 @@ type Device struct {
 	info Info
 	opts Options
 
-	mu     sync.Mutex // serialises everything below and all use of g
-	acct   device.Accountant
-	pool   pool
-	flag   uint64 // 4 bytes of device memory for kernels' error flags
-	closed bool
+	mu       sync.Mutex // serialises everything below and all use of g
+	acct     device.Accountant
+	cache    device.Cache[uint64] // freed blocks by size class (see alloc.go)
+	reserved int64                // bytes held from the driver: in buffers and cached
+	flag     uint64               // 4 bytes of device memory for kernels' error flags
+	closed   bool
 }
 
 var _ device.Device = (*Device)(nil)
@@ -207,7 +208,6 @@ func Open(ordinal int, opts Options) (*Device, error) {
 // newDevice wraps an opened gpu. The caller has entered g.
 func newDevice(g gpu, ks *kernelSet, info Info, opts Options) (*Device, error) {
 	d := &Device{g: g, ks: ks, info: info, opts: opts}
-	d.pool.init()
 	flag, err := g.memAlloc(256)
 	if err != nil {
 		return nil, err
@@ -244,53 +244,25 @@ func (d *Device) leave() {
 // Buffer is device memory holding Len elements: float32 values, or the raw
 // bits of F16 and BF16 values.
 type Buffer struct {
-	dev   *Device
-	dt    dtype.DType
-	n     int
-	cat   device.Category
-	ptr   uint64 // 0 for an empty buffer
-	size  int64  // bytes reserved for it (its bucket)
-	freed bool
+	device.BufferHeader
+	dev  *Device
+	ptr  uint64 // 0 for an empty buffer
+	size int64  // bytes reserved for it (its bucket)
 }
-
-// DType is the element type.
-func (b *Buffer) DType() dtype.DType { return b.dt }
-
-// Len is the number of elements.
-func (b *Buffer) Len() int { return b.n }
 
 // Device is the owning device.
 func (b *Buffer) Device() device.Device { return b.dev }
-
-// Category is what the buffer is accounted as.
-func (b *Buffer) Category() device.Category { return b.cat }
 
 // Ptr is the buffer's device address (CUdeviceptr), for code that hands it
 // to other CUDA libraries. It is valid until Free.
 func (b *Buffer) Ptr() uint64 { return b.ptr }
 
 // addr is the address of element i.
-func (b *Buffer) addr(i int) uint64 { return b.ptr + uint64(i)*uint64(b.dt.Size()) }
+func (b *Buffer) addr(i int) uint64 { return b.ptr + uint64(i)*uint64(b.DType().Size()) }
 
 // buf checks that b is a live buffer of this device. The caller holds d.mu.
 func (d *Device) buf(b device.Buffer, op string) *Buffer {
-	cb, ok := b.(*Buffer)
-	if !ok {
-		if b == nil {
-			panic(fmt.Sprintf("cudaops: %s: nil buffer", op))
-		}
-		panic(fmt.Sprintf("cudaops: %s: buffer of device %s given to %s", op, b.Device().Name(), d.Name()))
-	}
-	if cb == nil {
-		panic(fmt.Sprintf("cudaops: %s: nil buffer", op))
-	}
-	if cb.dev != d {
-		panic(fmt.Sprintf("cudaops: %s: buffer belongs to %s, not %s", op, cb.dev.Name(), d.Name()))
-	}
-	if cb.freed {
-		panic(fmt.Sprintf("cudaops: %s: buffer used after Free", op))
-	}
-	return cb
+	return device.Own[Buffer](d, b, "cudaops", op)
 }
 
 // Alloc returns a buffer of n elements with undefined contents. It panics
@@ -307,15 +279,15 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 	bytes := device.Bytes(dt, n) // panics on an unknown dtype
 	d.enter()
 	defer d.leave()
-	b := &Buffer{dev: d, dt: dt, n: n, cat: c}
+	b := &Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d}
 	if bytes > 0 {
 		var err error
 		b.ptr, b.size, err = d.allocBlock(bytes)
 		if err != nil {
-			panic(fmt.Sprintf("cudaops: Alloc(%v, %d, %v): %v (%s reserved)", dt, n, c, err, device.FormatBytes(d.pool.reserved)))
+			panic(fmt.Sprintf("cudaops: Alloc(%v, %d, %v): %v (%s reserved)", dt, n, c, err, device.FormatBytes(d.reserved)))
 		}
 	}
-	d.acct.Add(dt, c, bytes)
+	d.acct.Alloc(&b.BufferHeader)
 	return b
 }
 
@@ -325,11 +297,10 @@ func (d *Device) Free(buf device.Buffer) {
 	d.enter()
 	defer d.leave()
 	b := d.buf(buf, "Free")
-	b.freed = true
 	if b.ptr != 0 {
 		d.freeBlock(b.ptr, b.size)
 	}
-	d.acct.Sub(b.dt, b.cat, device.Bytes(b.dt, b.n))
+	d.acct.Free(&b.BufferHeader)
 }
 
 // SetCategory moves b to category c in the accounting.
@@ -339,9 +310,7 @@ func (d *Device) SetCategory(buf device.Buffer, c device.Category) {
 	}
 	d.enter()
 	defer d.leave()
-	b := d.buf(buf, "SetCategory")
-	d.acct.Move(b.dt, b.cat, c, device.Bytes(b.dt, b.n))
-	b.cat = c
+	d.acct.Recategorize(&d.buf(buf, "SetCategory").BufferHeader, c)
 }
 
 // CopyFromHost writes src into dst, rounding to dst's dtype on the host
@@ -350,19 +319,19 @@ func (d *Device) CopyFromHost(dst device.Buffer, src []float32) {
 	d.enter()
 	defer d.leave()
 	b := d.buf(dst, "CopyFromHost")
-	if len(src) != b.n {
-		panic(fmt.Sprintf("cudaops: CopyFromHost of %d values into a buffer of %d", len(src), b.n))
+	if len(src) != b.Len() {
+		panic(fmt.Sprintf("cudaops: CopyFromHost of %d values into a buffer of %d", len(src), b.Len()))
 	}
-	if b.n == 0 {
+	if b.Len() == 0 {
 		return
 	}
 	var err error
-	if b.dt == dtype.F32 {
-		err = d.g.htod(b.ptr, unsafe.Pointer(&src[0]), int64(4*b.n))
+	if b.DType() == dtype.F32 {
+		err = d.g.htod(b.ptr, unsafe.Pointer(&src[0]), int64(4*b.Len()))
 	} else {
-		h := make([]uint16, b.n)
-		dtype.Encode(b.dt, h, src)
-		err = d.g.htod(b.ptr, unsafe.Pointer(&h[0]), int64(2*b.n))
+		h := make([]uint16, b.Len())
+		dtype.Encode(b.DType(), h, src)
+		err = d.g.htod(b.ptr, unsafe.Pointer(&h[0]), int64(2*b.Len()))
 	}
 	if err != nil {
 		panic("cudaops: CopyFromHost: " + err.Error())
@@ -375,19 +344,19 @@ func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
 	d.enter()
 	defer d.leave()
 	b := d.buf(src, "CopyToHost")
-	if len(dst) != b.n {
-		panic(fmt.Sprintf("cudaops: CopyToHost of a buffer of %d into %d values", b.n, len(dst)))
+	if len(dst) != b.Len() {
+		panic(fmt.Sprintf("cudaops: CopyToHost of a buffer of %d into %d values", b.Len(), len(dst)))
 	}
-	if b.n == 0 {
+	if b.Len() == 0 {
 		return
 	}
 	var err error
-	if b.dt == dtype.F32 {
-		err = d.g.dtoh(unsafe.Pointer(&dst[0]), b.ptr, int64(4*b.n))
+	if b.DType() == dtype.F32 {
+		err = d.g.dtoh(unsafe.Pointer(&dst[0]), b.ptr, int64(4*b.Len()))
 	} else {
-		h := make([]uint16, b.n)
-		err = d.g.dtoh(unsafe.Pointer(&h[0]), b.ptr, int64(2*b.n))
-		dtype.Decode(b.dt, dst, h)
+		h := make([]uint16, b.Len())
+		err = d.g.dtoh(unsafe.Pointer(&h[0]), b.ptr, int64(2*b.Len()))
+		dtype.Decode(b.DType(), dst, h)
 	}
 	if err != nil {
 		panic("cudaops: CopyToHost: " + err.Error())
@@ -398,7 +367,7 @@ func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
 // driver (in buffers or cached for reuse).
 func (d *Device) MemStats() device.MemStats {
 	d.mu.Lock()
-	reserved := d.pool.reserved
+	reserved := d.reserved
 	d.mu.Unlock()
 	s := d.acct.Stats()
 	s.Reserved = reserved

@@ -15,13 +15,13 @@ import (
 // checkLen panics unless every buffer holds at least n elements.
 func checkLen(op string, n int, bufs ...*Buffer) {
 	for _, b := range bufs {
-		if b.n < n {
-			panic(fmt.Sprintf("cudaops: %s: buffer of %d elements, need %d", op, b.n, n))
+		if b.Len() < n {
+			panic(fmt.Sprintf("cudaops: %s: buffer of %d elements, need %d", op, b.Len(), n))
 		}
 	}
 }
 
-func dt(b *Buffer) param { return pInt(int(b.dt)) }
+func dt(b *Buffer) param { return pInt(int(b.DType())) }
 
 func ptr(b *Buffer) param {
 	if b == nil {
@@ -35,7 +35,7 @@ func (d *Device) Fill(dst device.Buffer, v float32) {
 	d.enter()
 	defer d.leave()
 	b := d.buf(dst, "Fill")
-	d.fill(b, 0, b.n, v)
+	d.fill(b, 0, b.Len(), v)
 }
 
 // fill sets b[off:off+n] to v.
@@ -52,14 +52,14 @@ func (d *Device) Copy(dst device.Buffer, dstOff int, src device.Buffer, srcOff, 
 	d.enter()
 	defer d.leave()
 	db, sb := d.buf(dst, "Copy"), d.buf(src, "Copy")
-	if n < 0 || dstOff < 0 || srcOff < 0 || dstOff+n > db.n || srcOff+n > sb.n {
-		panic(fmt.Sprintf("cudaops: Copy of %d elements from [%d:] of %d into [%d:] of %d", n, srcOff, sb.n, dstOff, db.n))
+	if n < 0 || dstOff < 0 || srcOff < 0 || dstOff+n > db.Len() || srcOff+n > sb.Len() {
+		panic(fmt.Sprintf("cudaops: Copy of %d elements from [%d:] of %d into [%d:] of %d", n, srcOff, sb.Len(), dstOff, db.Len()))
 	}
 	if n == 0 || (db == sb && dstOff == srcOff) {
 		return
 	}
-	if db.dt == sb.dt {
-		if err := d.g.dtod(db.addr(dstOff), sb.addr(srcOff), device.Bytes(db.dt, n)); err != nil {
+	if db.DType() == sb.DType() {
+		if err := d.g.dtod(db.addr(dstOff), sb.addr(srcOff), device.Bytes(db.DType(), n)); err != nil {
 			panic("cudaops: Copy: " + err.Error())
 		}
 		return
@@ -85,7 +85,7 @@ func (d *Device) Axpby(dst, x, y device.Buffer, alpha, beta float32) {
 	d.enter()
 	defer d.leave()
 	db, xb := d.buf(dst, "Axpby"), d.buf(x, "Axpby")
-	n := db.n
+	n := db.Len()
 	var yb *Buffer
 	if beta != 0 {
 		yb = d.buf(y, "Axpby")
@@ -132,11 +132,11 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32)
 	defer d.leave()
 	what := "Unary " + op.String()
 	db, sb := d.buf(dst, what), d.buf(src, what)
-	checkLen(what, db.n, sb)
-	if db.n == 0 {
+	checkLen(what, db.Len(), sb)
+	if db.Len() == 0 {
 		return
 	}
-	d.launch(d.ks.unary, gridFor(db.n), pInt(int(op)), ptr(db), dt(db), ptr(sb), dt(sb), pInt(db.n), pF32(alpha))
+	d.launch(d.ks.unary, gridFor(db.Len()), pInt(int(op)), ptr(db), dt(db), ptr(sb), dt(sb), pInt(db.Len()), pF32(alpha))
 }
 
 // UnaryGrad computes dst = dy * op'(in) for the ops device's op table gives
@@ -149,11 +149,11 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 	defer d.leave()
 	what := "UnaryGrad " + op.String()
 	db, gb, ib := d.buf(dst, what), d.buf(dy, what), d.buf(in, what)
-	checkLen(what, db.n, gb, ib)
-	if db.n == 0 {
+	checkLen(what, db.Len(), gb, ib)
+	if db.Len() == 0 {
 		return
 	}
-	d.launch(d.ks.unaryGrad, gridFor(db.n), pInt(int(op)), ptr(db), dt(db), ptr(gb), dt(gb), ptr(ib), dt(ib), pInt(db.n))
+	d.launch(d.ks.unaryGrad, gridFor(db.Len()), pInt(int(op)), ptr(db), dt(db), ptr(gb), dt(gb), ptr(ib), dt(ib), pInt(db.Len()))
 }
 
 // reduceBlockMin is the reduction length from which Reduce gives each
@@ -205,8 +205,8 @@ func (d *Device) Reduce(dst, src device.Buffer, s device.Strides, alpha float32)
 		}
 	}
 	// Destination elements no kept index reaches get alpha*0, as on the CPU.
-	if kept.n != db.n {
-		d.fill(db, 0, db.n, alpha*0)
+	if kept.n != db.Len() {
+		d.fill(db, 0, db.Len(), alpha*0)
 	}
 	if kept.n == 0 {
 		return
@@ -238,16 +238,16 @@ func (d *Device) Dropout(dst, src device.Buffer, p float32, key device.RandKey) 
 	d.enter()
 	defer d.leave()
 	db, sb := d.buf(dst, "Dropout"), d.buf(src, "Dropout")
-	checkLen("Dropout", db.n, sb)
+	checkLen("Dropout", db.Len(), sb)
 	// The scale in float32 exactly as the CPU backend computes it.
 	scale := float32(0)
 	if p < 1 {
 		scale = 1 / (1 - p)
 	}
-	if db.n == 0 {
+	if db.Len() == 0 {
 		return
 	}
-	d.launch(d.ks.dropout, gridFor(db.n), ptr(db), dt(db), ptr(sb), dt(sb), pInt(db.n), pF32(p), pF32(scale),
+	d.launch(d.ks.dropout, gridFor(db.Len()), ptr(db), dt(db), ptr(sb), dt(sb), pInt(db.Len()), pF32(p), pF32(scale),
 		pU64(key.Seed), pU64(key.Offset))
 }
 
@@ -261,13 +261,13 @@ func (d *Device) f32(op string, bufs ...device.Buffer) []*Buffer {
 			continue
 		}
 		cb := d.buf(b, op)
-		if cb.dt != dtype.F32 {
-			panic(fmt.Sprintf("cudaops: %s: operand %d is %v, want f32", op, i, cb.dt))
+		if cb.DType() != dtype.F32 {
+			panic(fmt.Sprintf("cudaops: %s: operand %d is %v, want f32", op, i, cb.DType()))
 		}
 		if n < 0 {
-			n = cb.n
-		} else if cb.n != n {
-			panic(fmt.Sprintf("cudaops: %s: operand %d has %d elements, the first has %d", op, i, cb.n, n))
+			n = cb.Len()
+		} else if cb.Len() != n {
+			panic(fmt.Sprintf("cudaops: %s: operand %d has %d elements, the first has %d", op, i, cb.Len(), n))
 		}
 		out[i] = cb
 	}

@@ -27,8 +27,8 @@ func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 	last := func(off, stride, size int) int { return off + (nb-1)*stride + size }
 	if m < 0 || n < 0 || k < 0 || p.Batch < 0 || p.OffA < 0 || p.OffB < 0 || p.OffC < 0 ||
 		p.StrideA < 0 || p.StrideB < 0 || p.StrideC < 0 ||
-		last(p.OffA, p.StrideA, m*k) > ab.n || last(p.OffB, p.StrideB, k*n) > bb.n || last(p.OffC, p.StrideC, m*n) > cb.n {
-		panic(fmt.Sprintf("cudaops: Gemm %+v out of range of buffers a[%d] b[%d] c[%d]", p, ab.n, bb.n, cb.n))
+		last(p.OffA, p.StrideA, m*k) > ab.Len() || last(p.OffB, p.StrideB, k*n) > bb.Len() || last(p.OffC, p.StrideC, m*n) > cb.Len() {
+		panic(fmt.Sprintf("cudaops: Gemm %+v out of range of buffers a[%d] b[%d] c[%d]", p, ab.Len(), bb.Len(), cb.Len()))
 	}
 	if m == 0 || n == 0 {
 		return
@@ -59,8 +59,8 @@ func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
 		return
 	}
 
-	in := ab.dt
-	if ab.dt != bb.dt {
+	in := ab.DType()
+	if ab.DType() != bb.DType() {
 		in = dtype.F32
 	}
 	var temps []*Buffer
@@ -70,7 +70,7 @@ func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
 		}
 	}()
 	temp := func(n int) *Buffer {
-		t := &Buffer{dev: d, dt: dtype.F32, n: n}
+		t := &Buffer{BufferHeader: device.NewBufferHeader(dtype.F32, n, device.Workspace), dev: d}
 		var err error
 		if t.ptr, t.size, err = d.allocBlock(device.Bytes(dtype.F32, n)); err != nil {
 			panic(fmt.Sprintf("cudaops: Gemm: temporary of %d floats: %v", n, err))
@@ -82,7 +82,7 @@ func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
 	// F32 (the whole span its batch covers, so its strides still hold)
 	// when the inputs' dtypes differ.
 	operand := func(x *Buffer, off, stride, size int) uint64 {
-		if x.dt == in {
+		if x.DType() == in {
 			return x.addr(off)
 		}
 		span := (nb-1)*stride + size
@@ -93,9 +93,9 @@ func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
 	aPtr := operand(ab, p.OffA, p.StrideA, m*k)
 	bPtr := operand(bb, p.OffB, p.StrideB, k*n)
 
-	cPtr, ct, strideC := cb.addr(p.OffC), cb.dt, p.StrideC
+	cPtr, ct, strideC := cb.addr(p.OffC), cb.DType(), p.StrideC
 	var ctmp *Buffer
-	if !(cb.dt == dtype.F32 || cb.dt == in) {
+	if !(cb.DType() == dtype.F32 || cb.DType() == in) {
 		ctmp = temp(nb * m * n)
 		if p.Beta != 0 {
 			d.copyBlocks(ctmp, 0, m*n, cb, p.OffC, p.StrideC, m*n, nb)
@@ -120,7 +120,7 @@ func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
 		batch: nb,
 	}
 	if err := d.g.gemm(call); err != nil {
-		panic(fmt.Sprintf("cudaops: Gemm %+v (%v, %v -> %v): %v", p, ab.dt, bb.dt, cb.dt, err))
+		panic(fmt.Sprintf("cudaops: Gemm %+v (%v, %v -> %v): %v", p, ab.DType(), bb.DType(), cb.DType(), err))
 	}
 	if ctmp != nil {
 		d.copyBlocks(cb, p.OffC, p.StrideC, ctmp, 0, m*n, m*n, nb)

@@ -21,7 +21,7 @@ func (d *Device) SGD(p, g, mom device.Buffer, h device.SGDParams) {
 	} else {
 		bs = append(d.f32("SGD", p, g), nil)
 	}
-	n := bs[0].n
+	n := bs[0].Len()
 	if n == 0 {
 		return
 	}
@@ -46,7 +46,7 @@ func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
 	stepSize := float32(float64(h.LR) / bc1)
 	bc2sqrt := float32(math.Sqrt(bc2))
 	decay := float32(1) - h.LR*h.WeightDecay
-	n := bs[0].n
+	n := bs[0].Len()
 	if n == 0 {
 		return
 	}
@@ -72,8 +72,8 @@ func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
 	}
 	d.setFlag("UnscaleCheck", 0)
 	for _, b := range bs {
-		if b.n > 0 {
-			d.launch(d.ks.unscale, gridFor(b.n), ptr(b), pInt(b.n), pF32(inv), pPtr(d.flag))
+		if b.Len() > 0 {
+			d.launch(d.ks.unscale, gridFor(b.Len()), ptr(b), pInt(b.Len()), pF32(inv), pPtr(d.flag))
 		}
 	}
 	return d.readFlag("UnscaleCheck") != 0

@@ -96,12 +96,12 @@ func (d *Device) checkLabels(op string, labels *Buffer, cols int) {
 		return
 	}
 	var v float32
-	if labels.dt == dtype.F32 {
+	if labels.DType() == dtype.F32 {
 		d.g.dtoh(unsafe.Pointer(&v), labels.addr(int(r)), 4)
 	} else {
 		var h uint16
 		d.g.dtoh(unsafe.Pointer(&h), labels.addr(int(r)), 2)
-		if labels.dt == dtype.F16 {
+		if labels.DType() == dtype.F16 {
 			v = dtype.F16ToF32(h)
 		} else {
 			v = dtype.BF16ToF32(h)

@@ -68,8 +68,8 @@ func (it dims) reach(which int) int {
 
 // checkReach panics unless operand which fits in b.
 func (it dims) checkReach(op string, which int, b *Buffer) {
-	if r := it.reach(which); it.n > 0 && r > b.n {
-		panic(fmt.Sprintf("cudaops: %s: strides reach element %d of a buffer of %d", op, r-1, b.n))
+	if r := it.reach(which); it.n > 0 && r > b.Len() {
+		panic(fmt.Sprintf("cudaops: %s: strides reach element %d of a buffer of %d", op, r-1, b.Len()))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -34,13 +35,11 @@ type Device struct {
 	workers int
 	helpers *helpers
 
-	// A cache of freed storage by exact dtype and length: a training step
-	// allocates the same sizes every step, and reusing them saves Go from
-	// zeroing and collecting megabytes per step.
-	mu        sync.Mutex
-	free      map[poolKey][]storage
-	cached    int64
-	maxCached int64
+	// A cache of freed storage by exact size in bytes, whatever the dtype:
+	// a training step allocates the same sizes every step, and reusing them
+	// saves Go from zeroing and collecting megabytes per step.
+	mu    sync.Mutex
+	cache device.Cache[[]float32]
 	// slab holds Buffer structs not yet handed out, so that Alloc makes
 	// one Go allocation per bufSlab buffers instead of one each. A struct
 	// is never handed out twice: a stale reference to a freed buffer
@@ -51,16 +50,6 @@ type Device struct {
 // bufSlab is how many Buffer structs Alloc takes from Go at a time.
 const bufSlab = 64
 
-type poolKey struct {
-	dt dtype.DType
-	n  int
-}
-
-type storage struct {
-	f32 []float32
-	u16 []uint16
-}
-
 // DefaultCacheBytes bounds the memory a CPU device keeps for reuse after
 // Free.
 const DefaultCacheBytes = 2 << 30
@@ -68,7 +57,8 @@ const DefaultCacheBytes = 2 << 30
 // New returns a CPU device with its own memory accounting, using up to
 // GOMAXPROCS goroutines per kernel.
 func New() *Device {
-	d := &Device{workers: runtime.GOMAXPROCS(0), free: map[poolKey][]storage{}, maxCached: DefaultCacheBytes}
+	d := &Device{workers: runtime.GOMAXPROCS(0)}
+	d.cache.Limit = DefaultCacheBytes
 	d.helpers = newHelpers(d.workers - 1)
 	// The helpers hold nothing that leads back to d, so an unreferenced
 	// Device is collected and its helpers stopped.
@@ -89,33 +79,38 @@ func (d *Device) Close() error {
 // EmptyCache returns the memory cached for reuse to Go's collector.
 func (d *Device) EmptyCache() {
 	d.mu.Lock()
-	clear(d.free)
-	d.cached = 0
+	d.cache.Drain(nil)
 	d.mu.Unlock()
 }
 
-// Buffer is CPU memory: float32 values, or the raw bits of 16-bit values.
+// Buffer is CPU memory: float32 values, or the raw bits of 16-bit values,
+// both stored in a block of float32 words (so that a freed block serves
+// the next buffer of its size in bytes, whatever its dtype).
 type Buffer struct {
-	dev   *Device
-	dt    dtype.DType
-	n     int
-	cat   device.Category
-	f32   []float32
-	u16   []uint16
-	freed bool
+	device.BufferHeader
+	dev *Device
+	// dt and n are the header's DType() and Len(), which never change, as
+	// fields: the kernels read them (gemm.go, relu.go and convsimd_amd64.go
+	// among them).
+	dt  dtype.DType
+	n   int
+	f32 []float32 // F32 storage
+	u16 []uint16  // F16 and BF16 storage: a view of the block's words
 }
-
-// DType is the element type.
-func (b *Buffer) DType() dtype.DType { return b.dt }
-
-// Len is the number of elements.
-func (b *Buffer) Len() int { return b.n }
 
 // Device is the owning device.
 func (b *Buffer) Device() device.Device { return b.dev }
 
-// Category is what the buffer is accounted as.
-func (b *Buffer) Category() device.Category { return b.cat }
+// words returns the block holding b's storage.
+func (b *Buffer) words() []float32 {
+	if b.dt == dtype.F32 {
+		return b.f32[:cap(b.f32)]
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.u16))), blockWords(b.Bytes()))
+}
+
+// blockWords is how many float32 words hold size bytes.
+func blockWords(size int64) int { return int((size + 3) / 4) }
 
 // Float32s returns the storage of an F32 buffer, for tests and host code
 // that want to read it without a copy. It panics for 16-bit buffers.
@@ -130,35 +125,30 @@ func (b *Buffer) Float32s() []float32 {
 func (d *Device) Name() string { return "cpu" }
 
 // Alloc returns a buffer whose contents are undefined: storage freed
-// earlier is reused when one of the same dtype and length is cached.
+// earlier is reused when a block of the same size in bytes is cached.
 func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 	if n < 0 {
 		panic(fmt.Sprintf("cpu: Alloc of %d elements", n))
 	}
 	size := device.Bytes(dt, n) // panics on an unknown dtype
-	k := poolKey{dt, n}
 	d.mu.Lock()
 	if len(d.slab) == 0 {
 		d.slab = make([]Buffer, bufSlab)
 	}
 	b := &d.slab[0]
 	d.slab = d.slab[1:]
-	*b = Buffer{dev: d, dt: dt, n: n, cat: c}
-	if l := d.free[k]; len(l) > 0 {
-		s := l[len(l)-1]
-		d.free[k] = l[:len(l)-1]
-		d.cached -= size
-		b.f32, b.u16 = s.f32, s.u16
-	}
+	*b = Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d, dt: dt, n: n}
+	words, ok := d.cache.Get(size)
 	d.mu.Unlock()
-	if b.f32 == nil && b.u16 == nil {
-		if dt == dtype.F32 {
-			b.f32 = make([]float32, n)
-		} else {
-			b.u16 = make([]uint16, n)
-		}
+	if !ok {
+		words = make([]float32, blockWords(size))
 	}
-	d.acct.Add(dt, c, size)
+	if dt == dtype.F32 {
+		b.f32 = words[:n]
+	} else {
+		b.u16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(words))), n)
+	}
+	d.acct.Alloc(&b.BufferHeader)
 	return b
 }
 
@@ -166,24 +156,18 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 // cache is full) and its bytes to the accounting.
 func (d *Device) Free(buf device.Buffer) {
 	b := d.buf(buf, "Free")
-	b.freed = true
-	size := device.Bytes(b.dt, b.n)
-	d.mu.Lock()
-	if d.cached+size <= d.maxCached && b.n > 0 {
-		k := poolKey{b.dt, b.n}
-		d.free[k] = append(d.free[k], storage{b.f32, b.u16})
-		d.cached += size
+	if b.n > 0 {
+		d.mu.Lock()
+		d.cache.Put(b.Bytes(), b.words())
+		d.mu.Unlock()
 	}
-	d.mu.Unlock()
+	d.acct.Free(&b.BufferHeader)
 	b.f32, b.u16 = nil, nil
-	d.acct.Sub(b.dt, b.cat, size)
 }
 
 // SetCategory moves b to category c in the accounting.
 func (d *Device) SetCategory(buf device.Buffer, c device.Category) {
-	b := d.buf(buf, "SetCategory")
-	d.acct.Move(b.dt, b.cat, c, device.Bytes(b.dt, b.n))
-	b.cat = c
+	d.acct.Recategorize(&d.buf(buf, "SetCategory").BufferHeader, c)
 }
 
 // CopyFromHost writes src into dst, rounding to dst's dtype.
@@ -224,7 +208,7 @@ func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
 func (d *Device) MemStats() device.MemStats {
 	s := d.acct.Stats()
 	d.mu.Lock()
-	s.Reserved += d.cached
+	s.Reserved += d.cache.Cached()
 	d.mu.Unlock()
 	return s
 }
@@ -235,23 +219,8 @@ func (d *Device) ResetPeak() { d.acct.ResetPeak() }
 // Sync returns nil: CPU kernels finish before they return.
 func (d *Device) Sync() error { return nil }
 
-// buf checks that b belongs to this device and is live.
-func (d *Device) buf(b device.Buffer, op string) *Buffer {
-	cb, ok := b.(*Buffer)
-	if !ok {
-		if b == nil {
-			panic(fmt.Sprintf("cpu: %s: nil buffer", op))
-		}
-		panic(fmt.Sprintf("cpu: %s: buffer of device %s given to cpu", op, b.Device().Name()))
-	}
-	if cb.dev != d {
-		panic(fmt.Sprintf("cpu: %s: buffer belongs to another cpu device", op))
-	}
-	if cb.freed {
-		panic(fmt.Sprintf("cpu: %s: buffer used after Free", op))
-	}
-	return cb
-}
+// buf checks that b is a live buffer of this device.
+func (d *Device) buf(b device.Buffer, op string) *Buffer { return device.Own[Buffer](d, b, "cpu", op) }
 
 // grain is the number of elements below which a kernel does not bother to
 // share its work, and the size of the pieces it splits larger work into.
