@@ -721,8 +721,12 @@ func (c *NCCL) Barrier() error {
 	return c.collective("barrier", func() error { return c.eng.allReduce(ptr, 1, ncclFloat32, ncclSum) })
 }
 
-// pollMax bounds the wait between two looks at an unfinished collective.
-const pollMax = time.Millisecond
+// How a collective is waited for: pollSpins looks in a row, then sleeps
+// that double up to pollMax between looks.
+const (
+	pollSpins = 64
+	pollMax   = time.Millisecond
+)
 
 // collective queues one collective with enqueue and waits for the GPU to
 // finish it, the communicator to report an error, or the timeout.
@@ -758,7 +762,10 @@ func (c *NCCL) collective(what string, enqueue func() error) error {
 	case <-timer.C:
 		return c.fail(c.timedOut(what))
 	}
-	for wait := 10 * time.Microsecond; ; wait = min(2*wait, pollMax) {
+	// Poll: a few times at once (a bucket over NVLink takes tens of
+	// microseconds), then sleeping longer each time up to pollMax, so that
+	// a long wait does not keep a core busy.
+	for i, wait := 0, 10*time.Microsecond; ; i++ {
 		done, err := c.eng.reached()
 		if err != nil {
 			return c.fail(fmt.Errorf("nccl: rank %d of %d: %s failed: %w", c.rank, c.size, what, err))
@@ -772,7 +779,12 @@ func (c *NCCL) collective(what string, enqueue func() error) error {
 		if time.Now().After(deadline) {
 			return c.fail(c.timedOut(what))
 		}
+		if i < pollSpins {
+			runtime.Gosched()
+			continue
+		}
 		time.Sleep(wait)
+		wait = min(2*wait, pollMax)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,6 +210,45 @@ func TestNCCLRanks(t *testing.T) {
 			t.Errorf("rank %d of %d: %v\n%s", r, n, errs[r], logs[r])
 		}
 	}
+	for _, line := range strings.Split(logs[0], "\n") {
+		if strings.Contains(line, "all-reduce of") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+}
+
+// logBandwidth times in-place F32 all-reduces of 1 to 64 MiB as a
+// collective returns them (finished on the GPU, polled for), and rank 0
+// logs the median of 5 after a warm-up: the algorithm bandwidth
+// (bytes/time) and the bus bandwidth (times 2(n-1)/n, what each link
+// carried, comparable across rank counts, as nccl-tests reports it).
+func logBandwidth(t *testing.T, c *NCCL) {
+	dev, n := c.Device(), c.Size()
+	for mib := 1; mib <= 64; mib *= 2 {
+		b := dev.Alloc(dtype.F32, mib<<18, device.Temp)
+		dev.Fill(b, 1)
+		if err := c.AllReduce(b, device.Sum); err != nil {
+			t.Fatal(err)
+		}
+		times := make([]float64, 5)
+		for i := range times {
+			if err := c.Barrier(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := c.AllReduce(b, device.Sum); err != nil {
+				t.Fatal(err)
+			}
+			times[i] = time.Since(start).Seconds()
+		}
+		dev.Free(b)
+		slices.Sort(times)
+		med := times[len(times)/2]
+		alg := float64(mib<<20) / med / 1e9
+		if c.Rank() == 0 {
+			t.Logf("all-reduce of %2d MiB on %d GPUs: %.3f ms, %.1f GB/s algorithm, %.1f GB/s bus", mib, n, 1e3*med, alg, alg*2*float64(n-1)/float64(n))
+		}
+	}
 }
 
 // TestChildNCCLRanks is one rank of TestNCCLRanks.
@@ -219,6 +259,7 @@ func TestChildNCCLRanks(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCollectives(t, c)
+	logBandwidth(t, c)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,9 @@ step 13-nccl-dp-tests 90 "$src" "$T/distributed.test" -test.v -test.timeout 80s 
 			"$(grep -c -- '--- PASS' "$f")" "$(grep -c -- '--- FAIL' "$f")" "$(grep -c -- '--- SKIP' "$f")"
 	done
 	grep -h -- '--- FAIL' "$logs"/0[3-6]-*.log "$logs"/1[23]-*.log 2>/dev/null | head -20
-	grep -h -- '^    nccl.*\.go:[0-9]*: NCCL \|checking against' "$logs"/12-nccl-tests.log 2>/dev/null | head -2
+	echo
+	echo "== NCCL (which library and header; all-reduce bandwidth where several GPUs ran)"
+	grep -h -- 'nccl.*\.go:[0-9]*: \(NCCL \|checking against\|all-reduce of\)' "$logs"/12-nccl-tests.log 2>/dev/null | sed 's/^ *//' | head -12
 	echo
 	echo "== MNIST, 3 epochs, -amp f16 (last JSON line)"
 	for f in 07-mnist-cuda-f16 10-mnist-cpu-f16; do
