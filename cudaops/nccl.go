@@ -431,10 +431,12 @@ type NCCL struct {
 	timeout    time.Duration
 	boot       device.Comm // the communicator the ID came through, which Abort uses; may be nil
 
-	mu        sync.Mutex // serialises collectives, so that every rank issues them in one order
-	broken    error
-	closed    bool
-	endOnce   sync.Once // abort or destroy, once
+	mu     sync.Mutex // serialises collectives, so that every rank issues them in one order
+	broken error
+	closed bool
+
+	endMu     sync.RWMutex // held to poll (read) and to abort or destroy (write)
+	ended     bool
 	endResult error
 }
 
@@ -766,15 +768,12 @@ func (c *NCCL) collective(what string, enqueue func() error) error {
 	// microseconds), then sleeping longer each time up to pollMax, so that
 	// a long wait does not keep a core busy.
 	for i, wait := 0, 10*time.Microsecond; ; i++ {
-		done, err := c.eng.reached()
+		done, err := c.poll()
 		if err != nil {
 			return c.fail(fmt.Errorf("nccl: rank %d of %d: %s failed: %w", c.rank, c.size, what, err))
 		}
 		if done {
 			return nil
-		}
-		if err := c.eng.asyncError(); err != nil {
-			return c.fail(fmt.Errorf("nccl: rank %d of %d: %s failed: %w", c.rank, c.size, what, err))
 		}
 		if time.Now().After(deadline) {
 			return c.fail(c.timedOut(what))
@@ -786,6 +785,26 @@ func (c *NCCL) collective(what string, enqueue func() error) error {
 		time.Sleep(wait)
 		wait = min(2*wait, pollMax)
 	}
+}
+
+// errEnded is what a collective meets when Abort has ended the
+// communicator under it.
+var errEnded = errors.New("the communicator was aborted")
+
+// poll reports whether the collective queued last has finished, or the
+// communicator's error. It never touches a communicator that Abort (from
+// another goroutine) has ended.
+func (c *NCCL) poll() (bool, error) {
+	c.endMu.RLock()
+	defer c.endMu.RUnlock()
+	if c.ended {
+		return false, errEnded
+	}
+	done, err := c.eng.reached()
+	if err != nil || done {
+		return done, err
+	}
+	return false, c.eng.asyncError()
 }
 
 func (c *NCCL) timedOut(what string) error {
@@ -800,9 +819,15 @@ func (c *NCCL) fail(err error) error {
 	return err
 }
 
-// end runs abort or destroy, whichever comes first, once.
+// end runs abort or destroy, whichever comes first, once, after any poll
+// in progress.
 func (c *NCCL) end(fn func() error) error {
-	c.endOnce.Do(func() { c.endResult = fn() })
+	c.endMu.Lock()
+	defer c.endMu.Unlock()
+	if !c.ended {
+		c.ended = true
+		c.endResult = fn()
+	}
 	return c.endResult
 }
 

@@ -1225,4 +1225,26 @@ func TestNCCLAbortEmulated(t *testing.T) {
 			t.Errorf("the bootstrap comm's Abort got %v, want %v", boot.aborted, reason)
 		}
 	}
+	// Abort from another goroutine while a collective waits for a peer: the
+	// collective ends at once, without touching the ended communicator.
+	comms, engs := fakeRanks(2, time.Minute)
+	b := comms[0].Device().Alloc(dtype.F32, 4, device.Temp)
+	errc := make(chan error, 1)
+	go func() { errc <- comms[0].AllReduce(b, device.Sum) }()
+	time.Sleep(20 * time.Millisecond)
+	func() {
+		defer func() { recover() }()
+		comms[0].Abort(reason)
+	}()
+	select {
+	case err := <-errc:
+		if want := "nccl: rank 0 of 2: all-reduce failed: the communicator was aborted"; err == nil || err.Error() != want {
+			t.Errorf("a collective under Abort: %v, want %q", err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a collective under Abort still waits")
+	}
+	if engs[0].aborts != 1 {
+		t.Errorf("communicator aborted %d times, want 1", engs[0].aborts)
+	}
 }
