@@ -7,8 +7,7 @@ import (
 )
 
 func checkConv(s device.ConvShape) {
-	if s.N0 < 0 || s.NB < 0 || s.N0+s.NB > s.N || s.OH <= 0 || s.OW <= 0 || s.StrideH <= 0 || s.StrideW <= 0 ||
-		s.C < 0 || s.H < 0 || s.W < 0 || s.KH < 0 || s.KW < 0 || s.PadH < 0 || s.PadW < 0 {
+	if !s.Valid() {
 		panic(fmt.Sprintf("cudaops: bad conv shape %+v", s))
 	}
 }
@@ -48,8 +47,7 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 }
 
 func checkPool(s device.PoolShape) {
-	if s.OH <= 0 || s.OW <= 0 || s.StrideH <= 0 || s.StrideW <= 0 || s.PadH*2 > s.KH || s.PadW*2 > s.KW ||
-		s.PadH < 0 || s.PadW < 0 || s.KH <= 0 || s.KW <= 0 || s.N < 0 || s.C < 0 || s.H <= 0 || s.W <= 0 {
+	if !s.Valid() {
 		panic(fmt.Sprintf("cudaops: bad pool shape %+v", s))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/dtype"
 )
 
 // The Go side of every kernel checks what the CPU backend checks, with the
@@ -251,25 +250,9 @@ func (d *Device) Dropout(dst, src device.Buffer, p float32, key device.RandKey) 
 		pU64(key.Seed), pU64(key.Offset))
 }
 
-// f32 checks that every non-nil operand is an F32 buffer of operand 0's
-// length, as the CPU backend does for the optimiser and norm statistics.
+// f32 checks that every non-nil operand is an F32 buffer of the first
+// one's length, as the CPU backend does for the optimiser and norm
+// statistics.
 func (d *Device) f32(op string, bufs ...device.Buffer) []*Buffer {
-	out := make([]*Buffer, len(bufs))
-	n := -1
-	for i, b := range bufs {
-		if b == nil {
-			continue
-		}
-		cb := d.buf(b, op)
-		if cb.DType() != dtype.F32 {
-			panic(fmt.Sprintf("cudaops: %s: operand %d is %v, want f32", op, i, cb.DType()))
-		}
-		if n < 0 {
-			n = cb.Len()
-		} else if cb.Len() != n {
-			panic(fmt.Sprintf("cudaops: %s: operand %d has %d elements, the first has %d", op, i, cb.Len(), n))
-		}
-		out[i] = cb
-	}
-	return out
+	return device.OwnF32s[Buffer](d, "cudaops", op, bufs...)
 }

@@ -2,7 +2,6 @@ package cudaops
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/mixprec/mixprec/device"
 )
@@ -40,12 +39,7 @@ func (d *Device) Adam(p, g, m, v device.Buffer, h device.AdamParams) {
 	if h.Step < 1 {
 		panic(fmt.Sprintf("cudaops: Adam step %d, want >= 1", h.Step))
 	}
-	// The per-step scalars exactly as the CPU backend computes them.
-	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
-	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
-	stepSize := float32(float64(h.LR) / bc1)
-	bc2sqrt := float32(math.Sqrt(bc2))
-	decay := float32(1) - h.LR*h.WeightDecay
+	stepSize, bc2sqrt, decay := h.Scalars() // as the CPU backend's, to the bit
 	n := bs[0].Len()
 	if n == 0 {
 		return
@@ -65,10 +59,7 @@ func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
 	defer d.leave()
 	bs := make([]*Buffer, len(grads))
 	for i, g := range grads {
-		bs[i] = d.f32("UnscaleCheck", g)[0]
-		if bs[i] == nil {
-			panic("cudaops: UnscaleCheck: nil gradient")
-		}
+		bs[i] = device.OwnF32[Buffer](d, g, "cudaops", "UnscaleCheck", i, -1)
 	}
 	d.setFlag("UnscaleCheck", 0)
 	for _, b := range bs {

@@ -88,3 +88,51 @@ func Own[T any, P interface {
 	}
 	return p
 }
+
+// OwnF32 is Own for operand i of a kernel that takes F32 buffers (an
+// optimiser's step): b must also be F32 and, unless n < 0, hold n elements,
+// operand 0's length. It allocates nothing, which a step per parameter per
+// training step needs.
+func OwnF32[T any, P interface {
+	*T
+	Buffer
+	Freed() bool
+}](owner Device, b Buffer, backend, op string, i, n int) P {
+	p := Own[T, P](owner, b, backend, op)
+	if p.DType() != dtype.F32 {
+		panic(fmt.Sprintf("%s: %s: operand %d is %v, want f32", backend, op, i, p.DType()))
+	}
+	if n >= 0 && p.Len() != n {
+		panic(fmt.Sprintf("%s: %s: operand %d has %d elements, operand 0 has %d", backend, op, i, p.Len(), n))
+	}
+	return p
+}
+
+// OwnF32s checks the operands of a kernel whose buffers are all F32 of one
+// length (normalisation statistics and parameters): each one that is not
+// nil as OwnF32 does, against the first one's length. A nil operand stays
+// nil in the result.
+func OwnF32s[T any, P interface {
+	*T
+	Buffer
+	Freed() bool
+}](owner Device, backend, op string, bufs ...Buffer) []P {
+	out := make([]P, len(bufs))
+	first := -1
+	for i, b := range bufs {
+		if b == nil {
+			continue
+		}
+		if first < 0 {
+			out[i] = OwnF32[T, P](owner, b, backend, op, i, -1)
+			first = i
+			continue
+		}
+		p := OwnF32[T, P](owner, b, backend, op, i, -1)
+		if n := out[first].Len(); p.Len() != n {
+			panic(fmt.Sprintf("%s: %s: operand %d has %d elements, operand %d has %d", backend, op, i, p.Len(), first, n))
+		}
+		out[i] = p
+	}
+	return out
+}

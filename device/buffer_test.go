@@ -99,3 +99,36 @@ func TestHeaderAccounting(t *testing.T) {
 		t.Errorf("after Free: freed=%v, live %d, peak %d; want true, 0, 14", h.Freed(), s.Live.Total, s.Peak.Total)
 	}
 }
+
+// TestOwnF32 checks the operand checks of the kernels that take F32
+// buffers: dtype and length, naming the operand, and nil operands left
+// nil where a kernel allows them.
+func TestOwnF32(t *testing.T) {
+	dev := &testDev{name: "cpu"}
+	buf := func(dt dtype.DType, n int) *testBuf {
+		return &testBuf{BufferHeader: NewBufferHeader(dt, n, Optim), dev: dev}
+	}
+	p, g, half, short := buf(dtype.F32, 4), buf(dtype.F32, 4), buf(dtype.F16, 4), buf(dtype.F32, 3)
+	if got := OwnF32[testBuf](dev, g, "cpu", "SGD", 1, 4); got != g {
+		t.Errorf("OwnF32 of a good operand returned %p, want %p", got, g)
+	}
+	got := OwnF32s[testBuf](dev, "cpu", "BatchNorm", p, nil, g)
+	if len(got) != 3 || got[0] != p || got[1] != nil || got[2] != g {
+		t.Errorf("OwnF32s(p, nil, g) = %v, want [p nil g]", got)
+	}
+	for _, c := range []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"f16", func() { OwnF32[testBuf](dev, half, "cpu", "SGD", 1, 4) }, "cpu: SGD: operand 1 is f16, want f32"},
+		{"short", func() { OwnF32[testBuf](dev, short, "cpu", "Adam", 2, 4) }, "cpu: Adam: operand 2 has 3 elements, operand 0 has 4"},
+		{"nil", func() { OwnF32[testBuf](dev, nil, "cpu", "Adam", 3, 4) }, "cpu: Adam: nil buffer"},
+		{"s f16", func() { OwnF32s[testBuf](dev, "cpu", "Moments", p, half) }, "cpu: Moments: operand 1 is f16, want f32"},
+		{"s short", func() { OwnF32s[testBuf](dev, "cpu", "BatchNorm", nil, p, g, short) }, "cpu: BatchNorm: operand 3 has 3 elements, operand 1 has 4"},
+	} {
+		if got := panicText(c.f); !strings.Contains(got, c.want) {
+			t.Errorf("%s: panicked with %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package device
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/mixprec/mixprec/dtype"
 )
@@ -232,6 +233,16 @@ type AdamParams struct {
 	Step int
 }
 
+// Scalars are the constants every element of step h shares, computed once
+// in float64 as PyTorch computes them, so that every backend's step gives
+// the same bits: the bias-corrected step size lr/(1-β1^t), the √(1-β2^t)
+// that divides √v, and AdamW's decay factor 1 - lr·wd.
+func (h AdamParams) Scalars() (stepSize, bc2sqrt, decay float32) {
+	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
+	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
+	return float32(float64(h.LR) / bc1), float32(math.Sqrt(bc2)), float32(1) - h.LR*h.WeightDecay
+}
+
 // ConvShape describes a 2-D convolution's geometry for Im2Col and Col2Im:
 // input (N, C, H, W), kernel KH x KW, output spatial size OH x OW. The
 // kernels work on the NB images starting at N0.
@@ -242,6 +253,14 @@ type ConvShape struct {
 	PadH, PadW       int
 	OH, OW           int
 	N0, NB           int
+}
+
+// Valid reports whether s is a convolution the kernels can run: sizes and
+// padding not negative, strides and the output size positive, and the
+// chunk [N0, N0+NB) within the N images. A kernel given another panics.
+func (s ConvShape) Valid() bool {
+	return s.N0 >= 0 && s.NB >= 0 && s.N0+s.NB <= s.N && s.OH > 0 && s.OW > 0 && s.StrideH > 0 && s.StrideW > 0 &&
+		s.C >= 0 && s.H >= 0 && s.W >= 0 && s.KH >= 0 && s.KW >= 0 && s.PadH >= 0 && s.PadW >= 0
 }
 
 // NewConvShape fills the output size from the input size, kernel, stride and
@@ -271,6 +290,14 @@ type PoolShape struct {
 	StrideH, StrideW int
 	PadH, PadW       int
 	OH, OW           int
+}
+
+// Valid reports whether s is a pooling the kernels can run: a window and
+// input of positive size, positive strides and output size, and padding
+// from 0 to half the window. A kernel given another panics.
+func (s PoolShape) Valid() bool {
+	return s.OH > 0 && s.OW > 0 && s.StrideH > 0 && s.StrideW > 0 && s.PadH >= 0 && s.PadW >= 0 &&
+		2*s.PadH <= s.KH && 2*s.PadW <= s.KW && s.KH > 0 && s.KW > 0 && s.N >= 0 && s.C >= 0 && s.H > 0 && s.W > 0
 }
 
 // ArgFits reports whether dt holds every window position of s (0 to

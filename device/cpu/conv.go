@@ -26,7 +26,7 @@ func (d *Device) ConvChunkBytes() int { return 1 << 20 }
 var _ device.ConvChunker = (*Device)(nil)
 
 func checkConv(s device.ConvShape) {
-	if s.N0 < 0 || s.NB < 0 || s.N0+s.NB > s.N || s.OH <= 0 || s.OW <= 0 || s.StrideH <= 0 || s.StrideW <= 0 {
+	if !s.Valid() {
 		panic(fmt.Sprintf("cpu: bad conv shape %+v", s))
 	}
 }
@@ -361,7 +361,7 @@ func floorDiv(a, b int) int {
 }
 
 func checkPool(s device.PoolShape) {
-	if s.OH <= 0 || s.OW <= 0 || s.StrideH <= 0 || s.StrideW <= 0 || s.PadH*2 > s.KH || s.PadW*2 > s.KW {
+	if !s.Valid() {
 		panic(fmt.Sprintf("cpu: bad pool shape %+v", s))
 	}
 }

@@ -12,28 +12,7 @@ import (
 // f32 checks that every non-nil buffer in bufs is a live F32 buffer of this
 // device as long as the first, naming op and the operand's position.
 func (d *Device) f32(op string, bufs ...device.Buffer) []*Buffer {
-	out := make([]*Buffer, len(bufs))
-	for i, b := range bufs {
-		if b == nil {
-			continue
-		}
-		cb := d.buf(b, op)
-		if cb.dt != dtype.F32 {
-			panic(fmt.Sprintf("cpu: %s: operand %d is %v, want f32", op, i, cb.dt))
-		}
-		if cb.n != out0n(out, cb) {
-			panic(fmt.Sprintf("cpu: %s: operand %d has %d elements, operand 0 has %d", op, i, cb.n, out[0].n))
-		}
-		out[i] = cb
-	}
-	return out
-}
-
-func out0n(out []*Buffer, cb *Buffer) int {
-	if out[0] == nil {
-		return cb.n
-	}
-	return out[0].n
+	return device.OwnF32s[Buffer](d, "cpu", op, bufs...)
 }
 
 // f32At is f32 for one operand, without the slices the optimisers would
@@ -41,14 +20,7 @@ func out0n(out []*Buffer, cb *Buffer) int {
 // this device with n elements (any number when n < 0), naming op and the
 // operand's position i.
 func (d *Device) f32At(op string, i int, b device.Buffer, n int) *Buffer {
-	cb := d.buf(b, op)
-	if cb.dt != dtype.F32 {
-		panic(fmt.Sprintf("cpu: %s: operand %d is %v, want f32", op, i, cb.dt))
-	}
-	if n >= 0 && cb.n != n {
-		panic(fmt.Sprintf("cpu: %s: operand %d has %d elements, operand 0 has %d", op, i, cb.n, n))
-	}
-	return cb
+	return device.OwnF32[Buffer](d, b, "cpu", op, i, n)
 }
 
 // SGD is PyTorch's SGD step with momentum, dampening, Nesterov and weight decay.
@@ -196,11 +168,7 @@ func (d *Device) adam(p, g, m, v, low device.Buffer, h device.AdamParams) {
 
 // adamConstsOf computes the per-element constants of the step h.
 func adamConstsOf(h device.AdamParams) adamConsts {
-	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
-	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
-	stepSize := float32(float64(h.LR) / bc1)
-	bc2sqrt := float32(math.Sqrt(bc2))
-	decay := float32(1) - h.LR*h.WeightDecay
+	stepSize, bc2sqrt, decay := h.Scalars()
 	k := adamConsts{omb1: 1 - h.Beta1, b2: h.Beta2, omb2: 1 - h.Beta2, stepSize: stepSize,
 		bc2sqrt: bc2sqrt, eps: h.Eps, decay: decay, wd: h.WeightDecay}
 	switch {
