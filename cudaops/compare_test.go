@@ -244,7 +244,7 @@ func cmpBinary(c *cmp) {
 		{"transposed", []int{17, 9}, []int{1, 17}, []int{9, 1}, 153, 153},
 		{"scalar", []int{1000}, []int{1}, []int{0}, 1000, 1},
 	}
-	for op := device.Add; op <= device.Minimum; op++ {
+	for op := range device.BinaryOp(device.NumBinaryOps) {
 		for _, ty := range combos(2) {
 			for _, s := range shapes {
 				a := c.put(ty[1], c.uniform(s.na, -2, 2))
