@@ -95,7 +95,9 @@ func (d *devTimer) end(p *Profiler) {
 				// when the host queued it or when the one before ended.
 				start := max(s.host0, at)
 				at = start + ns
-				if p.tr != nil && ns > 0 {
+				// The stream's track shows the work: ops, unscale and the
+				// optimiser, not the device's share of a data wait.
+				if p.tr != nil && ns > 0 && p.computes(s.id) {
 					p.tr.device(s.id, start, ns)
 				}
 			}

@@ -155,6 +155,12 @@ func (p *Profiler) partID(pt Part) int {
 }
 func (p *Profiler) overheadID() int { return p.nOps*autograd.NumPhases + int(numParts) }
 
+// computes reports whether row id is compute: an op, the unscale or the
+// optimiser's step.
+func (p *Profiler) computes(id int) bool {
+	return id < p.partID(0) || id == p.partID(Unscale) || id == p.partID(Optim)
+}
+
 // names returns the op and phase columns of row id.
 func (p *Profiler) names(id int) (op, phase string) {
 	switch n := p.nOps * autograd.NumPhases; {

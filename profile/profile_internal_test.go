@@ -246,7 +246,7 @@ func (s *slowSpan) Close() { s.closed = true }
 func TestDeviceTime(t *testing.T) {
 	c := &fakeClock{}
 	dev := &slowDevice{Device: cpu.New(), c: c}
-	p := withClock(New(dev), c)
+	p := withClock(New(dev, Trace(0)), c)
 	for step := range 3 {
 		base := int64(100 * step)
 		c.at(base)
@@ -277,6 +277,21 @@ func TestDeviceTime(t *testing.T) {
 	p.Table(&b)
 	if !strings.Contains(b.String(), "device ms") {
 		t.Errorf("table on a timed device has no device column:\n%s", b.String())
+	}
+	// The trace has the device's stream as a track of its own with the
+	// ops' intervals in stream order: each step's linear takes 12ns from
+	// when the device finished the 8ns interval of the data wait before
+	// it (which is not drawn: the device loads no data).
+	b.Reset()
+	if err := p.WriteTrace(&b); err != nil {
+		t.Fatal(err)
+	}
+	tr := b.String()
+	if !strings.Contains(tr, `"tid":2,"args":{"name":"cpu stream"}`) ||
+		!strings.Contains(tr, `{"name":"linear","cat":"forward","ph":"X","pid":1,"tid":2,"ts":0.008,"dur":0.012,`) ||
+		!strings.Contains(tr, `{"name":"linear","cat":"forward","ph":"X","pid":1,"tid":2,"ts":0.108,"dur":0.012,`) ||
+		strings.Contains(tr, `"tid":2,"ts":0.000,`) || strings.Contains(tr, `"name":"host","cat":"part"`) {
+		t.Errorf("trace lacks the stream's track or the linear's device intervals:\n%s", tr)
 	}
 	dev.fail = true
 	c.at(1000)

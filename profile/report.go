@@ -86,7 +86,7 @@ func (p *Profiler) Summary() Summary {
 	var compute, data, comm, overhead int64
 	for id, r := range p.rows {
 		ns := r.ns
-		if s.DeviceTime && id != p.partID(Data) && id != p.partID(Comm) && id != p.overheadID() {
+		if s.DeviceTime && p.computes(id) {
 			ns = r.devNs
 		}
 		switch id {
