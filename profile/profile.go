@@ -3,7 +3,8 @@
 // forward, backward and recompute, to the optimiser's step, the loss
 // scaler's unscale, the wait for the data loader, and the host's own
 // overhead (the rest); a Chrome trace of the same steps for Perfetto or
-// chrome://tracing; and a JSON-lines log of per-step metrics.
+// chrome://tracing; and per-step metrics as JSON lines or TensorBoard
+// scalars.
 //
 // A training loop profiles itself with the profiler's two hooks, the
 // batches it ranges over and the graph it builds each step:
@@ -26,12 +27,14 @@
 // intervals at every event it sees, giving each interval to exactly one
 // row: the op or part whose work it was, else the host's overhead. The
 // rows of a step therefore add up to its wall time, with nothing counted
-// twice: an op inside the optimiser's phase, or the recomputation inside a
-// checkpointed segment's backward, is taken out of its parent's time. A
-// forward op is seen only once it has run (see autograd.Observer), so its
-// row holds the time since the previous event, which includes the
-// Go code of the model between ops (and, for a step's first op, the copy
-// of the batch onto the device).
+// twice: an op run inside the optimiser's phase, or inside another op's
+// backward function, is taken out of its parent's time. A forward op is
+// seen only once it has run (see autograd.Observer), so its row holds the
+// time since the previous event, which includes the Go code of the model
+// between ops (and, for a step's first op, the copy of the batch onto the
+// device). A checkpointed segment is one op to the profiler: its rows are
+// "checkpoint", forward (the segment's first run) and backward (its
+// recomputation and the backward pass through it).
 //
 // On a device whose kernels run asynchronously (a GPU: device.Timer), the
 // host's intervals are launch costs; the profiler also records a pair of
