@@ -108,6 +108,37 @@ var avx512Converters = converters{
 	},
 }
 
+//go:noescape
+func encodeF16RowsAVX512(dst *uint16, ldd int, src *float32, lds, rows, cols int)
+
+//go:noescape
+func decodeF16RowsAVX512(dst *float32, ldd int, src *uint16, lds, rows, cols int)
+
+//go:noescape
+func encodeBF16RowsAVX512(dst *uint16, ldd int, src *float32, lds, rows, cols int)
+
+//go:noescape
+func decodeBF16RowsAVX512(dst *float32, ldd int, src *uint16, lds, rows, cols int)
+
+// rowsAVX512 are the Rows converters; EncodeRows and DecodeRows have
+// checked the bounds.
+var rowsAVX512 = rowConverters{
+	encode: func(bf16 bool, dst []uint16, ldd int, src []float32, lds, rows, cols int) {
+		if bf16 {
+			encodeBF16RowsAVX512(&dst[0], ldd, &src[0], lds, rows, cols)
+			return
+		}
+		encodeF16RowsAVX512(&dst[0], ldd, &src[0], lds, rows, cols)
+	},
+	decode: func(bf16 bool, dst []float32, ldd int, src []uint16, lds, rows, cols int) {
+		if bf16 {
+			decodeBF16RowsAVX512(&dst[0], ldd, &src[0], lds, rows, cols)
+			return
+		}
+		decodeF16RowsAVX512(&dst[0], ldd, &src[0], lds, rows, cols)
+	},
+}
+
 func init() {
 	// HasF16C does not include the OS check for YMM state; HasAVX2 does.
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
@@ -116,6 +147,7 @@ func init() {
 	// The masked 16-bit moves on 256-bit registers need AVX512BW and VL.
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasF16C {
 		available = append(available, avx512Converters)
+		rowsImpl = rowsAVX512
 	}
 	use(available[len(available)-1])
 }

@@ -326,3 +326,212 @@ eb16tail:
 eb16done:
 	VZEROUPPER
 	RET
+
+// The Rows converters run one of the converters above over rows of a
+// matrix: rows of cols elements, dst's rows ldd elements apart and src's
+// lds, in one call (a blocked GEMM converts its blocks row by row, and a
+// call per row cost more than the conversion on short rows). K1 holds the
+// tail mask of cols%16 for every row.
+
+// ROWSETUP, after the arguments are loaded (DI dst, R8 ldd, SI src, R9
+// lds, R10 rows, R11 cols), turns the strides into bytes (shifts dsh and
+// ssh) and puts the tail mask in K1.
+#define ROWSETUP(dsh, ssh) \
+	SHLQ $dsh, R8; \
+	SHLQ $ssh, R9; \
+	MOVQ R11, CX;  \
+	ANDQ $15, CX;  \
+	MASKTAIL
+
+// func encodeF16RowsAVX512(dst *uint16, ldd int, src *float32, lds, rows, cols int)
+TEXT ·encodeF16RowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ cols+40(FP), R11
+	ROWSETUP(1, 2)
+	TESTQ R10, R10
+	JZ    e16rDone
+
+e16rRow:
+	MOVQ DI, R12
+	MOVQ SI, R13
+	MOVQ R11, CX
+	CMPQ CX, $16
+	JB   e16rTail
+
+e16rLoop:
+	VMOVUPS   (R13), Z0
+	VCVTPS2PH $0, Z0, (R12)
+	ADDQ      $64, R13
+	ADDQ      $32, R12
+	SUBQ      $16, CX
+	CMPQ      CX, $16
+	JAE       e16rLoop
+
+e16rTail:
+	TESTQ CX, CX
+	JZ    e16rNext
+	VMOVUPS.Z (R13), K1, Z0
+	VCVTPS2PH $0, Z0, Y1
+	VMOVDQU16 Y1, K1, (R12)
+
+e16rNext:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R10
+	JNZ  e16rRow
+
+e16rDone:
+	VZEROUPPER
+	RET
+
+// func decodeF16RowsAVX512(dst *float32, ldd int, src *uint16, lds, rows, cols int)
+TEXT ·decodeF16RowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ cols+40(FP), R11
+	ROWSETUP(2, 1)
+	TESTQ R10, R10
+	JZ    d16rDone
+
+d16rRow:
+	MOVQ DI, R12
+	MOVQ SI, R13
+	MOVQ R11, CX
+	CMPQ CX, $16
+	JB   d16rTail
+
+d16rLoop:
+	VCVTPH2PS (R13), Z0
+	VMOVUPS   Z0, (R12)
+	ADDQ      $32, R13
+	ADDQ      $64, R12
+	SUBQ      $16, CX
+	CMPQ      CX, $16
+	JAE       d16rLoop
+
+d16rTail:
+	TESTQ CX, CX
+	JZ    d16rNext
+	VMOVDQU16.Z (R13), K1, Y0
+	VCVTPH2PS   Y0, Z1
+	VMOVUPS     Z1, K1, (R12)
+
+d16rNext:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R10
+	JNZ  d16rRow
+
+d16rDone:
+	VZEROUPPER
+	RET
+
+// func decodeBF16RowsAVX512(dst *float32, ldd int, src *uint16, lds, rows, cols int)
+TEXT ·decodeBF16RowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ cols+40(FP), R11
+	ROWSETUP(2, 1)
+	TESTQ R10, R10
+	JZ    db16rDone
+
+db16rRow:
+	MOVQ DI, R12
+	MOVQ SI, R13
+	MOVQ R11, CX
+	CMPQ CX, $16
+	JB   db16rTail
+
+db16rLoop:
+	VPMOVZXWD (R13), Z0
+	VPSLLD    $16, Z0, Z0
+	VMOVDQU32 Z0, (R12)
+	ADDQ      $32, R13
+	ADDQ      $64, R12
+	SUBQ      $16, CX
+	CMPQ      CX, $16
+	JAE       db16rLoop
+
+db16rTail:
+	TESTQ CX, CX
+	JZ    db16rNext
+	VMOVDQU16.Z (R13), K1, Y0
+	VPMOVZXWD   Y0, Z1
+	VPSLLD      $16, Z1, Z1
+	VMOVDQU32   Z1, K1, (R12)
+
+db16rNext:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R10
+	JNZ  db16rRow
+
+db16rDone:
+	VZEROUPPER
+	RET
+
+// func encodeBF16RowsAVX512(dst *uint16, ldd int, src *float32, lds, rows, cols int)
+TEXT ·encodeBF16RowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ cols+40(FP), R11
+	ROWSETUP(1, 2)
+	MOVL $1, AX
+	VPBROADCASTD AX, Z8
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z9
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z10
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z11
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z12
+	TESTQ R10, R10
+	JZ    eb16rDone
+
+eb16rRow:
+	MOVQ DI, R12
+	MOVQ SI, R13
+	MOVQ R11, CX
+	CMPQ CX, $16
+	JB   eb16rTail
+
+eb16rLoop:
+	VMOVDQU32 (R13), Z0
+	BF16ROUND512(Z0, Z2, Z3)
+	VPMOVDW   Z0, (R12)
+	ADDQ      $64, R13
+	ADDQ      $32, R12
+	SUBQ      $16, CX
+	CMPQ      CX, $16
+	JAE       eb16rLoop
+
+eb16rTail:
+	TESTQ CX, CX
+	JZ    eb16rNext
+	VMOVDQU32.Z (R13), K1, Z0
+	BF16ROUND512(Z0, Z2, Z3)
+	VPMOVDW     Z0, K1, (R12)
+
+eb16rNext:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R10
+	JNZ  eb16rRow
+
+eb16rDone:
+	VZEROUPPER
+	RET

@@ -180,10 +180,7 @@ func (j *job) widen(ic, mcur, jc, ncur int) {
 	if j.narrow == dtype.F32 || j.beta == 0 {
 		return
 	}
-	for i := ic; i < ic+mcur; i++ {
-		src := j.out.Off + i*j.out.LD + jc
-		dtype.Decode(j.narrow, j.c[i*j.ldc+jc:i*j.ldc+jc+ncur], j.out.U16[src:src+ncur])
-	}
+	dtype.DecodeRows(j.narrow, j.c[ic*j.ldc+jc:], j.ldc, j.out.U16[j.out.Off+ic*j.out.LD+jc:], j.out.LD, mcur, ncur)
 }
 
 // round stores the float32 C's finished block into the 16-bit C.
@@ -191,10 +188,7 @@ func (j *job) round(ic, mcur, jc, ncur int) {
 	if j.narrow == dtype.F32 {
 		return
 	}
-	for i := ic; i < ic+mcur; i++ {
-		dst := j.out.Off + i*j.out.LD + jc
-		dtype.Encode(j.narrow, j.out.U16[dst:dst+ncur], j.c[i*j.ldc+jc:i*j.ldc+jc+ncur])
-	}
+	dtype.EncodeRows(j.narrow, j.out.U16[j.out.Off+ic*j.out.LD+jc:], j.out.LD, j.c[ic*j.ldc+jc:], j.ldc, mcur, ncur)
 }
 
 // checkOperand panics unless op can be read as a rows x cols matrix. The
