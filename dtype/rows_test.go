@@ -70,8 +70,8 @@ func seq(n int) []int {
 // before anything is converted.
 func TestRowsPanics(t *testing.T) {
 	for _, f := range []func(){
-		func() { EncodeRows(F16, make([]uint16, 10), 5, make([]float32, 12), 6, 2, 6) }, // cols > ldd
-		func() { EncodeRows(F16, make([]uint16, 9), 5, make([]float32, 12), 6, 2, 5) },  // dst short
+		func() { EncodeRows(F16, make([]uint16, 10), 5, make([]float32, 12), 6, 2, 6) },  // cols > ldd
+		func() { EncodeRows(F16, make([]uint16, 9), 5, make([]float32, 12), 6, 2, 5) },   // dst short
 		func() { DecodeRows(BF16, make([]float32, 10), 5, make([]uint16, 10), 6, 2, 5) }, // src short
 		func() { DecodeRows(F32, make([]float32, 10), 5, make([]uint16, 10), 5, 2, 5) },  // not 16-bit
 	} {
