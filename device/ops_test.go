@@ -1,8 +1,10 @@
 package device
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -27,32 +29,31 @@ func same(a, b float32) bool { return a == b || (a != a && b != b) }
 // row fails here.
 func TestOpTables(t *testing.T) {
 	names := map[string]bool{}
+	// checkRow checks the parts every row has: a name used once in its
+	// family, which String returns, and the references.
+	checkRow := func(op fmt.Stringer, id string, name string, complete bool) bool {
+		if name == "" || !complete {
+			t.Errorf("%s: incomplete row", id)
+			return false
+		}
+		key := id[:strings.IndexByte(id, '(')] + " " + name // "UnaryOp relu"
+		if names[key] {
+			t.Errorf("%s: name %q used twice", id, name)
+		}
+		names[key] = true
+		if got := op.String(); got != name {
+			t.Errorf("%s.String() = %q, want %q", id, got, name)
+		}
+		return true
+	}
 	for op := range BinaryOp(NumBinaryOps) {
 		d := op.Def()
-		if d.Name == "" || d.F32 == nil || d.F64 == nil {
-			t.Errorf("BinaryOp(%d): incomplete row %+v", uint8(op), d)
-			continue
-		}
-		if names["binary "+d.Name] {
-			t.Errorf("BinaryOp(%d): name %q used twice", uint8(op), d.Name)
-		}
-		names["binary "+d.Name] = true
-		if got := op.String(); got != d.Name {
-			t.Errorf("BinaryOp(%d).String() = %q, want %q", uint8(op), got, d.Name)
-		}
+		checkRow(op, fmt.Sprintf("BinaryOp(%d)", uint8(op)), d.Name, d.F32 != nil && d.F64 != nil)
 	}
 	for op := range UnaryOp(NumUnaryOps) {
 		d := op.Def()
-		if d.Name == "" || d.F64 == nil {
-			t.Errorf("UnaryOp(%d): incomplete row %+v", uint8(op), d)
+		if !checkRow(op, fmt.Sprintf("UnaryOp(%d)", uint8(op)), d.Name, d.F64 != nil) {
 			continue
-		}
-		if names["unary "+d.Name] {
-			t.Errorf("UnaryOp(%d): name %q used twice", uint8(op), d.Name)
-		}
-		names["unary "+d.Name] = true
-		if got := op.String(); got != d.Name {
-			t.Errorf("UnaryOp(%d).String() = %q, want %q", uint8(op), got, d.Name)
 		}
 		if hasGrad := d.GradF32 != nil && d.GradF64 != nil; hasGrad != (d.Grad != NoGrad) || (d.GradF32 == nil) != (d.GradF64 == nil) {
 			t.Errorf("%v: Grad is %d but GradF32 set %v, GradF64 set %v", op, d.Grad, d.GradF32 != nil, d.GradF64 != nil)
