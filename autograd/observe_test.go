@@ -85,13 +85,13 @@ func TestObserver(t *testing.T) {
 		}},
 		{"checkpoint", nil, func(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 			// The segment's first run records nothing: the checkpoint is
-			// one op forward, and one backward that holds its
-			// recomputation.
+			// one op forward. Its backward holds the segment's ops,
+			// recomputed and then run backwards, seen one by one.
 			return g.Sum(g.Checkpoint(seg, g.Linear(x, w, nil))[0])
 		}, []string{
 			"end linear forward", "end checkpoint forward", "end sum forward",
 			"start sum backward", "end sum backward",
-			"start checkpoint backward", "end checkpoint backward",
+			"start checkpoint backward", "end relu recompute", "start relu backward", "end relu backward", "end checkpoint backward",
 			"start linear backward", "end linear backward",
 		}},
 	} {

@@ -32,9 +32,10 @@
 // seen only once it has run (see autograd.Observer), so its row holds the
 // time since the previous event, which includes the Go code of the model
 // between ops (and, for a step's first op, the copy of the batch onto the
-// device). A checkpointed segment is one op to the profiler: its rows are
-// "checkpoint", forward (the segment's first run) and backward (its
-// recomputation and the backward pass through it).
+// device). A checkpointed segment's first run, which records nothing, is
+// one "checkpoint" forward row; in backward its ops are seen one by one,
+// recomputed (the recompute rows) and then run backwards, nested inside
+// the "checkpoint" backward row, which keeps the rest.
 //
 // On a device whose kernels run asynchronously (a GPU: device.Timer), the
 // host's intervals are launch costs; the profiler also records a pair of

@@ -149,9 +149,15 @@ func TestPartsSumToStepTime(t *testing.T) {
 				perStep["linear forward"], perStep["linear backward"] = 2, 2
 				perStep["relu forward"], perStep["relu backward"] = 1, 1
 			case "mlp f16 checkpointed":
-				// The checkpointed segments' ops are not seen one by one.
+				// A segment's first forward runs without a record, inside its
+				// checkpoint row; backward recomputes its ops one by one
+				// (recompute) and then runs their backward functions.
 				perStep["checkpoint forward"], perStep["checkpoint backward"] = 2, 2
-				perStep["cast forward"], perStep["cast backward"] = 1, 1   // the logits into F32 cross-entropy
+				perStep["linear recompute"], perStep["linear backward"] = 3, 3
+				perStep["relu recompute"], perStep["relu backward"] = 1, 1
+				perStep["tanh recompute"], perStep["tanh backward"] = 1, 1
+				perStep["cast recompute"] = 6                              // the three layers' weights and biases, cast again
+				perStep["cast forward"], perStep["cast backward"] = 1, 7   // the logits into F32 cross-entropy; and the six
 				perStep["scale forward"], perStep["scale backward"] = 1, 1 // the loss scaler's, for F16
 			case "cnn bf16":
 				perStep["conv forward"], perStep["conv backward"] = 1, 1

@@ -36,7 +36,6 @@ import (
 	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/train"
-	"github.com/mixprec/mixprec/mpi"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
@@ -88,19 +87,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	spec := f.Resolve(fs)
 	recipe := spec.Train
 
+	// Under -dist nccl, each rank of a machine takes its own GPU.
+	if err := dist.BindDevice(); err != nil {
+		return err
+	}
 	dev, note, err := cli.OpenDevice(f.Device)
 	if err != nil {
 		return err
 	}
 	// Data parallelism: one process per rank under mpirun. Every rank
 	// trains on its shard of each batch; rank 0 alone prints and saves.
-	var comm *mpi.Comm
+	comm, closeDist, err := dist.Open(dev) // nil without -dist
+	if err != nil {
+		return err
+	}
+	defer closeDist()
 	rank, ranks := 0, 1
-	if dist.Engine == "mpi" {
-		if comm, err = mpi.Open(mpi.Timeout(dist.Timeout)); err != nil {
-			return err
-		}
-		defer comm.Close()
+	if comm != nil {
 		rank, ranks = comm.Rank(), comm.Size()
 		if rank != 0 {
 			stdout, stderr = io.Discard, io.Discard
@@ -276,7 +279,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		lastLoss = sum / float64(max(n, 1))
 		if comm != nil { // report the loss over every rank's samples, not rank 0's alone
 			v := []float32{float32(sum), float32(n)}
-			if err := comm.AllReduceF32(v, device.Sum); err != nil {
+			if err := distributed.AllReduceHost(comm, dev, v, device.Sum); err != nil {
 				return err
 			}
 			lastLoss = float64(v[0]) / float64(max(v[1], 1))
