@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/distributed"
+	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/cli"
-	"github.com/mixprec/mixprec/mpi"
 )
 
 type allreduceRow struct {
@@ -20,29 +21,47 @@ type allreduceRow struct {
 }
 
 // cmdAllReduce runs `mixprec bench allreduce` under mpirun: in-place F32
-// all-reduces of 1 to 64 MiB through the MPI communicator, timed on every
-// rank, reported by rank 0 as the slowest rank's median.
+// all-reduces of 1 to 64 MiB of device buffers through the communicator
+// -dist opens (MPI, or NCCL on GPUs), timed on every rank, reported by
+// rank 0 as the mean of the ranks' medians.
 func cmdAllReduce(args []string, stdout, stderr io.Writer) error {
 	const about = "Times in-place F32 all-reduces of 1 to 64 MiB across the ranks of an MPI job\n" +
-		"(mpirun -np N mixprec bench allreduce) and reports GB/s, algorithm and bus bandwidth."
+		"(mpirun -np N mixprec bench allreduce [-dist nccl -device cuda]) and reports GB/s,\n" +
+		"algorithm and bus bandwidth."
 	fs := cli.NewFlagSet("mixprec bench allreduce", about)
 	var reps, maxMiB int
 	cli.IntVar(fs, &reps, "reps", 10, 1, 0, "timed all-reduces per size, after one warm-up")
 	cli.IntVar(fs, &maxMiB, "max-mib", 64, 1, 1024, "largest buffer in MiB (sizes double from 1)")
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
+	var dist cli.DistFlags
+	dist.Register(fs)
+	dist.Engine = "mpi" // the default here: this command is about the engine
+	devName := "cpu"
+	fs.Var(cli.NewChoice(&devName, "auto", "cpu", "cuda"), "device", "where the buffers live: cpu (MPI through host memory), cuda (NCCL on the GPUs, or MPI through the host)")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	comm, err := mpi.Open()
+	if dist.Engine == "none" {
+		return cli.Usagef("-dist none: bench allreduce needs mpi or nccl")
+	}
+	if err := dist.BindDevice(); err != nil {
+		return err
+	}
+	dev, _, err := cli.OpenDevice(devName)
 	if err != nil {
 		return err
 	}
-	defer comm.Close()
+	comm, closeDist, err := dist.Open(dev)
+	if err != nil {
+		return err
+	}
+	defer closeDist()
 	n := comm.Size()
 	var rows []allreduceRow
 	for mib := 1; mib <= maxMiB; mib *= 2 {
-		buf := make([]float32, mib<<20/4)
-		if err := comm.AllReduceF32(buf, device.Sum); err != nil { // warm-up
+		buf := dev.Alloc(dtype.F32, mib<<20/4, device.Temp)
+		dev.Fill(buf, 1)
+		if err := comm.AllReduce(buf, device.Sum); err != nil { // warm-up
 			return err
 		}
 		times := make([]float64, reps)
@@ -51,17 +70,17 @@ func cmdAllReduce(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			start := time.Now()
-			if err := comm.AllReduceF32(buf, device.Sum); err != nil {
+			if err := comm.AllReduce(buf, device.Sum); err != nil {
 				return err
 			}
 			times[i] = time.Since(start).Seconds()
 		}
-		med := median(times)
-		slowest := []float32{float32(med)}
-		if err := comm.AllReduceF32(slowest, device.Sum); err != nil { // mean of the ranks' medians
+		dev.Free(buf)
+		med := []float32{float32(median(times))}
+		if err := distributed.AllReduceHost(comm, dev, med, device.Sum); err != nil { // the mean of the ranks' medians
 			return err
 		}
-		sec := float64(slowest[0]) / float64(n)
+		sec := float64(med[0]) / float64(n)
 		alg := float64(mib<<20) / sec / 1e9
 		rows = append(rows, allreduceRow{MiB: mib, Ms: 1000 * sec, AlgGBs: alg, BusGBs: alg * 2 * float64(n-1) / float64(n), Samples: reps})
 	}
@@ -69,9 +88,9 @@ func cmdAllReduce(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(map[string]any{"ranks": n, "results": rows})
+		return json.NewEncoder(stdout).Encode(map[string]any{"ranks": n, "engine": dist.Engine, "device": dev.Name(), "results": rows})
 	}
-	fmt.Fprintf(stdout, "all-reduce, F32 in place, %d ranks (median of %d)\n%8s %10s %10s %10s\n", n, reps, "MiB", "ms", "alg GB/s", "bus GB/s")
+	fmt.Fprintf(stdout, "all-reduce, F32 in place, %d ranks, %s on %s (median of %d)\n%8s %10s %10s %10s\n", n, dist.Engine, dev.Name(), reps, "MiB", "ms", "alg GB/s", "bus GB/s")
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "%8d %10.2f %10.2f %10.2f\n", r.MiB, r.Ms, r.AlgGBs, r.BusGBs)
 	}
