@@ -2,15 +2,16 @@
 // on its own layer or a higher one, contrary to DESIGN.md §2:
 //
 //	0 dtype
-//	1 device, device/cpu, device/devicetest, cudaops
+//	1 device, device/cpu, device/devicetest, cudaops, safetensors, mpi
 //	2 tensor
 //	3 autograd, datasets
-//	4 nn, optim, amp, profile
-//	5 examples, cmd
+//	4 nn, optim, amp, distributed, profile
+//	5 runstate
+//	6 examples, cmd
 //
 // A sub-package belongs to its parent's layer; internal/ and tools/ are
-// outside the layers. Backends and the conformance suite may import the
-// device contract (and the suite the CPU backend).
+// outside the layers. Backends, the conformance suite and mpi may import
+// the device contract (and the suite the CPU backend).
 package main
 
 import (
