@@ -63,18 +63,6 @@ var avx2Converters = converters{
 	},
 }
 
-//go:noescape
-func encodeF16AVX512(dst *uint16, src *float32, n int)
-
-//go:noescape
-func decodeF16AVX512(dst *float32, src *uint16, n int)
-
-//go:noescape
-func encodeBF16AVX512(dst *uint16, src *float32, n int)
-
-//go:noescape
-func decodeBF16AVX512(dst *float32, src *uint16, n int)
-
 // avx512Converters take any length in assembly, the last len%16 elements
 // in one masked step, so that the many short rows a blocked GEMM or a
 // row-wise kernel converts pay no Go tail loop (which cost more than the
@@ -83,27 +71,27 @@ func decodeBF16AVX512(dst *float32, src *uint16, n int)
 var avx512Converters = converters{
 	name: "avx512",
 	encodeF16: func(dst []uint16, src []float32) {
-		if len(src) > 0 {
-			_ = dst[len(src)-1]
-			encodeF16AVX512(&dst[0], &src[0], len(src))
+		if n := len(src); n > 0 {
+			_ = dst[n-1]
+			encodeF16RowsAVX512(&dst[0], n, &src[0], n, 1, n)
 		}
 	},
 	decodeF16: func(dst []float32, src []uint16) {
-		if len(src) > 0 {
-			_ = dst[len(src)-1]
-			decodeF16AVX512(&dst[0], &src[0], len(src))
+		if n := len(src); n > 0 {
+			_ = dst[n-1]
+			decodeF16RowsAVX512(&dst[0], n, &src[0], n, 1, n)
 		}
 	},
 	encodeBF16: func(dst []uint16, src []float32) {
-		if len(src) > 0 {
-			_ = dst[len(src)-1]
-			encodeBF16AVX512(&dst[0], &src[0], len(src))
+		if n := len(src); n > 0 {
+			_ = dst[n-1]
+			encodeBF16RowsAVX512(&dst[0], n, &src[0], n, 1, n)
 		}
 	},
 	decodeBF16: func(dst []float32, src []uint16) {
-		if len(src) > 0 {
-			_ = dst[len(src)-1]
-			decodeBF16AVX512(&dst[0], &src[0], len(src))
+		if n := len(src); n > 0 {
+			_ = dst[n-1]
+			decodeBF16RowsAVX512(&dst[0], n, &src[0], n, 1, n)
 		}
 	},
 }

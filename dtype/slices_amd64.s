@@ -170,10 +170,11 @@ bf16encdone:
 	VZEROUPPER
 	RET
 
-// The AVX-512 converters take any n: sixteen elements per step, then one
-// masked step for the rest (masked-off lanes are neither read nor written,
-// so no element past n is touched and nothing faults), so short rows need
-// no Go tail loop. Each lane does what the AVX2 converters do.
+// The AVX-512 converters take any length: sixteen elements per step, then
+// one masked step for the rest (masked-off lanes are neither read nor
+// written, so nothing past the end is touched and nothing faults), so
+// short rows need no Go tail loop. Each lane does what the AVX2 converters
+// do. They convert rows of a matrix; a slice is one row.
 
 // MASKTAIL sets K1 to the low CX bits (CX < 16).
 #define MASKTAIL \
@@ -181,95 +182,6 @@ bf16encdone:
 	SHLL  CX, AX; \
 	DECL  AX;     \
 	KMOVW AX, K1
-
-// func encodeF16AVX512(dst *uint16, src *float32, n int)
-TEXT ·encodeF16AVX512(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	CMPQ CX, $16
-	JB   e16tail
-
-e16loop:
-	VMOVUPS   (SI), Z0
-	VCVTPS2PH $0, Z0, (DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	SUBQ      $16, CX
-	CMPQ      CX, $16
-	JAE       e16loop
-
-e16tail:
-	TESTQ CX, CX
-	JZ    e16done
-	MASKTAIL
-	VMOVUPS.Z (SI), K1, Z0
-	VCVTPS2PH $0, Z0, Y1
-	VMOVDQU16 Y1, K1, (DI)
-
-e16done:
-	VZEROUPPER
-	RET
-
-// func decodeF16AVX512(dst *float32, src *uint16, n int)
-TEXT ·decodeF16AVX512(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	CMPQ CX, $16
-	JB   d16tail
-
-d16loop:
-	VCVTPH2PS (SI), Z0
-	VMOVUPS   Z0, (DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
-	SUBQ      $16, CX
-	CMPQ      CX, $16
-	JAE       d16loop
-
-d16tail:
-	TESTQ CX, CX
-	JZ    d16done
-	MASKTAIL
-	VMOVDQU16.Z (SI), K1, Y0
-	VCVTPH2PS   Y0, Z1
-	VMOVUPS     Z1, K1, (DI)
-
-d16done:
-	VZEROUPPER
-	RET
-
-// func decodeBF16AVX512(dst *float32, src *uint16, n int)
-TEXT ·decodeBF16AVX512(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	CMPQ CX, $16
-	JB   db16tail
-
-db16loop:
-	VPMOVZXWD (SI), Z0
-	VPSLLD    $16, Z0, Z0
-	VMOVDQU32 Z0, (DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
-	SUBQ      $16, CX
-	CMPQ      CX, $16
-	JAE       db16loop
-
-db16tail:
-	TESTQ CX, CX
-	JZ    db16done
-	MASKTAIL
-	VMOVDQU16.Z (SI), K1, Y0
-	VPMOVZXWD   Y0, Z1
-	VPSLLD      $16, Z1, Z1
-	VMOVDQU32   Z1, K1, (DI)
-
-db16done:
-	VZEROUPPER
-	RET
 
 // BF16ROUND512 is BF16ROUND on sixteen lanes, the result in the low half of
 // each lane of x: a NaN (|x| > 0x7f800000) takes its top half with the quiet
@@ -287,51 +199,10 @@ db16done:
 	VMOVDQU32   t1, K2, t2;     \
 	VMOVDQA32   t2, x
 
-// func encodeBF16AVX512(dst *uint16, src *float32, n int)
-TEXT ·encodeBF16AVX512(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVL $1, AX
-	VPBROADCASTD AX, Z8
-	MOVL $0x7fff, AX
-	VPBROADCASTD AX, Z9
-	MOVL $0x40, AX
-	VPBROADCASTD AX, Z10
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z11
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z12
-	CMPQ CX, $16
-	JB   eb16tail
-
-eb16loop:
-	VMOVDQU32 (SI), Z0
-	BF16ROUND512(Z0, Z2, Z3)
-	VPMOVDW   Z0, (DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	SUBQ      $16, CX
-	CMPQ      CX, $16
-	JAE       eb16loop
-
-eb16tail:
-	TESTQ CX, CX
-	JZ    eb16done
-	MASKTAIL
-	VMOVDQU32.Z (SI), K1, Z0
-	BF16ROUND512(Z0, Z2, Z3)
-	VPMOVDW     Z0, K1, (DI)
-
-eb16done:
-	VZEROUPPER
-	RET
-
-// The Rows converters run one of the converters above over rows of a
-// matrix: rows of cols elements, dst's rows ldd elements apart and src's
-// lds, in one call (a blocked GEMM converts its blocks row by row, and a
-// call per row cost more than the conversion on short rows). K1 holds the
-// tail mask of cols%16 for every row.
+// The Rows converters convert rows of cols elements, dst's rows ldd
+// elements apart and src's lds, in one call (a blocked GEMM converts its
+// blocks row by row, and a call per row cost more than the conversion on
+// short rows). K1 holds the tail mask of cols%16 for every row.
 
 // ROWSETUP, after the arguments are loaded (DI dst, R8 ldd, SI src, R9
 // lds, R10 rows, R11 cols), turns the strides into bytes (shifts dsh and

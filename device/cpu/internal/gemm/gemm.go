@@ -69,22 +69,28 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 		scaleC(c, m, n, ldc, beta)
 		return
 	}
+	start(job{
+		transA: transA, transB: transB,
+		m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a, b: b, c: c, ldc: ldc,
+	})
+}
+
+// start checks j's operands against its shape and runs it: on the calling
+// goroutine, or shared with helpers when grid finds that pays.
+func start(j job) {
+	m, n, k := j.m, j.n, j.k
 	ar, ac := m, k
-	if transA {
+	if j.transA {
 		ar, ac = k, m
 	}
 	br, bc := k, n
-	if transB {
+	if j.transB {
 		br, bc = n, k
 	}
-	checkOperand("A", a, ar, ac, m, n, k)
-	checkOperand("B", b, br, bc, m, n, k)
-
-	j := job{
-		im: implFor(&a, &b), transA: transA, transB: transB,
-		m: m, n: n, k: k, alpha: alpha, beta: beta,
-		a: a, b: b, c: c, ldc: ldc,
-	}
+	checkOperand("A", j.a, ar, ac, m, n, k)
+	checkOperand("B", j.b, br, bc, m, n, k)
+	j.im = implFor(&j.a, &j.b)
 	// A multiple of 8 keeps the packing transposes on their 8x8 blocks.
 	j.kc = blockLen(k, j.im.kc, 8)
 	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
@@ -148,30 +154,11 @@ func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta 
 		}
 		return
 	}
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
-	checkOperand("A", a, ar, ac, m, n, k)
-	checkOperand("B", b, br, bc, m, n, k)
-	j := job{
-		im: implFor(&a, &b), transA: transA, transB: transB,
+	start(job{
+		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, b: b, c: scratch, ldc: n, out: c, narrow: dt,
-	}
-	j.kc = blockLen(k, j.im.kc, 8)
-	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
-	if pm*pn > 1 {
-		j.parallel(pm*pn, pm, pn)
-		return
-	}
-	buf := bufPool.Get().(*buffers)
-	j.runRect(buf, 0, m, 0, n)
-	bufPool.Put(buf)
+	})
 }
 
 // widen loads the 16-bit C's block (rows ic.., columns jc..) into the
