@@ -21,7 +21,8 @@ func operand(b *Buffer, off, ld int) gemm.Operand {
 // The packed GEMM reads operands of any dtype where they lie: 16-bit ones
 // are widened as they are packed, with no separate pass, and two bfloat16
 // operands are multiplied natively where the CPU has AVX512_BF16. The
-// accumulator is float32; a 16-bit dst is rounded once, from it.
+// accumulator is float32; a 16-bit dst is rounded once, from it, tile by
+// tile as the GEMM stores it.
 func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 	cb, ab, bb := d.buf(dst, "Gemm"), d.buf(a, "Gemm"), d.buf(b, "Gemm")
 	nb := p.Batches()
@@ -41,13 +42,11 @@ func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 		// A 16-bit dst: the GEMM rounds each block of its float32
 		// accumulator into dst as it finishes it (and widens dst's old
 		// values block by block when Beta reads them).
-		t := getScratch(m * n)
 		for i := range nb {
 			oa, ob, oc := p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
 			out := gemm.Out16{U16: cb.u16, BF16: cb.dt == dtype.BF16, Off: oc, LD: max(n, 1)}
-			gemm.Gemm16(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, out, *t)
+			gemm.Gemm16(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, out)
 		}
-		putScratch(t)
 		return
 	}
 	for i := range nb {

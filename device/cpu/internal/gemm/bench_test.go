@@ -101,6 +101,48 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
+// BenchmarkGemm16 compares a 16-bit C with a float32 one on the MLP's and
+// the convolution's products, the operands stored as C is (F32 with F32, F16
+// with F16, BF16 with BF16), as in an autocast training step. A 16-bit C
+// should cost about what a float32 one does: its rounding is done tile by
+// tile while the tile is in L1.
+func BenchmarkGemm16(b *testing.B) {
+	for _, s := range benchShapes {
+		if s.m*s.n > 1<<20 {
+			continue // the wide and square shapes: C's store is a small part
+		}
+		for _, st := range storages {
+			b.Run(fmt.Sprintf("%s/%s", s.name, st), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 1))
+				ar, ac := s.m, s.k
+				if s.transA {
+					ar, ac = s.k, s.m
+				}
+				br, bc := s.k, s.n
+				if s.transB {
+					br, bc = s.n, s.k
+				}
+				a := benchOperand(rng, st, ar, ac)
+				bb := benchOperand(rng, st, br, bc)
+				c := make([]float32, s.m*s.n)
+				out := Out16{U16: make([]uint16, s.m*s.n), BF16: st == bf16, LD: s.n}
+				run := func() {
+					if st == f32 {
+						Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, 0, c, s.n)
+						return
+					}
+					Gemm16(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, 0, out)
+				}
+				run() // warm the pool
+				for b.Loop() {
+					run()
+				}
+				reportGFLOPS(b, s.m, s.n, s.k)
+			})
+		}
+	}
+}
+
 // BenchmarkGonumSgemm runs the same shapes through gonum's pure-Go Sgemm
 // (float32 only), the baseline this package must beat.
 func BenchmarkGonumSgemm(b *testing.B) {

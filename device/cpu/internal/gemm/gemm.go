@@ -119,14 +119,20 @@ type Out16 struct {
 }
 
 // Gemm16 is Gemm with a 16-bit C: it computes C = round(alpha*op(A)*op(B) +
-// beta*C) with the same float32 accumulation, using scratch (at least m*n
-// floats, row-major with leading dimension n; its contents are ignored) as
-// the float32 C. Each block of C is widened into scratch (when beta != 0)
-// just before its first k block and rounded back just after its last, by
-// the goroutine that computes it while the block is in its cache, so a
-// 16-bit C costs no separate pass over memory. The bits are those of
-// widening C, calling Gemm on the float32 copy and rounding it once.
-func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c Out16, scratch []float32) {
+// beta*C) with the same float32 accumulation. The float32 C is never whole:
+// each goroutine accumulates the column block it computes (its rows, at
+// most nc columns) in a buffer of its own, which stays in its core's cache
+// from one block to the next, widening C's old values into it when beta
+// reads them. Each micro-tile is rounded into C as soon as its last k
+// block is done, while the tile is in L1. So a 16-bit C costs no separate
+// pass over memory, and C's memory sees only the 16-bit stores: half the
+// bytes of a float32 C, and no shared float32 copy whose lines move between
+// cores (on a 2-vCPU virtual machine, rounding whole blocks of a shared
+// m x n copy made the MLP's 16-bit products 10-25% slower than float32
+// ones; now they are within a few percent, BenchmarkGemm16). The bits are
+// those of widening C, calling Gemm on the float32 copy and rounding it
+// once.
+func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c Out16) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
@@ -136,46 +142,60 @@ func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta 
 	if c.LD < n || c.Off < 0 || len(c.U16) < c.Off+(m-1)*c.LD+n {
 		panic(fmt.Sprintf("gemm: 16-bit C is %dx%d with LD=%d Off=%d, has %d elements", m, n, c.LD, c.Off, len(c.U16)))
 	}
-	if len(scratch) < m*n {
-		panic(fmt.Sprintf("gemm: scratch has %d floats, a %dx%d C needs %d", len(scratch), m, n, m*n))
-	}
 	dt := dtype.F16
 	if c.BF16 {
 		dt = dtype.BF16
 	}
 	if alpha == 0 || k == 0 {
+		buf := bufPool.Get().(*buffers)
+		row := buf.get(&buf.c, n)
 		for i := 0; i < m; i++ {
-			row, src := scratch[i*n:i*n+n], c.U16[c.Off+i*c.LD:c.Off+i*c.LD+n]
+			src := c.U16[c.Off+i*c.LD : c.Off+i*c.LD+n]
 			if beta != 0 {
 				dtype.Decode(dt, row, src)
 			}
 			scaleC(row, 1, n, n, beta)
 			dtype.Encode(dt, src, row)
 		}
+		bufPool.Put(buf)
 		return
 	}
 	start(job{
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
-		a: a, b: b, c: scratch, ldc: n, out: c, narrow: dt,
+		a: a, b: b, out: c, narrow: dt,
 	})
 }
 
-// widen loads the 16-bit C's block (rows ic.., columns jc..) into the
-// float32 C before the block's first k block, when beta reads it.
-func (j *job) widen(ic, mcur, jc, ncur int) {
+// block returns where the float32 C's block of rows m0..m1-1 and columns
+// jc..jc+ncur-1 lives while a goroutine computes it: C itself, or with a
+// 16-bit C the goroutine's own buffer, which holds just that block. c
+// starts at element (m0, jc) and rows are ldc apart.
+func (j *job) block(buf *buffers, m0, m1, jc, ncur int) (c []float32, ldc int) {
+	if j.narrow == dtype.F32 {
+		return j.c[m0*j.ldc+jc:], j.ldc
+	}
+	return buf.get(&buf.c, (m1-m0)*ncur), ncur
+}
+
+// widen loads the 16-bit C's block (rows ic.., columns jc..) into c, the
+// float32 C at that block, before the block's first k block, when beta
+// reads it.
+func (j *job) widen(c []float32, ldc, ic, mcur, jc, ncur int) {
 	if j.narrow == dtype.F32 || j.beta == 0 {
 		return
 	}
-	dtype.DecodeRows(j.narrow, j.c[ic*j.ldc+jc:], j.ldc, j.out.U16[j.out.Off+ic*j.out.LD+jc:], j.out.LD, mcur, ncur)
+	dtype.DecodeRows(j.narrow, c, ldc, j.out.U16[j.out.Off+ic*j.out.LD+jc:], j.out.LD, mcur, ncur)
 }
 
-// round stores the float32 C's finished block into the 16-bit C.
-func (j *job) round(ic, mcur, jc, ncur int) {
-	if j.narrow == dtype.F32 {
-		return
+// rounded returns the 16-bit C from its element (ic, jc) when the k block
+// that ends at kend is the last (the macro then rounds each finished tile
+// into it), else nil.
+func (j *job) rounded(kend, ic, jc int) []uint16 {
+	if j.narrow == dtype.F32 || kend < j.k {
+		return nil
 	}
-	dtype.EncodeRows(j.narrow, j.out.U16[j.out.Off+ic*j.out.LD+jc:], j.out.LD, j.c[ic*j.ldc+jc:], j.ldc, mcur, ncur)
+	return j.out.U16[j.out.Off+ic*j.out.LD+jc:]
 }
 
 // checkOperand panics unless op can be read as a rows x cols matrix. The
@@ -337,6 +357,7 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 	tmp := buf.get(&buf.tmp, mr*nr)
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
+		cb, ldc := j.block(buf, m0, m1, jc, ncur)
 		for pc := 0; pc < j.k; pc += kc {
 			kcur := min(kc, j.k-pc)
 			beta := j.beta
@@ -346,14 +367,12 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 			j.packB(pb, jc, ncur, pc, kcur)
 			for ic := m0; ic < m1; ic += mc {
 				mcur := min(mc, m1-ic)
+				c := cb[(ic-m0)*ldc:]
 				j.packA(pa, ic, mcur, pc, kcur)
 				if pc == 0 {
-					j.widen(ic, mcur, jc, ncur)
+					j.widen(c, ldc, ic, mcur, jc, ncur)
 				}
-				j.macro(pa, pb, tmp, ic, mcur, jc, ncur, j.steps(kcur), beta)
-				if pc+kcur == j.k {
-					j.round(ic, mcur, jc, ncur)
-				}
+				j.macro(pa, pb, tmp, c, ldc, mcur, ncur, j.steps(kcur), beta, j.rounded(pc+kcur, ic, jc))
 			}
 		}
 	}
@@ -376,6 +395,7 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 	tmp := buf.get(&buf.tmp, mr*nr)
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
+		cb, ldc := j.block(buf, 0, j.m, jc, ncur)
 		for pc := 0; pc < j.k; pc += kc {
 			kcur := min(kc, j.k-pc)
 			steps := j.steps(kcur)
@@ -387,16 +407,14 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 			j.packB(pb, jc, ncur, pc, kcur)
 			for ic := 0; ic < j.m; ic += mc {
 				mcur := min(mc, j.m-ic)
+				c := cb[ic*ldc:]
 				if !*aPacked {
 					j.packA(block[ic*steps:], ic, mcur, pc, kcur)
 				}
 				if pc == 0 {
-					j.widen(ic, mcur, jc, ncur)
+					j.widen(c, ldc, ic, mcur, jc, ncur)
 				}
-				j.macro(block[ic*steps:], pb, tmp, ic, mcur, jc, ncur, steps, beta)
-				if pc+kcur == j.k {
-					j.round(ic, mcur, jc, ncur)
-				}
+				j.macro(block[ic*steps:], pb, tmp, c, ldc, mcur, ncur, steps, beta, j.rounded(pc+kcur, ic, jc))
 			}
 		}
 		*aPacked = true
@@ -407,8 +425,11 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 // block of B. Full tiles are written in place. An edge tile goes to the
 // smallest edge kernel that covers it, in place when it fits exactly, else
 // into tmp (the packed panels are zero-padded), whose valid part is merged
-// into C with the same roundings the kernels use.
-func (j *job) macro(pa, pb, tmp []float32, ic, mcur, jc, ncur, kc int, beta float32) {
+// into C with the same roundings the kernels use. c is the float32 C at the
+// block's first element, with rows ldc apart. A non-nil out is the 16-bit C
+// at the same element: this is the last k block, and each tile is rounded
+// into it once computed.
+func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta float32, out []uint16) {
 	im := j.im
 	mr, nr := im.mr, im.nr
 	for jr := 0; jr < ncur; jr += nr {
@@ -417,30 +438,40 @@ func (j *job) macro(pa, pb, tmp []float32, ic, mcur, jc, ncur, kc int, beta floa
 		for ir := 0; ir < mcur; ir += mr {
 			mv := min(mr, mcur-ir)
 			ap := pa[ir*kc : ir*kc+mr*kc]
-			off := (ic+ir)*j.ldc + jc + jr
-			if mv == mr && nv == nr {
-				im.tile(kc, ap, bp, j.c[off:], j.ldc, j.alpha, beta)
-				continue
+			off := ir*ldc + jr
+			j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
+			if out != nil {
+				dtype.EncodeRows(j.narrow, out[ir*j.out.LD+jr:], j.out.LD, c[off:], ldc, mv, nv)
 			}
-			tile, tm, tn := im.tile, mr, nr
-			if im.edge != nil {
-				ri, ci := 0, 0
-				for im.rows[ri] < mv {
-					ri++
-				}
-				for im.cols[ci] < nv {
-					ci++
-				}
-				tile, tm, tn = im.edge[ri][ci], im.rows[ri], im.cols[ci]
-			}
-			if tm == mv && tn == nv {
-				tile(kc, ap, bp, j.c[off:], j.ldc, j.alpha, beta)
-				continue
-			}
-			tile(kc, ap, bp, tmp, nr, 1, 0)
-			mergeTile(j.c[off:], j.ldc, tmp, nr, mv, nv, j.alpha, beta)
 		}
 	}
+}
+
+// tile computes one mv x nv tile of C at c.
+func (j *job) tile(ap, bp, tmp, c []float32, ldc, mv, nv, kc int, beta float32) {
+	im := j.im
+	mr, nr := im.mr, im.nr
+	if mv == mr && nv == nr {
+		im.tile(kc, ap, bp, c, ldc, j.alpha, beta)
+		return
+	}
+	tile, tm, tn := im.tile, mr, nr
+	if im.edge != nil {
+		ri, ci := 0, 0
+		for im.rows[ri] < mv {
+			ri++
+		}
+		for im.cols[ci] < nv {
+			ci++
+		}
+		tile, tm, tn = im.edge[ri][ci], im.rows[ri], im.cols[ci]
+	}
+	if tm == mv && tn == nv {
+		tile(kc, ap, bp, c, ldc, j.alpha, beta)
+		return
+	}
+	tile(kc, ap, bp, tmp, nr, 1, 0)
+	mergeTile(c, ldc, tmp, nr, mv, nv, j.alpha, beta)
 }
 
 // mergeTile sets c = alpha*t + beta*c on an mv x nv tile, rounding each
@@ -530,6 +561,7 @@ func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0,
 // a training loop calling Gemm with the same shapes does not allocate.
 type buffers struct {
 	a, b, tmp []float32
+	c         []float32 // a 16-bit C's float32 block (Gemm16)
 }
 
 var bufPool = sync.Pool{New: func() any { return new(buffers) }}

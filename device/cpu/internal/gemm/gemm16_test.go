@@ -94,11 +94,7 @@ func check16(t *testing.T, name string, im *impl, workers int, out dtype.DType, 
 	for i := 0; i < m; i++ {
 		dtype.Encode(out, want[off+i*ld:off+i*ld+n], c32[i*n:i*n+n])
 	}
-	scratch := make([]float32, m*n)
-	for i := range scratch {
-		scratch[i] = float32(rng.NormFloat64()) // garbage: must be ignored
-	}
-	Gemm16(transA, transB, m, n, k, alpha, a, b, beta, Out16{U16: c16, BF16: out == dtype.BF16, Off: off, LD: ld}, scratch)
+	Gemm16(transA, transB, m, n, k, alpha, a, b, beta, Out16{U16: c16, BF16: out == dtype.BF16, Off: off, LD: ld})
 	for i := range want {
 		if c16[i] != want[i] {
 			t.Fatalf("%s: C16[%d] = %#04x, want %#04x (widen, Gemm, round)", name, i, c16[i], want[i])
