@@ -55,10 +55,10 @@ func (d *Device) Copy(dst device.Buffer, dstOff int, src device.Buffer, srcOff, 
 		copy(db.f32[dstOff:dstOff+n], sb.f32[srcOff:srcOff+n])
 	case db.dt == sb.dt:
 		copy(db.u16[dstOff:dstOff+n], sb.u16[srcOff:srcOff+n])
-	case n <= grain:
+	case n <= convGrain:
 		convertPiece(db, dstOff, sb, srcOff, 0, n)
 	default:
-		d.parallel(n, func(lo, hi int) { convertPiece(db, dstOff, sb, srcOff, lo, hi) })
+		d.parallelGrain(n, convGrain, func(lo, hi int) { convertPiece(db, dstOff, sb, srcOff, lo, hi) })
 	}
 }
 
