@@ -388,11 +388,19 @@ func (g *Graph) save(ts ...*tensor.Tensor) {
 
 // Input copies a host array onto the graph's device as an F32 leaf that does
 // not require grad.
-func (g *Graph) Input(h tensor.Host) *Var {
+func (g *Graph) Input(h tensor.Host) *Var { return g.InputAs(h, dtype.F32) }
+
+// InputAs is Input converted to dt as it is copied to the device, in one
+// pass. Under autocast, a batch whose only consumer is an op that computes
+// in dt (a network's first Linear or convolution; see nn.FirstOp) may come
+// in as dt: the op's own cast of an F32 input would round it to the same
+// values, so the result is the same bits, without the F32 copy and the
+// cast's pass over it.
+func (g *Graph) InputAs(h tensor.Host, dt dtype.DType) *Var {
 	g.enter()
 	defer g.leave() // a Host whose data does not fit its shape panics inside
 	g.check()
-	t := g.ts.FromHost(g.dev, dtype.F32, device.Temp, h)
+	t := g.ts.FromHost(g.dev, dt, device.Temp, h)
 	g.owned = append(g.owned, t)
 	v := g.vars.get()
 	*v = Var{Value: t, graph: g}

@@ -37,6 +37,10 @@ func (c *Conv2d) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 	return g.Conv2d(x, c.W, c.B, c.Stride, c.Padding)
 }
 
+// InputOp is autograd.OpConv: a Conv2d's input goes to its convolution
+// alone.
+func (c *Conv2d) InputOp() autograd.Op { return autograd.OpConv }
+
 // Params are W and, if present, B.
 func (c *Conv2d) Params() []*autograd.Var {
 	if c.B == nil {

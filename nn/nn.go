@@ -45,6 +45,32 @@ type Buffered interface {
 	Buffers() []*autograd.Var
 }
 
+// InputOp is a module whose input goes to a single op, the first it
+// records: Linear (autograd.OpLinear) and Conv2d (autograd.OpConv).
+type InputOp interface {
+	InputOp() autograd.Op
+}
+
+// FirstOp returns the op that alone consumes m's input, when m says: an
+// InputOp, or a Sequential whose first layer is one. A program uses it to
+// feed its batch in the dtype that op computes in under autocast
+// (autograd.Graph.InputAs).
+func FirstOp(m Module) (autograd.Op, bool) {
+	for {
+		switch x := m.(type) {
+		case InputOp:
+			return x.InputOp(), true
+		case *Sequential:
+			if len(x.Layers) == 0 {
+				return 0, false
+			}
+			m = x.Layers[0]
+		default:
+			return 0, false
+		}
+	}
+}
+
 // To places every parameter and buffer of m (and its children) on dev.
 func To(m Module, dev device.Device) {
 	for _, p := range State(m) {
@@ -156,6 +182,9 @@ func HeUniform(rng *rand.Rand, fanIn int, shape ...int) tensor.Host {
 func (l *Linear) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 	return g.Linear(x, l.W, l.B)
 }
+
+// InputOp is autograd.OpLinear: a Linear's input goes to its product alone.
+func (l *Linear) InputOp() autograd.Op { return autograd.OpLinear }
 
 // Params are W and, if present, B.
 func (l *Linear) Params() []*autograd.Var {

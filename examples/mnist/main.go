@@ -135,6 +135,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer optim.Release(opt)
 
 	lowType, useAMP := f.AMP.DType(), f.AMP.On()
+	// The batch in the dtype of the op it feeds: F16 or BF16 for a first
+	// Linear or convolution under autocast (the same bits as its own cast).
+	inputType := train.InputDType(net, lowType)
 	segments := f.Checkpoint.Segments(nn.DefaultSegments(len(net.Layers))) // 0: off
 	forward := func(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 		if segments == 0 {
@@ -229,7 +232,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			if useAMP {
 				amp.Autocast(g, lowType)
 			}
-			loss := nn.CrossEntropy(g, forward(g, g.Input(b.X)), b.Y)
+			loss := nn.CrossEntropy(g, forward(g, g.InputAs(b.X, inputType)), b.Y)
 			g.Backward(scaler.Scale(g, loss))
 			if dp != nil {
 				if err := prof.Phase(profile.Comm, dp.SyncGrads); err != nil { // the rest of the average, before the scaler looks for Inf/NaN

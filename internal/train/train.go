@@ -57,7 +57,7 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	if s.Low != dtype.F32 {
 		amp.Autocast(g, s.Low)
 	}
-	in := g.Input(x)
+	in := g.InputAs(x, InputDType(s.Net, s.Low))
 	var logits *autograd.Var
 	if s.Segments > 0 {
 		logits = nn.CheckpointSequential(g, s.Net.Layers, s.Segments, in)
@@ -84,6 +84,21 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	}
 	s.Opt.ZeroGrad()
 	return float64(loss.Value.Item()), nil
+}
+
+// InputDType is the dtype to feed net's batches in (autograd.Graph.InputAs)
+// under autocast to low (F32: none): low when the op that alone takes the
+// input computes in low (a first Linear or convolution), which gives the
+// bits of that op's own cast of an F32 batch without the F32 copy and the
+// cast; F32 otherwise.
+func InputDType(net nn.Module, low dtype.DType) dtype.DType {
+	if low == dtype.F32 {
+		return dtype.F32
+	}
+	if op, ok := nn.FirstOp(net); ok && amp.ClassOf(op) == amp.Low {
+		return low
+	}
+	return dtype.F32
 }
 
 // NewOptimizer makes the optimiser name ("sgd", "adam" or "adamw") over
@@ -150,7 +165,11 @@ func Evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, batch int, 
 		if useAMP {
 			amp.Autocast(g, low)
 		}
-		logits := net.Forward(g, g.Input(b.X))
+		in := dtype.F32
+		if useAMP {
+			in = InputDType(net, low)
+		}
+		logits := net.Forward(g, g.InputAs(b.X, in))
 		pred := tensor.New(dev, dtype.F32, device.Temp, len(b.Y))
 		dev.Argmax(pred.Buffer(), logits.Value.Buffer(), len(b.Y), logits.Shape()[1])
 		for i, p := range pred.ToHost() {

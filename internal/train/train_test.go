@@ -47,7 +47,9 @@ func handStep(dev device.Device, net *nn.Sequential, opt optim.Optimizer, scaler
 
 // TestStepMatchesHandWritten: Step trains bit for bit as the written-out
 // step does, in every precision, with and without checkpointing, dropout
-// included.
+// included. Under autocast Step feeds the batch in the low dtype
+// (InputDType: the network starts with a Linear), the written-out step in
+// F32 for autocast to cast.
 func TestStepMatchesHandWritten(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
 		for _, low := range dtype.All {
@@ -185,5 +187,36 @@ func TestNewOptimizer(t *testing.T) {
 	}
 	if _, err := NewOptimizer("lbfgs", nil, lr, models.Recipe{}); err == nil {
 		t.Error("NewOptimizer(lbfgs): no error")
+	}
+}
+
+// TestInputDType: the low dtype for networks whose input goes to a Linear
+// or a convolution alone, F32 without autocast and for a network that
+// starts with anything else (dropout would scale the rounded batch).
+func TestInputDType(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	mlp := models.MLP(rng, 4, 3, 2)
+	cnn := models.CNN(rng)
+	dropFirst := nn.NewSequential(nn.NewDropout(0.5, rng), nn.NewLinear(4, 2, rng))
+	reluFirst := nn.NewSequential(nn.ReLU(), nn.NewLinear(4, 2, rng))
+	nested := nn.NewSequential(mlp, nn.ReLU())
+	for _, c := range []struct {
+		name string
+		net  nn.Module
+		low  dtype.DType
+		want dtype.DType
+	}{
+		{"mlp/f16", mlp, dtype.F16, dtype.F16},
+		{"mlp/bf16", mlp, dtype.BF16, dtype.BF16},
+		{"mlp/off", mlp, dtype.F32, dtype.F32},
+		{"cnn/f16", cnn, dtype.F16, dtype.F16},
+		{"nested/bf16", nested, dtype.BF16, dtype.BF16},
+		{"dropout-first/f16", dropFirst, dtype.F16, dtype.F32},
+		{"relu-first/f16", reluFirst, dtype.F16, dtype.F32},
+		{"empty/f16", nn.NewSequential(), dtype.F16, dtype.F32},
+	} {
+		if got := InputDType(c.net, c.low); got != c.want {
+			t.Errorf("%s: InputDType = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
