@@ -407,6 +407,21 @@ func (g *Graph) InputAs(h tensor.Host, dt dtype.DType) *Var {
 	return v
 }
 
+// InputBits is InputAs for a batch already rounded on the host: its 16-bit
+// patterns are copied to the device as they are, as a leaf of h's dtype
+// that does not require grad. A data loader's workers round the batch
+// (datasets.Bits) while the previous step runs.
+func (g *Graph) InputBits(h tensor.Host16) *Var {
+	g.enter()
+	defer g.leave()
+	g.check()
+	t := g.ts.FromBits(g.dev, device.Temp, h)
+	g.owned = append(g.owned, t)
+	v := g.vars.get()
+	*v = Var{Value: t, graph: g}
+	return v
+}
+
 // Leaf wraps t as a leaf of the graph (the graph does not take ownership).
 // With requiresGrad its gradient is kept in Grad after Backward.
 func (g *Graph) Leaf(t *tensor.Tensor, requiresGrad bool) *Var {

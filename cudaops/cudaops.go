@@ -338,6 +338,20 @@ func (d *Device) CopyFromHost(dst device.Buffer, src []float32) {
 	}
 }
 
+// CopyBitsFromHost uploads the 16-bit patterns src into dst as they are.
+func (d *Device) CopyBitsFromHost(dst device.Buffer, src []uint16) {
+	d.enter()
+	defer d.leave()
+	b := d.buf(dst, "CopyBitsFromHost")
+	device.CheckBits("cudaops", b.DType(), b.Len(), len(src))
+	if b.Len() == 0 {
+		return
+	}
+	if err := d.g.htod(b.ptr, unsafe.Pointer(&src[0]), int64(2*b.Len())); err != nil {
+		panic("cudaops: CopyBitsFromHost: " + err.Error())
+	}
+}
+
 // CopyToHost waits for the work queued so far and reads src into dst as
 // float32.
 func (d *Device) CopyToHost(dst []float32, src device.Buffer) {

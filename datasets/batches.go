@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/tensor"
 )
 
@@ -25,6 +26,9 @@ type Batch struct {
 	X     tensor.Host
 	Y     []int32
 	Index int
+	// X16 is X rounded to the dtype [Bits] names, when it names one (its
+	// Bits are nil otherwise).
+	X16 tensor.Host16
 }
 
 // An Option adjusts [Batches] and [NumBatches].
@@ -42,6 +46,7 @@ type config struct {
 	rank     int
 	ranks    int // 0: no sharding
 	onFill   func(worker, batch int, start, end time.Time)
+	bits     dtype.DType // F32: no X16
 }
 
 // Shuffle visits the samples in a random order drawn from seed and the epoch
@@ -135,6 +140,17 @@ func Augment(fn AugmentFunc) Option {
 // never after the loop statement has completed.
 func OnFill(fn func(worker, batch int, start, end time.Time)) Option {
 	return func(c *config) { c.onFill = fn }
+}
+
+// Bits has each batch rounded to dt (F16 or BF16) as well, in Batch.X16,
+// by the worker that builds it, after any augmentation: a training step
+// under autocast then copies half the bytes to the device and converts
+// nothing (autograd.Graph.InputBits). dtype.F32 turns it off.
+func Bits(dt dtype.DType) Option {
+	if dt != dtype.F32 && dt != dtype.F16 && dt != dtype.BF16 {
+		panic(fmt.Sprintf("datasets: Bits(%v): want F16, BF16 or F32 (none)", dt))
+	}
+	return func(c *config) { c.bits = dt }
 }
 
 // Batches returns one epoch of d in batches of batchSize, for use with range:
@@ -231,6 +247,7 @@ func (p *plan) order() []int {
 // order every access, so a slot is never written while the loop reads it.
 type slot struct {
 	x     []float32
+	x16   []uint16 // with Bits
 	y     []int32
 	shape []int
 	batch Batch
@@ -239,8 +256,13 @@ type slot struct {
 }
 
 func (p *plan) newSlot() *slot {
+	var x16 []uint16
+	if p.cfg.bits != dtype.F32 {
+		x16 = make([]uint16, p.size*p.m)
+	}
 	return &slot{
 		x:     make([]float32, p.size*p.m),
+		x16:   x16,
 		y:     make([]int32, p.size),
 		shape: append([]int{p.size}, p.d.Shape...),
 		ready: make(chan struct{}, 1),
@@ -373,6 +395,10 @@ func (f *filler) fill(s *slot, k int) {
 	}
 	s.shape[0] = b
 	s.batch = Batch{X: tensor.Host{Shape: s.shape, Data: s.x[:b*m]}, Y: s.y[:b], Index: k}
+	if dt := p.cfg.bits; dt != dtype.F32 {
+		dtype.Encode(dt, s.x16[:b*m], s.x[:b*m])
+		s.batch.X16 = tensor.Host16{Shape: s.shape, DType: dt, Bits: s.x16[:b*m]}
+	}
 }
 
 // fillSafely is fill for a worker: a panic in the augmentation is carried to

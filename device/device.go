@@ -24,6 +24,17 @@ type Buffer interface {
 	Category() Category
 }
 
+// CheckBits panics unless a CopyBitsFromHost of n patterns into a buffer
+// of dtype dt and length have can be done: dt is 16-bit, n is have.
+func CheckBits(backend string, dt dtype.DType, have, n int) {
+	if dt != dtype.F16 && dt != dtype.BF16 {
+		panic(fmt.Sprintf("%s: CopyBitsFromHost into a %v buffer; want F16 or BF16", backend, dt))
+	}
+	if n != have {
+		panic(fmt.Sprintf("%s: CopyBitsFromHost of %d values into a buffer of %d", backend, n, have))
+	}
+}
+
 // Device is a backend: its memory (buffers, host copies, accounting) and
 // the primitive kernels, in the groups of Kernels.
 type Device interface {
@@ -48,6 +59,10 @@ type Memory interface {
 	CopyFromHost(dst Buffer, src []float32)
 	// CopyToHost reads src into dst, widening to float32.
 	CopyToHost(dst []float32, src Buffer)
+	// CopyBitsFromHost writes the 16-bit patterns src into dst, an F16 or
+	// BF16 buffer whose dtype they are in, as they are: a batch converted
+	// on the host (by a data loader's workers) arrives with no conversion.
+	CopyBitsFromHost(dst Buffer, src []uint16)
 	// MemStats reports live and peak bytes.
 	MemStats() MemStats
 	// ResetPeak sets every peak to the current live value.

@@ -92,6 +92,17 @@ func (a *Arena) FromHost(dev device.Device, dt dtype.DType, c device.Category, h
 	return t
 }
 
+// FromBits is the package's FromBits with the struct and the shape from
+// the arena.
+func (a *Arena) FromBits(dev device.Device, c device.Category, h Host16) *Tensor {
+	if n := Numel(h.Shape); n != len(h.Bits) {
+		panic(fmt.Sprintf("tensor.FromBits: %d values for shape %v (%d elements)", len(h.Bits), h.Shape, n))
+	}
+	t := a.New(dev, h.DType, c, h.Shape...)
+	dev.CopyBitsFromHost(t.buf, h.Bits)
+	return t
+}
+
 // Move is t.Move with the new struct and shape from the arena.
 func (a *Arena) Move(t *Tensor, shape ...int) *Tensor {
 	if t.view {

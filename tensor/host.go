@@ -1,12 +1,25 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/dtype"
+)
 
 // Host is a row-major float32 array in ordinary Go memory: what data loaders
 // produce and what a graph's Input copies onto a device.
 type Host struct {
 	Shape []int
 	Data  []float32
+}
+
+// Host16 is a row-major array of 16-bit patterns in ordinary Go memory, F16
+// or BF16 as DType says: a batch that a data loader has already rounded to
+// the dtype it will be used in (see autograd.Graph.InputBits).
+type Host16 struct {
+	Shape []int
+	DType dtype.DType
+	Bits  []uint16
 }
 
 // NewHost allocates a zeroed Host array of the given shape.

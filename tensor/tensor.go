@@ -62,6 +62,17 @@ func FromHost(dev device.Device, dt dtype.DType, c device.Category, h Host) *Ten
 	return FromSlice(dev, dt, c, h.Data, h.Shape...)
 }
 
+// FromBits copies a host array of 16-bit patterns into a new tensor of its
+// dtype, with no conversion.
+func FromBits(dev device.Device, c device.Category, h Host16) *Tensor {
+	if n := Numel(h.Shape); n != len(h.Bits) {
+		panic(fmt.Sprintf("tensor.FromBits: %d values for shape %v (%d elements)", len(h.Bits), h.Shape, n))
+	}
+	t := New(dev, h.DType, c, h.Shape...)
+	dev.CopyBitsFromHost(t.buf, h.Bits)
+	return t
+}
+
 // Uniform returns a tensor of values drawn uniformly from [lo, hi) with rng.
 func Uniform(dev device.Device, dt dtype.DType, c device.Category, rng *rand.Rand, lo, hi float32, shape ...int) *Tensor {
 	return FromSlice(dev, dt, c, UniformHost(rng, lo, hi, shape...).Data, shape...)

@@ -187,6 +187,13 @@ func (d *Device) CopyFromHost(dst device.Buffer, src []float32) {
 	d.parallelGrain(b.n, convGrain, func(lo, hi int) { dtype.Encode(b.dt, b.u16[lo:hi], src[lo:hi]) })
 }
 
+// CopyBitsFromHost copies the 16-bit patterns src into dst.
+func (d *Device) CopyBitsFromHost(dst device.Buffer, src []uint16) {
+	b := d.buf(dst, "CopyBitsFromHost")
+	device.CheckBits("cpu", b.dt, b.n, len(src))
+	copy(b.u16, src)
+}
+
 // CopyToHost reads src into dst as float32.
 func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
 	b := d.buf(src, "CopyToHost")

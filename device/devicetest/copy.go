@@ -41,6 +41,30 @@ func testHostCopy(t *testing.T, dev device.Device) {
 				b := e.alloc(dt, n)
 				e.dev.CopyFromHost(b, src)
 				e.exact("CopyToHost(CopyFromHost(x))", e.get(b), want)
+				if dt == dtype.F32 {
+					mustPanic(e.t, "CopyBitsFromHost into an F32 buffer", func() { e.dev.CopyBitsFromHost(b, make([]uint16, n)) })
+					return
+				}
+				// The patterns themselves, NaN payloads included, arrive
+				// as they are.
+				bits := make([]uint16, n)
+				dtype.Encode(dt, bits, src)
+				for i := range bits {
+					if i%7 == 3 {
+						bits[i] = 0x7c01 + uint16(i%5) // NaNs in both formats, kept by no rounding
+					}
+				}
+				c := e.alloc(dt, n)
+				e.dev.CopyBitsFromHost(c, bits)
+				wantBits := make([]float32, n)
+				dtype.Decode(dt, wantBits, bits)
+				got := e.get(c)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(wantBits[i]) && !(got[i] != got[i] && wantBits[i] != wantBits[i]) {
+						e.t.Fatalf("%s: CopyBitsFromHost: element %d = %v, want %v (pattern %#04x)", e.t.Name(), i, got[i], wantBits[i], bits[i])
+					}
+				}
+				mustPanic(e.t, "CopyBitsFromHost of the wrong length", func() { e.dev.CopyBitsFromHost(c, bits[:n-1]) })
 			})
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/mixprec/mixprec/device"
 	_ "github.com/mixprec/mixprec/device/cpu" // the CPU backend
 	"github.com/mixprec/mixprec/distributed"
+	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/train"
 	"github.com/mixprec/mixprec/nn"
@@ -136,7 +137,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	lowType, useAMP := f.AMP.DType(), f.AMP.On()
 	// The batch in the dtype of the op it feeds: F16 or BF16 for a first
-	// Linear or convolution under autocast (the same bits as its own cast).
+	// Linear or convolution under autocast (the same bits as its own cast,
+	// and the loader rounds it; see datasets.Bits).
 	inputType := train.InputDType(net, lowType)
 	segments := f.Checkpoint.Segments(nn.DefaultSegments(len(net.Layers))) // 0: off
 	forward := func(g *autograd.Graph, x *autograd.Var) *autograd.Var {
@@ -187,7 +189,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	batchOpts := func(epoch int) []datasets.Option {
-		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), prof.Loader()}
+		// The loader's worker rounds each batch to inputType while the
+		// previous step runs.
+		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), prof.Loader(), datasets.Bits(inputType)}
 		if ranks > 1 {
 			opts = append(opts, datasets.Shard(rank, ranks))
 		}
@@ -232,7 +236,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			if useAMP {
 				amp.Autocast(g, lowType)
 			}
-			loss := nn.CrossEntropy(g, forward(g, g.InputAs(b.X, inputType)), b.Y)
+			x := g.Input(b.X)
+			if inputType != dtype.F32 {
+				x = g.InputBits(b.X16)
+			}
+			loss := nn.CrossEntropy(g, forward(g, x), b.Y)
 			g.Backward(scaler.Scale(g, loss))
 			if dp != nil {
 				if err := prof.Phase(profile.Comm, dp.SyncGrads); err != nil { // the rest of the average, before the scaler looks for Inf/NaN
