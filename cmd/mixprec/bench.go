@@ -104,7 +104,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	for _, dt := range dts {
 		r := matmulResult{DType: dt.String()}
 		if cpuN > 0 {
-			sec, err := timeGemm(cpuDev, dt, cpuN, cpuReps, 1, func(fn func()) (time.Duration, error) {
+			sec, err := timeGemm(cpuDev, dt, cpuN, cpuReps, 1, cpuWarm, func(fn func()) (time.Duration, error) {
 				start := time.Now()
 				fn()
 				return time.Since(start), cpuDev.Sync()
@@ -115,7 +115,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			r.CPUSeconds, r.CPUTFLOPS = sec, flops(cpuN)/sec/1e12
 		}
 		if gpuDev != nil {
-			sec, err := timeGemm(gpuDev, dt, n, reps, 3, gpuDev.Time)
+			sec, err := timeGemm(gpuDev, dt, n, reps, 3, 0, gpuDev.Time)
 			if err != nil {
 				return err
 			}
@@ -156,9 +156,9 @@ func speedup(v float64) string {
 }
 
 // timeGemm returns the seconds one n x n GEMM in dt takes on dev: warm
-// untimed GEMMs, then reps timed by clock (which runs its argument and
-// measures it).
-func timeGemm(dev device.Device, dt dtype.DType, n, reps, warm int, clock func(func()) (time.Duration, error)) (float64, error) {
+// untimed GEMMs (and more until minWarm has passed), then reps timed by
+// clock (which runs its argument and measures it).
+func timeGemm(dev device.Device, dt dtype.DType, n, reps, warm int, minWarm time.Duration, clock func(func()) (time.Duration, error)) (float64, error) {
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(dt)))
 	host := make([]float32, n*n)
 	bufs := make([]device.Buffer, 3)
@@ -171,7 +171,7 @@ func timeGemm(dev device.Device, dt dtype.DType, n, reps, warm int, clock func(f
 		dev.CopyFromHost(bufs[i], host)
 	}
 	p := device.GemmParams{M: n, N: n, K: n, Alpha: 1}
-	for range warm {
+	for start := time.Now(); warm > 0 || time.Since(start) < minWarm; warm-- {
 		dev.Gemm(bufs[2], bufs[0], bufs[1], p)
 	}
 	if err := dev.Sync(); err != nil {
@@ -187,6 +187,15 @@ func timeGemm(dev device.Device, dt dtype.DType, n, reps, warm int, clock func(f
 	}
 	return d.Seconds() / float64(reps), nil
 }
+
+// cpuWarm is the least time the CPU GEMMs of a dtype are warmed up for.
+// On a virtual machine a core that sat idle (while the program started)
+// runs slow for a while once work reaches it: on this project's 2-vCPU
+// machine the first dtype of a run read 40-60% low after one warm-up
+// GEMM, 10-25% low after 0.3 s of them, and steady (f32 341-358 GFLOP/s
+// at n=1024, as later dtypes) after 1 s. Time, rather than a count,
+// covers large and small matrices alike.
+const cpuWarm = time.Second
 
 // maxN bounds the matrix sizes: three n x n F32 operands of 32768 take
 // 12 GiB, more than a benchmark should ask of a machine.
