@@ -3,8 +3,10 @@
 Square C = A*B with every operand in the dtype (as mixprec's bench): F32
 goes to the BLAS torch links (Debian's: OpenBLAS), BF16 to oneDNN, which
 uses the CPU's AVX512_BF16 dot products where it has them. Operands are
-uniform in [-1, 1); each dtype gets --warmup untimed calls, then --reps
-timed ones, wall clock; GFLOP/s = 2 n^3 / time.
+uniform in [-1, 1); each dtype gets --warmup untimed calls and more until
+--warmup-seconds have passed (1 s, as mixprec's bench: a vCPU that sat idle
+runs slow for a while), then --reps timed ones, wall clock; GFLOP/s =
+2 n^3 / time.
 
     /usr/bin/python3 torch_mm_cpu.py [--n 1024] [--dtypes f32,bf16] [--reps 20] [--threads T] [--json]
 
@@ -21,6 +23,7 @@ p.add_argument("--n", type=int, default=1024)
 p.add_argument("--dtypes", default="f32,bf16")
 p.add_argument("--reps", type=int, default=20)
 p.add_argument("--warmup", type=int, default=3)
+p.add_argument("--warmup-seconds", type=float, default=1.0)
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--json", action="store_true")
 a = p.parse_args()
@@ -34,8 +37,10 @@ for name in a.dtypes.split(","):
     x = (torch.rand(n, n, generator=gen) * 2 - 1).to(dt)
     y = (torch.rand(n, n, generator=gen) * 2 - 1).to(dt)
     c = torch.empty(n, n, dtype=dt)
-    for _ in range(a.warmup):
+    start, done = time.perf_counter(), 0
+    while done < a.warmup or time.perf_counter() - start < a.warmup_seconds:
         torch.mm(x, y, out=c)
+        done += 1
     t = time.perf_counter()
     for _ in range(a.reps):
         torch.mm(x, y, out=c)
