@@ -1,8 +1,10 @@
 package autograd_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/mixprec/mixprec/autograd"
@@ -49,6 +51,37 @@ func TestInputDTypes(t *testing.T) {
 		}
 		if after := dev.MemStats(); after.Live != before.Live {
 			t.Errorf("live memory %d after the graphs, %d before", after.Live, before.Live)
+		}
+	})
+}
+
+// TestInputBitsRefuses: patterns that do not fill the shape, or that claim
+// F32, panic naming the problem, and leave no memory behind.
+func TestInputBitsRefuses(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		before := dev.MemStats()
+		for _, c := range []struct {
+			name string
+			h    tensor.Host16
+			want string
+		}{
+			{"short", tensor.Host16{Shape: []int{2, 3}, DType: dtype.F16, Bits: make([]uint16, 5)}, "5 values for shape [2 3]"},
+			{"f32", tensor.Host16{Shape: []int{2}, DType: dtype.F32, Bits: make([]uint16, 2)}, "want F16 or BF16"},
+		} {
+			g := autograd.NewGraph(dev)
+			func() {
+				defer func() {
+					r := recover()
+					if r == nil || !strings.Contains(fmt.Sprint(r), c.want) {
+						t.Errorf("%s: panic %v, want one containing %q", c.name, r, c.want)
+					}
+				}()
+				g.InputBits(c.h)
+			}()
+			g.Release()
+		}
+		if after := dev.MemStats(); after.Live != before.Live {
+			t.Errorf("live memory %d after the refusals, %d before", after.Live, before.Live)
 		}
 	})
 }
