@@ -439,6 +439,10 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 			mv := min(mr, mcur-ir)
 			ap := pa[ir*kc : ir*kc+mr*kc]
 			off := ir*ldc + jr
+			if out != nil && mv == mr && nv == nr && j.narrow == dtype.F16 && im.tileHalf != nil {
+				im.tileHalf(kc, ap, bp, c[off:], ldc, j.alpha, beta, out[ir*j.out.LD+jr:], j.out.LD)
+				continue
+			}
 			j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
 			if out != nil {
 				dtype.EncodeRows(j.narrow, out[ir*j.out.LD+jr:], j.out.LD, c[off:], ldc, mv, nv)

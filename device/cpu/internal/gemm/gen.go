@@ -27,6 +27,8 @@ func main() {
 			genKernel(&w, kernelSpec{name: fmt.Sprintf("kernAVX512x%dx%d", mr, nr), mr: mr, nr: nr, strideA: 12, strideB: 32, vecBits: 512, unroll: 4})
 		}
 	}
+	// The main tile again, storing binary16: a Gemm16 tile's last k block.
+	genKernel(&w, kernelSpec{name: "kernAVX512x12x32H", mr: 12, nr: 32, strideA: 12, strideB: 32, vecBits: 512, unroll: 4, half: true})
 	for _, mr := range []int{6, 4, 2} {
 		for _, nr := range []int{16, 8} {
 			genKernel(&w, kernelSpec{name: fmt.Sprintf("kernAVX2x%dx%d", mr, nr), mr: mr, nr: nr, strideA: 6, strideB: 16, vecBits: 256, unroll: 4})
@@ -81,6 +83,11 @@ type kernelSpec struct {
 	// counts pairs. Everything else (tile, registers, store) is the float32
 	// kernel's.
 	dot bool
+
+	// half stores the tile as binary16 into out (ldo elements a row),
+	// rounded to nearest even from the float32 value the plain kernel
+	// would store in c; c is only read, when beta != 0.
+	half bool
 }
 
 func genKernel(w *bytes.Buffer, s kernelSpec) {
@@ -111,7 +118,19 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 
 	p("")
-	p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32)", s.name)
+	if s.half {
+		if s.vecBits != 512 || s.dot {
+			log.Fatalf("%s: the binary16 store is written for the AVX-512 float32 kernels", s.name)
+		}
+		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
+		p("//")
+		p("// %s is kernAVX512x%dx%d storing binary16: the float32 value that", s.name, s.mr, s.nr)
+		p("// kernel stores in c is rounded to nearest even into out (ldo elements")
+		p("// a row) instead; c is read only when beta != 0. A Gemm16 tile's last")
+		p("// k block uses it, so the tile never goes through float32 memory.")
+	} else {
+		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32)", s.name)
+	}
 	p("//")
 	p("// %s computes the %dx%d tile c = alpha*(a·b) + beta*c from", s.name, s.mr, s.nr)
 	if s.dot {
@@ -128,7 +147,11 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 		p("// in Go, so an element's bits do not depend on which kernel computed it;")
 	}
 	p("// beta == 0 stores without reading c.")
-	p("TEXT ·%s(SB), NOSPLIT, $0-48", s.name)
+	if s.half {
+		p("TEXT ·%s(SB), NOSPLIT, $0-64", s.name)
+	} else {
+		p("TEXT ·%s(SB), NOSPLIT, $0-48", s.name)
+	}
 	p("\tMOVQ kc+0(FP), CX")
 	p("\tMOVQ a+8(FP), AX")
 	p("\tMOVQ b+16(FP), BX")
@@ -198,18 +221,39 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	}
 	p("\tVBROADCASTSS alpha+40(FP), %s", alpha)
 	p("\tVBROADCASTSS beta+44(FP), %s", beta)
+	if s.half {
+		p("\tMOVQ out+48(FP), R9")
+		p("\tMOVQ ldo+56(FP), R11")
+		p("\tSHLQ $1, R11")
+	}
 	// beta == 0 (either sign) means C is not read, so NaNs in it vanish.
 	p("\tMOVL beta+44(FP), R8")
 	p("\tANDL $0x7fffffff, R8")
 	p("\tJEQ %s_store0", s.name)
+	// store writes row i's vector v: to c, or rounded to binary16 (the
+	// register form of VCVTPS2PH and a separate store, see dtype) to out.
+	store := func(i, v int) {
+		if !s.half {
+			p("\tVMOVUPS %s, %d(DI)", acc(i, v), v*lanes*4)
+			return
+		}
+		p("\tVCVTPS2PH $0, %s, Y2", acc(i, v))
+		p("\tVMOVDQU Y2, %d(R9)", v*lanes*2)
+	}
+	next := func() {
+		p("\tADDQ DX, DI")
+		if s.half {
+			p("\tADDQ R11, R9")
+		}
+	}
 	for i := 0; i < s.mr; i++ {
 		for v := 0; v < nv; v++ {
 			p("\tVMULPS %s, %s, %s", alpha, acc(i, v), acc(i, v))
 			p("\tVMULPS %d(DI), %s, %s", v*lanes*4, beta, tmp)
 			p("\tVADDPS %s, %s, %s", tmp, acc(i, v), acc(i, v))
-			p("\tVMOVUPS %s, %d(DI)", acc(i, v), v*lanes*4)
+			store(i, v)
 		}
-		p("\tADDQ DX, DI")
+		next()
 	}
 	p("\tVZEROUPPER")
 	p("\tRET")
@@ -217,9 +261,9 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	for i := 0; i < s.mr; i++ {
 		for v := 0; v < nv; v++ {
 			p("\tVMULPS %s, %s, %s", alpha, acc(i, v), acc(i, v))
-			p("\tVMOVUPS %s, %d(DI)", acc(i, v), v*lanes*4)
+			store(i, v)
 		}
-		p("\tADDQ DX, DI")
+		next()
 	}
 	p("\tVZEROUPPER")
 	p("\tRET")

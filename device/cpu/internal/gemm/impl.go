@@ -15,6 +15,12 @@ type impl struct {
 	// of mr packed floats and b kc steps of nr; beta == 0 does not read c.
 	tile tileFn
 
+	// tileHalf, where the implementation has it, is tile storing its
+	// result rounded to binary16 into out (ldo elements a row) rather than
+	// into c: the same float32 values, rounded to nearest even. A Gemm16
+	// with an F16 C uses it for the full tiles of the last k block.
+	tileHalf tileHalfFn
+
 	// edge[i][j] is a kernel for a rows[i] x cols[j] tile at the bottom or
 	// right edge of C, reading the same packed panels as tile (rows and cols
 	// ascending, the last being mr and nr). Every element is computed with
@@ -53,6 +59,9 @@ type impl struct {
 
 // tileFn is the signature of a micro-kernel; see impl.tile.
 type tileFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
+
+// tileHalfFn is a tileFn that stores binary16 into out instead of c.
+type tileHalfFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []uint16, ldo int)
 
 // goImpl is the pure-Go implementation: the fallback off amd64 and the
 // reference the assembly is tested against. Its 4x4 tile's sixteen

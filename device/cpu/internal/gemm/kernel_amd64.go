@@ -15,6 +15,12 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func kernAVX512x12x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
+// kernAVX512x12x32H is kernAVX512x12x32 storing its tile as binary16 into
+// out instead of c.
+//
+//go:noescape
+func kernAVX512x12x32H(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)
+
 //go:noescape
 func kernAVX512x12x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
@@ -135,6 +141,17 @@ func tileFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, a
 		_ = b[(kc-1)*sb+nr-1]
 		_ = c[(mr-1)*ldc+nr-1]
 		kern(kc, &a[0], &b[0], &c[0], ldc, alpha, beta)
+	}
+}
+
+// tileHalfFunc wraps a binary16-storing kernel as tileHalf does.
+func tileHalfFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)) tileHalfFn {
+	return func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []uint16, ldo int) {
+		_ = a[(kc-1)*sa+mr-1]
+		_ = b[(kc-1)*sb+nr-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		_ = out[(mr-1)*ldo+nr-1]
+		kern(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, &out[0], ldo)
 	}
 }
 
@@ -299,9 +316,10 @@ var avx512Impl = &impl{
 	name: "avx512",
 	mr:   12, nr: 32,
 	kc: 256, mc: 240, nc: 4096,
-	tile: tileFunc(12, 32, 12, 32, kernAVX512x12x32),
-	rows: []int{4, 8, 12},
-	cols: []int{16, 32},
+	tile:     tileFunc(12, 32, 12, 32, kernAVX512x12x32),
+	tileHalf: tileHalfFunc(12, 32, 12, 32, kernAVX512x12x32H),
+	rows:     []int{4, 8, 12},
+	cols:     []int{16, 32},
 	edge: [][]tileFn{
 		{tileFunc(4, 16, 12, 32, kernAVX512x4x16), tileFunc(4, 32, 12, 32, kernAVX512x4x32)},
 		{tileFunc(8, 16, 12, 32, kernAVX512x8x16), tileFunc(8, 32, 12, 32, kernAVX512x8x32)},
