@@ -397,14 +397,7 @@ func (g *Graph) Input(h tensor.Host) *Var { return g.InputAs(h, dtype.F32) }
 // values, so the result is the same bits, without the F32 copy and the
 // cast's pass over it.
 func (g *Graph) InputAs(h tensor.Host, dt dtype.DType) *Var {
-	g.enter()
-	defer g.leave() // a Host whose data does not fit its shape panics inside
-	g.check()
-	t := g.ts.FromHost(g.dev, dt, device.Temp, h)
-	g.owned = append(g.owned, t)
-	v := g.vars.get()
-	*v = Var{Value: t, graph: g}
-	return v
+	return g.input(func() *tensor.Tensor { return g.ts.FromHost(g.dev, dt, device.Temp, h) })
 }
 
 // InputBits is InputAs for a batch already rounded on the host: its 16-bit
@@ -412,10 +405,16 @@ func (g *Graph) InputAs(h tensor.Host, dt dtype.DType) *Var {
 // that does not require grad. A data loader's workers round the batch
 // (datasets.Bits) while the previous step runs.
 func (g *Graph) InputBits(h tensor.Host16) *Var {
+	return g.input(func() *tensor.Tensor { return g.ts.FromBits(g.dev, device.Temp, h) })
+}
+
+// input makes a graph-owned leaf that does not require grad of the tensor
+// upload copies from the host.
+func (g *Graph) input(upload func() *tensor.Tensor) *Var {
 	g.enter()
-	defer g.leave()
+	defer g.leave() // host data that does not fit its shape panics inside
 	g.check()
-	t := g.ts.FromBits(g.dev, device.Temp, h)
+	t := upload()
 	g.owned = append(g.owned, t)
 	v := g.vars.get()
 	*v = Var{Value: t, graph: g}

@@ -95,12 +95,7 @@ func (a *Arena) FromHost(dev device.Device, dt dtype.DType, c device.Category, h
 // FromBits is the package's FromBits with the struct and the shape from
 // the arena.
 func (a *Arena) FromBits(dev device.Device, c device.Category, h Host16) *Tensor {
-	if n := Numel(h.Shape); n != len(h.Bits) {
-		panic(fmt.Sprintf("tensor.FromBits: %d values for shape %v (%d elements)", len(h.Bits), h.Shape, n))
-	}
-	if h.DType != dtype.F16 && h.DType != dtype.BF16 {
-		panic(fmt.Sprintf("tensor.FromBits: 16-bit patterns of dtype %v; want F16 or BF16", h.DType))
-	}
+	h.check()
 	t := a.New(dev, h.DType, c, h.Shape...)
 	dev.CopyBitsFromHost(t.buf, h.Bits)
 	return t

@@ -22,6 +22,16 @@ type Host16 struct {
 	Bits  []uint16
 }
 
+// check panics unless h's patterns fill its shape and its dtype is 16-bit.
+func (h Host16) check() {
+	if n := Numel(h.Shape); n != len(h.Bits) {
+		panic(fmt.Sprintf("tensor.FromBits: %d values for shape %v (%d elements)", len(h.Bits), h.Shape, n))
+	}
+	if h.DType != dtype.F16 && h.DType != dtype.BF16 {
+		panic(fmt.Sprintf("tensor.FromBits: 16-bit patterns of dtype %v; want F16 or BF16", h.DType))
+	}
+}
+
 // NewHost allocates a zeroed Host array of the given shape.
 func NewHost(shape ...int) Host {
 	return Host{Shape: append([]int(nil), shape...), Data: make([]float32, Numel(shape))}

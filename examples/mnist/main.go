@@ -236,9 +236,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			if useAMP {
 				amp.Autocast(g, lowType)
 			}
-			x := g.Input(b.X)
+			var x *autograd.Var
 			if inputType != dtype.F32 {
-				x = g.InputBits(b.X16)
+				x = g.InputBits(b.X16) // rounded by the loader: no F32 copy
+			} else {
+				x = g.Input(b.X)
 			}
 			loss := nn.CrossEntropy(g, forward(g, x), b.Y)
 			g.Backward(scaler.Scale(g, loss))

@@ -160,14 +160,14 @@ func TotalSteps(perEpoch, epochs, maxSteps int) int {
 func Evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, batch int, useAMP bool, low dtype.DType) float64 {
 	nn.SetTraining(net, false)
 	correct := 0
+	in := dtype.F32
+	if useAMP {
+		in = InputDType(net, low)
+	}
 	for b := range datasets.Batches(d, batch) {
 		g := autograd.NewGraph(dev, autograd.WithoutGrad())
 		if useAMP {
 			amp.Autocast(g, low)
-		}
-		in := dtype.F32
-		if useAMP {
-			in = InputDType(net, low)
 		}
 		logits := net.Forward(g, g.InputAs(b.X, in))
 		pred := tensor.New(dev, dtype.F32, device.Temp, len(b.Y))

@@ -51,6 +51,21 @@ func benchOperand(rng *rand.Rand, st storage, rows, cols int) Operand {
 	return op
 }
 
+// operands returns s's A and B, random values stored in st, the same on
+// every call.
+func (s benchShape) operands(st storage) (a, b Operand) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	ar, ac := s.m, s.k
+	if s.transA {
+		ar, ac = s.k, s.m
+	}
+	br, bc := s.k, s.n
+	if s.transB {
+		br, bc = s.n, s.k
+	}
+	return benchOperand(rng, st, ar, ac), benchOperand(rng, st, br, bc)
+}
+
 func reportGFLOPS(b *testing.B, m, n, k int) float64 {
 	gf := 2 * float64(m) * float64(n) * float64(k) * float64(b.N) / b.Elapsed().Seconds() / 1e9
 	b.ReportMetric(gf, "GFLOP/s")
@@ -67,17 +82,7 @@ func BenchmarkGemm(b *testing.B) {
 	for _, s := range benchShapes {
 		for _, st := range storages {
 			b.Run(fmt.Sprintf("%s/%s", s.name, st), func(b *testing.B) {
-				rng := rand.New(rand.NewPCG(1, 1))
-				ar, ac := s.m, s.k
-				if s.transA {
-					ar, ac = s.k, s.m
-				}
-				br, bc := s.k, s.n
-				if s.transB {
-					br, bc = s.n, s.k
-				}
-				a := benchOperand(rng, st, ar, ac)
-				bb := benchOperand(rng, st, br, bc)
+				a, bb := s.operands(st)
 				c := make([]float32, s.m*s.n)
 				Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, 0, c, s.n) // warm the pool
 				cpu := startCPU()
@@ -113,17 +118,7 @@ func BenchmarkGemm16(b *testing.B) {
 		}
 		for _, st := range storages {
 			b.Run(fmt.Sprintf("%s/%s", s.name, st), func(b *testing.B) {
-				rng := rand.New(rand.NewPCG(1, 1))
-				ar, ac := s.m, s.k
-				if s.transA {
-					ar, ac = s.k, s.m
-				}
-				br, bc := s.k, s.n
-				if s.transB {
-					br, bc = s.n, s.k
-				}
-				a := benchOperand(rng, st, ar, ac)
-				bb := benchOperand(rng, st, br, bc)
+				a, bb := s.operands(st)
 				c := make([]float32, s.m*s.n)
 				out := Out16{U16: make([]uint16, s.m*s.n), BF16: st == bf16, LD: s.n}
 				run := func() {

@@ -128,7 +128,7 @@ type Out16 struct {
 // pass over memory, and C's memory sees only the 16-bit stores: half the
 // bytes of a float32 C, and no shared float32 copy whose lines move between
 // cores (on a 2-vCPU virtual machine, rounding whole blocks of a shared
-// m x n copy made the MLP's 16-bit products 10-25% slower than float32
+// m x n copy made the MLP's 16-bit products 10-35% slower than float32
 // ones; now they are within a few percent, BenchmarkGemm16). The bits are
 // those of widening C, calling Gemm on the float32 copy and rounding it
 // once.
