@@ -34,8 +34,10 @@ import (
 // product takes on two cores; polling a while lets the products of a
 // training step, which come a few microseconds apart, start on all cores
 // at once. OpenMP runtimes spin between parallel regions for the same
-// reason. Unlike them, a poller yields (pause) at every turn, so that on a
-// machine busy with other work it gives way instead of taking a core.
+// reason. Unlike them, a poller yields at every turn, so that on a machine
+// busy with other work it gives way instead of taking a core: a helper to
+// other goroutines and threads (pause), a caller to other threads only
+// (osYield; see parallel for why).
 //
 // Measured on 2 vCPUs shared with other jobs (MLP training step, 12
 // interleaved runs each): without polling, median 98k (F32 67k) samples/s
@@ -77,8 +79,15 @@ func (j job) parallel(workers, pm, pn int) {
 	t.work(buf)
 	bufPool.Put(buf)
 	if t.left.Load() > 0 {
+		// The caller polls with osYield alone, not pause: runtime.Gosched
+		// would hand its P to any goroutine waiting for one, such as a data
+		// loader's worker that the step woke by taking a batch, and the
+		// caller, the step's critical path, would then wait for that
+		// goroutine's whole turn (tens of microseconds) instead of for the
+		// helper's piece. The helper that holds the piece is already
+		// running; after spin the caller blocks in Wait anyway.
 		for end := time.Now().Add(spin); t.left.Load() > 0 && time.Now().Before(end); {
-			pause()
+			osYield()
 		}
 	}
 	t.done.Wait()

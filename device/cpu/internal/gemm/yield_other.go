@@ -2,6 +2,7 @@
 
 package gemm
 
-// osYield does nothing where sched_yield is not at hand: the pollers then
-// yield only to goroutines, for at most spin at a time.
+// osYield does nothing where sched_yield is not at hand: a helper's polls
+// then yield only to goroutines, and a caller's none, for at most spin at a
+// time.
 func osYield() {}
