@@ -27,9 +27,7 @@ type Batch struct {
 	Y     []int32
 	Index int
 	// X16 is X rounded to the dtype [Bits] names, when it names one (its
-	// Bits are nil otherwise). A batch gathered from a rounded data set
-	// ([Dataset.Rounded]) has only X16: its X is empty (nil Shape and
-	// Data), since no float32 batch was made.
+	// Bits are nil otherwise).
 	X16 tensor.Host16
 }
 
@@ -147,9 +145,7 @@ func OnFill(fn func(worker, batch int, start, end time.Time)) Option {
 // Bits has each batch rounded to dt (F16 or BF16) as well, in Batch.X16,
 // by the worker that builds it, after any augmentation: a training step
 // under autocast then copies half the bytes to the device and converts
-// nothing (autograd.Graph.InputBits). dtype.F32 turns it off. Over a data
-// set rounded to dt ([Dataset.Rounded]) without [Augment], the worker
-// gathers the rounded samples instead, and the batch has no X.
+// nothing (autograd.Graph.InputBits). dtype.F32 turns it off.
 func Bits(dt dtype.DType) Option {
 	if dt != dtype.F32 && dt != dtype.F16 && dt != dtype.BF16 {
 		panic(fmt.Sprintf("datasets: Bits(%v): want F16, BF16 or F32 (none)", dt))
@@ -259,23 +255,13 @@ type slot struct {
 	panic string        // set when the augmentation panicked
 }
 
-// gathers16 reports whether batches are gathered from d's rounded samples
-// (see Bits).
-func (p *plan) gathers16() bool {
-	return p.cfg.bits != dtype.F32 && p.cfg.bits == p.d.x16Type && p.d.x16 != nil && p.cfg.augment == nil
-}
-
 func (p *plan) newSlot() *slot {
-	var x []float32
 	var x16 []uint16
-	if !p.gathers16() {
-		x = make([]float32, p.size*p.m)
-	}
 	if p.cfg.bits != dtype.F32 {
 		x16 = make([]uint16, p.size*p.m)
 	}
 	return &slot{
-		x:     x,
+		x:     make([]float32, p.size*p.m),
 		x16:   x16,
 		y:     make([]int32, p.size),
 		shape: append([]int{p.size}, p.d.Shape...),
@@ -386,32 +372,17 @@ func (p *plan) newFiller(order []int) *filler {
 	}
 }
 
-// index is the data set's index of the epoch's sample j.
-func (f *filler) index(j int) int {
-	if f.order != nil {
-		return f.order[j]
-	}
-	return j
-}
-
 // fill copies batch k into s and augments it.
 func (f *filler) fill(s *slot, k int) {
 	p := f.p
 	lo := k * p.size
 	b := min(p.size, p.n-lo)
 	m := p.m
-	s.shape[0] = b
-	if p.gathers16() {
-		for j := range b {
-			i := f.index(lo + j)
-			copy(s.x16[j*m:(j+1)*m], p.d.x16[i*m:(i+1)*m])
-			s.y[j] = p.d.Y[i]
-		}
-		s.batch = Batch{Y: s.y[:b], Index: k, X16: tensor.Host16{Shape: s.shape, DType: p.cfg.bits, Bits: s.x16[:b*m]}}
-		return
-	}
 	for j := range b {
-		i := f.index(lo + j)
+		i := lo + j
+		if f.order != nil {
+			i = f.order[i]
+		}
 		dst := s.x[j*m : (j+1)*m]
 		copy(dst, p.d.X[i*m:(i+1)*m])
 		s.y[j] = p.d.Y[i]
@@ -422,6 +393,7 @@ func (f *filler) fill(s *slot, k int) {
 			p.cfg.augment(dst, f.shape, f.rng)
 		}
 	}
+	s.shape[0] = b
 	s.batch = Batch{X: tensor.Host{Shape: s.shape, Data: s.x[:b*m]}, Y: s.y[:b], Index: k}
 	if dt := p.cfg.bits; dt != dtype.F32 {
 		dtype.Encode(dt, s.x16[:b*m], s.x[:b*m])

@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/tensor"
 )
 
@@ -42,31 +41,6 @@ type Dataset struct {
 	Y []int32
 	// Classes is the number of distinct labels.
 	Classes int
-
-	// x16 is X rounded to x16Type (F16 or BF16) when Rounded made d; nil
-	// otherwise.
-	x16     []uint16
-	x16Type dtype.DType
-}
-
-// Rounded returns a view of d that also holds every sample rounded to dt
-// (F16 or BF16), rounded now, once. [Batches] over the view with [Bits](dt)
-// and no augmentation gathers each batch from the rounded copy instead of
-// gathering float32 rows and rounding them: it reads half the bytes from
-// memory and converts nothing, and the batch's X16 holds the same patterns
-// as rounding its float32 values would give (its X is then empty). The copy
-// takes half as much memory as X, for as long as the view or a view of it
-// is used; X and Y are shared with d.
-func (d *Dataset) Rounded(dt dtype.DType) *Dataset {
-	d.check("Rounded")
-	if dt != dtype.F16 && dt != dtype.BF16 {
-		panic(fmt.Sprintf("datasets: Rounded(%v) of %s: want F16 or BF16", dt, d.Name))
-	}
-	v := *d
-	v.Shape = slices.Clone(d.Shape)
-	v.x16, v.x16Type = make([]uint16, len(d.X)), dt
-	dtype.Encode(dt, v.x16, d.X)
-	return &v
 }
 
 // Len is the number of samples.
@@ -105,9 +79,6 @@ func (d *Dataset) Slice(lo, hi int) *Dataset {
 	v.Shape = slices.Clone(d.Shape)
 	v.X = d.X[lo*m : hi*m : hi*m]
 	v.Y = d.Y[lo:hi:hi]
-	if d.x16 != nil {
-		v.x16 = d.x16[lo*m : hi*m : hi*m]
-	}
 	return &v
 }
 
@@ -121,9 +92,6 @@ func (d *Dataset) check(op string) {
 	if len(d.X) != len(d.Y)*m {
 		panic(fmt.Sprintf("datasets: %s of %s: %d values for %d samples of shape %v (want %d)",
 			op, d.Name, len(d.X), len(d.Y), d.Shape, len(d.Y)*m))
-	}
-	if d.x16 != nil && len(d.x16) != len(d.X) {
-		panic(fmt.Sprintf("datasets: %s of %s: %d rounded values for %d", op, d.Name, len(d.x16), len(d.X)))
 	}
 }
 

@@ -140,11 +140,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// Linear or convolution under autocast (the same bits as its own cast,
 	// and the loader rounds it; see datasets.Bits).
 	inputType := train.InputDType(net, lowType)
-	if inputType != dtype.F32 && recipe.Shift == 0 {
-		// Round the training set once, so that the loader gathers 16-bit
-		// rows (half the bytes) and rounds nothing per batch.
-		trainSet = trainSet.Rounded(inputType)
-	}
 	segments := f.Checkpoint.Segments(nn.DefaultSegments(len(net.Layers))) // 0: off
 	forward := func(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 		if segments == 0 {
