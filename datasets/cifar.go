@@ -94,7 +94,7 @@ func loadCIFARSplit(dir, name string, files []string) (*Dataset, error) {
 	d := &Dataset{
 		Name:    name,
 		Shape:   []int{3, 32, 32},
-		X:       make([]float32, n*cifarPixels),
+		X:       makeSamples(n * cifarPixels),
 		Y:       make([]int32, n),
 		Classes: 10,
 	}

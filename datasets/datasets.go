@@ -109,7 +109,7 @@ func Synthetic(n int, sampleShape []int, classes int, seed uint64) *Dataset {
 	d := &Dataset{
 		Name:    "synthetic",
 		Shape:   slices.Clone(sampleShape),
-		X:       make([]float32, n*m),
+		X:       makeSamples(n * m),
 		Y:       make([]int32, n),
 		Classes: classes,
 	}

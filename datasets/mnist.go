@@ -141,7 +141,7 @@ func loadIDXSplit(s idxSet, dir, prefix, split string) (*Dataset, error) {
 		y[i] = int32(l)
 	}
 	lut := normTable(s.mean, s.std)
-	x := make([]float32, len(pixels))
+	x := makeSamples(len(pixels))
 	for i, p := range pixels {
 		x[i] = lut[p]
 	}
