@@ -26,8 +26,9 @@ type Batch struct {
 	X     tensor.Host
 	Y     []int32
 	Index int
-	// X16 is X rounded to the dtype [Bits] names, when it names one (its
-	// Bits are nil otherwise).
+	// X16 is the batch rounded to the dtype [Bits] names, when it names
+	// one, in place of X: X is then empty (nil Shape and Data). Without
+	// Bits, X16's Bits are nil.
 	X16 tensor.Host16
 }
 
@@ -142,10 +143,12 @@ func OnFill(fn func(worker, batch int, start, end time.Time)) Option {
 	return func(c *config) { c.onFill = fn }
 }
 
-// Bits has each batch rounded to dt (F16 or BF16) as well, in Batch.X16,
-// by the worker that builds it, after any augmentation: a training step
-// under autocast then copies half the bytes to the device and converts
-// nothing (autograd.Graph.InputBits). dtype.F32 turns it off.
+// Bits has each batch rounded to dt (F16 or BF16) by the worker that
+// builds it, after any augmentation, and delivered in Batch.X16 instead of
+// Batch.X: a training step under autocast then copies half the bytes to
+// the device and converts nothing (autograd.Graph.InputBits). Without
+// augmentation, the worker rounds each sample as it reads it from the data
+// set, and never writes a float32 batch. dtype.F32 turns it off.
 func Bits(dt dtype.DType) Option {
 	if dt != dtype.F32 && dt != dtype.F16 && dt != dtype.BF16 {
 		panic(fmt.Sprintf("datasets: Bits(%v): want F16, BF16 or F32 (none)", dt))
@@ -256,12 +259,16 @@ type slot struct {
 }
 
 func (p *plan) newSlot() *slot {
+	var x []float32
 	var x16 []uint16
+	if p.cfg.bits == dtype.F32 || p.cfg.augment != nil {
+		x = make([]float32, p.size*p.m)
+	}
 	if p.cfg.bits != dtype.F32 {
 		x16 = make([]uint16, p.size*p.m)
 	}
 	return &slot{
-		x:     make([]float32, p.size*p.m),
+		x:     x,
 		x16:   x16,
 		y:     make([]int32, p.size),
 		shape: append([]int{p.size}, p.d.Shape...),
@@ -378,11 +385,22 @@ func (f *filler) fill(s *slot, k int) {
 	lo := k * p.size
 	b := min(p.size, p.n-lo)
 	m := p.m
-	for j := range b {
-		i := lo + j
-		if f.order != nil {
-			i = f.order[i]
+	dt := p.cfg.bits
+	s.shape[0] = b
+	if dt != dtype.F32 && p.cfg.augment == nil {
+		// Round each sample straight from the data set: half the bytes
+		// written, and none read back, against a float32 batch rounded
+		// afterwards.
+		for j := range b {
+			i := f.index(lo + j)
+			dtype.Encode(dt, s.x16[j*m:(j+1)*m], p.d.X[i*m:(i+1)*m])
+			s.y[j] = p.d.Y[i]
 		}
+		s.batch = Batch{Y: s.y[:b], Index: k, X16: tensor.Host16{Shape: s.shape, DType: dt, Bits: s.x16[:b*m]}}
+		return
+	}
+	for j := range b {
+		i := f.index(lo + j)
 		dst := s.x[j*m : (j+1)*m]
 		copy(dst, p.d.X[i*m:(i+1)*m])
 		s.y[j] = p.d.Y[i]
@@ -393,12 +411,20 @@ func (f *filler) fill(s *slot, k int) {
 			p.cfg.augment(dst, f.shape, f.rng)
 		}
 	}
-	s.shape[0] = b
 	s.batch = Batch{X: tensor.Host{Shape: s.shape, Data: s.x[:b*m]}, Y: s.y[:b], Index: k}
-	if dt := p.cfg.bits; dt != dtype.F32 {
+	if dt != dtype.F32 {
 		dtype.Encode(dt, s.x16[:b*m], s.x[:b*m])
+		s.batch.X = tensor.Host{}
 		s.batch.X16 = tensor.Host16{Shape: s.shape, DType: dt, Bits: s.x16[:b*m]}
 	}
+}
+
+// index is the data set's index of the epoch's sample j.
+func (f *filler) index(j int) int {
+	if f.order != nil {
+		return f.order[j]
+	}
+	return j
 }
 
 // fillSafely is fill for a worker: a panic in the augmentation is carried to
