@@ -258,10 +258,14 @@ type slot struct {
 	panic string        // set when the augmentation panicked
 }
 
+// gathersF32 reports whether batches are gathered as float32 (without Bits,
+// or to augment them); otherwise each sample is rounded as it is read.
+func (p *plan) gathersF32() bool { return p.cfg.bits == dtype.F32 || p.cfg.augment != nil }
+
 func (p *plan) newSlot() *slot {
 	var x []float32
 	var x16 []uint16
-	if p.cfg.bits == dtype.F32 || p.cfg.augment != nil {
+	if p.gathersF32() {
 		x = make([]float32, p.size*p.m)
 	}
 	if p.cfg.bits != dtype.F32 {
@@ -387,7 +391,7 @@ func (f *filler) fill(s *slot, k int) {
 	m := p.m
 	dt := p.cfg.bits
 	s.shape[0] = b
-	if dt != dtype.F32 && p.cfg.augment == nil {
+	if !p.gathersF32() {
 		// Round each sample straight from the data set: half the bytes
 		// written, and none read back, against a float32 batch rounded
 		// afterwards.
@@ -396,27 +400,29 @@ func (f *filler) fill(s *slot, k int) {
 			dtype.Encode(dt, s.x16[j*m:(j+1)*m], p.d.X[i*m:(i+1)*m])
 			s.y[j] = p.d.Y[i]
 		}
-		s.batch = Batch{Y: s.y[:b], Index: k, X16: tensor.Host16{Shape: s.shape, DType: dt, Bits: s.x16[:b*m]}}
-		return
-	}
-	for j := range b {
-		i := f.index(lo + j)
-		dst := s.x[j*m : (j+1)*m]
-		copy(dst, p.d.X[i*m:(i+1)*m])
-		s.y[j] = p.d.Y[i]
-		if p.cfg.augment != nil {
-			// Reseeding per sample is what makes the result independent of
-			// which worker got the batch and of what it did before.
-			f.pcg.Seed(f.seed, uint64(i))
-			p.cfg.augment(dst, f.shape, f.rng)
+	} else {
+		for j := range b {
+			i := f.index(lo + j)
+			dst := s.x[j*m : (j+1)*m]
+			copy(dst, p.d.X[i*m:(i+1)*m])
+			s.y[j] = p.d.Y[i]
+			if p.cfg.augment != nil {
+				// Reseeding per sample is what makes the result independent
+				// of which worker got the batch and of what it did before.
+				f.pcg.Seed(f.seed, uint64(i))
+				p.cfg.augment(dst, f.shape, f.rng)
+			}
 		}
 	}
-	s.batch = Batch{X: tensor.Host{Shape: s.shape, Data: s.x[:b*m]}, Y: s.y[:b], Index: k}
-	if dt != dtype.F32 {
-		dtype.Encode(dt, s.x16[:b*m], s.x[:b*m])
-		s.batch.X = tensor.Host{}
-		s.batch.X16 = tensor.Host16{Shape: s.shape, DType: dt, Bits: s.x16[:b*m]}
+	s.batch = Batch{Y: s.y[:b], Index: k}
+	if dt == dtype.F32 {
+		s.batch.X = tensor.Host{Shape: s.shape, Data: s.x[:b*m]}
+		return
 	}
+	if p.gathersF32() { // augmented: round the batch
+		dtype.Encode(dt, s.x16[:b*m], s.x[:b*m])
+	}
+	s.batch.X16 = tensor.Host16{Shape: s.shape, DType: dt, Bits: s.x16[:b*m]}
 }
 
 // index is the data set's index of the epoch's sample j.
