@@ -408,6 +408,20 @@ func (g *Graph) InputBits(h tensor.Host16) *Var {
 	return g.input(func() *tensor.Tensor { return g.ts.FromBits(g.dev, device.Temp, h) })
 }
 
+// InputView is Input without the copy on a backend whose memory is the
+// host's (the CPU): the leaf reads h.Data where it is until the graph is
+// released, so h must not change until then (tensor.View). A data loader's
+// batch qualifies: the loader refills its memory only after the loop body
+// that took it has ended. On other backends it is Input.
+func (g *Graph) InputView(h tensor.Host) *Var {
+	return g.input(func() *tensor.Tensor { return g.ts.View(g.dev, device.Temp, h) })
+}
+
+// InputBitsView is InputBits without the copy, as InputView is Input.
+func (g *Graph) InputBitsView(h tensor.Host16) *Var {
+	return g.input(func() *tensor.Tensor { return g.ts.ViewBits(g.dev, device.Temp, h) })
+}
+
 // input makes a graph-owned leaf that does not require grad of the tensor
 // upload copies from the host.
 func (g *Graph) input(upload func() *tensor.Tensor) *Var {

@@ -71,6 +71,19 @@ type Memory interface {
 	Sync() error
 }
 
+// HostViewer is an optional interface of a backend whose buffers are
+// ordinary host memory (the CPU's), found by type assertion: a buffer that
+// reads a host array where it is, instead of a copy of it. A data loader's
+// batch then goes into a training step without the step copying it first.
+type HostViewer interface {
+	// ViewHost returns a buffer of dtype dt over host memory: f32 when dt
+	// is F32, bits (F16 or BF16 patterns) otherwise, the other nil. The
+	// buffer reads and writes that memory while it lives; Free ends the
+	// buffer and leaves the memory to its owner. It is accounted in
+	// category c like any buffer.
+	ViewHost(dt dtype.DType, f32 []float32, bits []uint16, c Category) Buffer
+}
+
 // StepCaster is an optional fast path a backend may offer, found by type
 // assertion: the optimiser steps of Kernels that also write the updated
 // parameter, rounded to low's dtype (F16 or BF16), into low in the same

@@ -95,9 +95,34 @@ func (a *Arena) FromHost(dev device.Device, dt dtype.DType, c device.Category, h
 // FromBits is the package's FromBits with the struct and the shape from
 // the arena.
 func (a *Arena) FromBits(dev device.Device, c device.Category, h Host16) *Tensor {
-	h.check()
+	h.check("FromBits")
 	t := a.New(dev, h.DType, c, h.Shape...)
 	dev.CopyBitsFromHost(t.buf, h.Bits)
+	return t
+}
+
+// View is the package's View with the struct and the shape from the arena.
+func (a *Arena) View(dev device.Device, c device.Category, h Host) *Tensor {
+	h.check("View")
+	hv, ok := dev.(device.HostViewer)
+	if !ok {
+		return a.FromHost(dev, dtype.F32, c, h)
+	}
+	t := a.tensor()
+	*t = Tensor{shape: a.Shape(h.Shape...), buf: hv.ViewHost(dtype.F32, h.Data, nil, c), dev: dev}
+	return t
+}
+
+// ViewBits is the package's ViewBits with the struct and the shape from
+// the arena.
+func (a *Arena) ViewBits(dev device.Device, c device.Category, h Host16) *Tensor {
+	h.check("ViewBits")
+	hv, ok := dev.(device.HostViewer)
+	if !ok {
+		return a.FromBits(dev, c, h)
+	}
+	t := a.tensor()
+	*t = Tensor{shape: a.Shape(h.Shape...), buf: hv.ViewHost(h.DType, nil, h.Bits, c), dev: dev}
 	return t
 }
 

@@ -22,13 +22,21 @@ type Host16 struct {
 	Bits  []uint16
 }
 
-// check panics unless h's patterns fill its shape and its dtype is 16-bit.
-func (h Host16) check() {
+// check panics, naming fn, unless h's patterns fill its shape and its
+// dtype is 16-bit.
+func (h Host16) check(fn string) {
 	if n := Numel(h.Shape); n != len(h.Bits) {
-		panic(fmt.Sprintf("tensor.FromBits: %d values for shape %v (%d elements)", len(h.Bits), h.Shape, n))
+		panic(fmt.Sprintf("tensor.%s: %d values for shape %v (%d elements)", fn, len(h.Bits), h.Shape, n))
 	}
 	if h.DType != dtype.F16 && h.DType != dtype.BF16 {
-		panic(fmt.Sprintf("tensor.FromBits: 16-bit patterns of dtype %v; want F16 or BF16", h.DType))
+		panic(fmt.Sprintf("tensor.%s: 16-bit patterns of dtype %v; want F16 or BF16", fn, h.DType))
+	}
+}
+
+// check panics, naming fn, unless h's values fill its shape.
+func (h Host) check(fn string) {
+	if n := Numel(h.Shape); n != len(h.Data) {
+		panic(fmt.Sprintf("tensor.%s: %d values for shape %v (%d elements)", fn, len(h.Data), h.Shape, n))
 	}
 }
 

@@ -65,10 +65,25 @@ func FromHost(dev device.Device, dt dtype.DType, c device.Category, h Host) *Ten
 // FromBits copies a host array of 16-bit patterns into a new tensor of its
 // dtype, with no conversion.
 func FromBits(dev device.Device, c device.Category, h Host16) *Tensor {
-	h.check()
+	h.check("FromBits")
 	t := New(dev, h.DType, c, h.Shape...)
 	dev.CopyBitsFromHost(t.buf, h.Bits)
 	return t
+}
+
+// View returns an F32 tensor of h's values that reads h.Data where it is,
+// with no copy, on a backend whose memory is the host's
+// (device.HostViewer, the CPU), and is FromHost on any other. The tensor
+// and h share their memory until it is released: a change to either shows
+// in the other. It is PyTorch's torch.from_numpy.
+func View(dev device.Device, c device.Category, h Host) *Tensor {
+	return (*Arena)(nil).View(dev, c, h)
+}
+
+// ViewBits is View for 16-bit patterns: FromBits without the copy where
+// the backend allows it.
+func ViewBits(dev device.Device, c device.Category, h Host16) *Tensor {
+	return (*Arena)(nil).ViewBits(dev, c, h)
 }
 
 // Uniform returns a tensor of values drawn uniformly from [lo, hi) with rng.

@@ -96,6 +96,9 @@ type Buffer struct {
 	n   int
 	f32 []float32 // F32 storage
 	u16 []uint16  // F16 and BF16 storage: a view of the block's words
+	// host is set for a buffer over its caller's memory (ViewHost), which
+	// Free must not hand to the cache.
+	host bool
 }
 
 // Device is the owning device.
@@ -156,13 +159,42 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 // cache is full) and its bytes to the accounting.
 func (d *Device) Free(buf device.Buffer) {
 	b := d.buf(buf, "Free")
-	if b.n > 0 {
+	if b.n > 0 && !b.host {
 		d.mu.Lock()
 		d.cache.Put(b.Bytes(), b.words())
 		d.mu.Unlock()
 	}
 	d.acct.Free(&b.BufferHeader)
 	b.f32, b.u16 = nil, nil
+}
+
+// ViewHost returns a buffer over f32 (dt F32) or bits (dt F16 or BF16)
+// where they are: device.HostViewer. Its kernels read and write that
+// memory, and Free leaves it to its owner.
+func (d *Device) ViewHost(dt dtype.DType, f32 []float32, bits []uint16, c device.Category) device.Buffer {
+	n := len(f32)
+	switch {
+	case dt == dtype.F32 && bits == nil:
+	case (dt == dtype.F16 || dt == dtype.BF16) && f32 == nil:
+		n = len(bits)
+	default:
+		panic(fmt.Sprintf("cpu: ViewHost of %v with %d float32 values and %d 16-bit patterns; want float32 values for f32, patterns for f16 and bf16", dt, len(f32), len(bits)))
+	}
+	d.mu.Lock()
+	if len(d.slab) == 0 {
+		d.slab = make([]Buffer, bufSlab)
+	}
+	b := &d.slab[0]
+	d.slab = d.slab[1:]
+	d.mu.Unlock()
+	*b = Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d, dt: dt, n: n, host: true}
+	if dt == dtype.F32 {
+		b.f32 = f32[:n:n]
+	} else {
+		b.u16 = bits[:n:n]
+	}
+	d.acct.Alloc(&b.BufferHeader)
+	return b
 }
 
 // SetCategory moves b to category c in the accounting.
@@ -518,3 +550,4 @@ func (d *Device) checkLenOf(kernel string, op fmt.Stringer, n int, bufs ...*Buff
 }
 
 var _ device.StepCaster = (*Device)(nil)
+var _ device.HostViewer = (*Device)(nil)

@@ -237,10 +237,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 				amp.Autocast(g, lowType)
 			}
 			var x *autograd.Var
+			// The batch is read where the loader put it, with no copy (on
+			// the CPU): the loader refills it only after g is released.
 			if inputType != dtype.F32 {
-				x = g.InputBits(b.X16) // rounded by the loader: no F32 copy
+				x = g.InputBitsView(b.X16) // rounded by the loader: no F32 copy
 			} else {
-				x = g.Input(b.X)
+				x = g.InputView(b.X)
 			}
 			loss := nn.CrossEntropy(g, forward(g, x), b.Y)
 			g.Backward(scaler.Scale(g, loss))

@@ -57,7 +57,7 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	if s.Low != dtype.F32 {
 		amp.Autocast(g, s.Low)
 	}
-	in := g.InputAs(x, InputDType(s.Net, s.Low))
+	in := input(g, x, InputDType(s.Net, s.Low))
 	var logits *autograd.Var
 	if s.Segments > 0 {
 		logits = nn.CheckpointSequential(g, s.Net.Layers, s.Segments, in)
@@ -154,6 +154,16 @@ func TotalSteps(perEpoch, epochs, maxSteps int) int {
 	return total
 }
 
+// input is x as a leaf of g in dtype dt: read in place when dt is F32 and
+// the device's memory is the host's (autograd.Graph.InputView), as x does
+// not change while g lives; converted as it is copied otherwise.
+func input(g *autograd.Graph, x tensor.Host, dt dtype.DType) *autograd.Var {
+	if dt == dtype.F32 {
+		return g.InputView(x)
+	}
+	return g.InputAs(x, dt)
+}
+
 // Evaluate returns net's accuracy on d in evaluation mode, without
 // recording gradients, under autocast to low when useAMP is set. It leaves
 // net in evaluation mode.
@@ -169,7 +179,7 @@ func Evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, batch int, 
 		if useAMP {
 			amp.Autocast(g, low)
 		}
-		logits := net.Forward(g, g.InputAs(b.X, in))
+		logits := net.Forward(g, input(g, b.X, in))
 		pred := tensor.New(dev, dtype.F32, device.Temp, len(b.Y))
 		dev.Argmax(pred.Buffer(), logits.Value.Buffer(), len(b.Y), logits.Shape()[1])
 		for i, p := range pred.ToHost() {
