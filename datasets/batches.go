@@ -5,6 +5,7 @@ import (
 	"iter"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -311,7 +312,12 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 	for w := range min(p.cfg.workers, nslots) {
 		wg.Go(func() {
 			f := p.newFiller(order)
-			for k := range jobs {
+			f.yields = true
+			for {
+				k, ok := nextJob(jobs)
+				if !ok {
+					break
+				}
 				select {
 				case <-done:
 					continue // the loop has stopped: drain without working
@@ -348,6 +354,42 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 	}
 }
 
+// A background worker shares the machine with the training step, whose
+// parallel kernels want every core for tens of microseconds at a time, and
+// whose helper goroutines poll for work between kernels instead of
+// blocking, each holding a core (see the CPU device's GEMM). Go does not
+// preempt a goroutine that runs for less than 10 ms, so a worker building
+// a batch in one go (100-200 µs) keeps a core from the step's kernels; and
+// a worker blocked on its channel is woken onto the loop's own core, the
+// one that never yields during a step, where it waits. So a worker polls
+// for its next batch (nextJob) as the helpers poll for theirs, which puts
+// it in their turn on the other core, and it lets them run every
+// yieldRows samples while it builds one. One-epoch MNIST MLP against a
+// blocking worker that builds whole batches, 8 alternated pairs with the
+// GEMM's helpers polling 1 ms: FP32 1.05x, f16 1.12x; without the yields
+// in the build 0.97x and 0.96x, polling 200 µs instead of 1 ms 0.96x and
+// 0.93x.
+const (
+	workerSpin = time.Millisecond
+	yieldRows  = 16
+)
+
+// nextJob receives a worker's next batch index: it polls jobs for up to
+// workerSpin, yielding at every turn, then blocks.
+func nextJob(jobs <-chan int) (int, bool) {
+	for end := time.Now().Add(workerSpin); time.Now().Before(end); {
+		select {
+		case k, ok := <-jobs:
+			return k, ok
+		default:
+			runtime.Gosched()
+			osYield()
+		}
+	}
+	k, ok := <-jobs
+	return k, ok
+}
+
 // now reads the clock for OnFill, and only for it.
 func (p *plan) now() time.Time {
 	if p.cfg.onFill == nil {
@@ -372,6 +414,9 @@ type filler struct {
 	pcg   *rand.PCG
 	rng   *rand.Rand
 	seed  uint64 // the augmentation stream of this epoch
+	// yields is set for a background worker: it lets other goroutines run
+	// every yieldRows samples (see nextJob).
+	yields bool
 }
 
 func (p *plan) newFiller(order []int) *filler {
@@ -396,12 +441,18 @@ func (f *filler) fill(s *slot, k int) {
 		// written, and none read back, against a float32 batch rounded
 		// afterwards.
 		for j := range b {
+			if f.yields && j > 0 && j%yieldRows == 0 {
+				runtime.Gosched()
+			}
 			i := f.index(lo + j)
 			dtype.Encode(dt, s.x16[j*m:(j+1)*m], p.d.X[i*m:(i+1)*m])
 			s.y[j] = p.d.Y[i]
 		}
 	} else {
 		for j := range b {
+			if f.yields && j > 0 && j%yieldRows == 0 {
+				runtime.Gosched()
+			}
 			i := f.index(lo + j)
 			dst := s.x[j*m : (j+1)*m]
 			copy(dst, p.d.X[i*m:(i+1)*m])

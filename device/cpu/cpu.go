@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/cpu/internal/gemm"
 	"github.com/mixprec/mixprec/dtype"
 )
 
@@ -315,7 +316,14 @@ func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 	t.fn, t.n, t.g = fn, n, g
 	t.done.Add(pieces)
 	t.claims.Store(uint64(pieces) << 32) // publishes the fields above
-	d.helpers.offer(t, w-1)
+	k := w - 1
+	if p := gemm.Polling(); p > 0 {
+		// The GEMM's helpers poll for a while after each product, each
+		// holding a core: a device helper woken now would wait for one to
+		// block, so they take the kernel first.
+		k -= gemm.Offer(t, min(k, p))
+	}
+	d.helpers.offer(t, k)
 	t.work()
 	t.done.Wait()
 	// A helper may still receive t from the queue, or hold it, after its
@@ -357,6 +365,9 @@ func (t *task) claim() int {
 		}
 	}
 }
+
+// Work is work, for the GEMM's helpers (gemm.Work).
+func (t *task) Work() { t.work() }
 
 // work claims and runs pieces of t until none is left.
 func (t *task) work() {

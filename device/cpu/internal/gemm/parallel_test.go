@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestParallelAllocs checks that a call shared with helpers allocates only
@@ -101,5 +102,43 @@ func TestCut(t *testing.T) {
 		if strips != tt.strips || pieces != tt.pieces {
 			t.Errorf("%dx%dx%d (bf16 %v, grid %dx%d): strips %v, %d pieces; want %v, %d", tt.m, tt.n, tt.k, tt.bf16, pm, pn, strips, pieces, tt.strips, tt.pieces)
 		}
+	}
+}
+
+// countWork is a Work with one piece that counts who ran it.
+type countWork struct {
+	claimed sync.Once
+	ran     chan struct{}
+}
+
+func (w *countWork) Work() { w.claimed.Do(func() { close(w.ran) }) }
+
+// TestOffer: right after a product shared with helpers, they poll for
+// work, and a Work offered to them runs on one of them while the caller
+// does nothing else; Offer to no one, or beyond the channel, just reports
+// fewer takers.
+func TestOffer(t *testing.T) {
+	withWorkers(t, 2)
+	m, n, k := 128, 256, 784
+	a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+	Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+	deadline := time.Now().Add(spin / 2)
+	for Polling() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Microsecond) // the helper finishes its piece, then polls
+	}
+	if Polling() == 0 {
+		t.Skip("no helper polling half a spin after a parallel product (machine too busy)")
+	}
+	w := &countWork{ran: make(chan struct{})}
+	if got := Offer(w, 1); got != 1 {
+		t.Fatalf("Offer to a polling helper reached %d, want 1", got)
+	}
+	select {
+	case <-w.ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Work offered to a polling helper did not run within 10 s")
+	}
+	if got := Offer(&countWork{ran: make(chan struct{})}, 0); got != 0 {
+		t.Errorf("Offer to 0 helpers reached %d", got)
 	}
 }
