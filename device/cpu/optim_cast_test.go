@@ -146,7 +146,7 @@ func TestOptimizerAllocs(t *testing.T) {
 	withProcs(t, 2)
 	d := New()
 	defer d.Close()
-	for _, n := range []int{grain, 4 * grain} {
+	for _, n := range []int{grain, 2 * minParallel} {
 		bs := make([]device.Buffer, 4)
 		for i := range bs {
 			bs[i] = d.Alloc(dtype.F32, n, device.Temp)

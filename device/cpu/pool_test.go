@@ -121,7 +121,7 @@ func TestCloseStopsHelpers(t *testing.T) {
 	withProcs(t, 4)
 	before := runtime.NumGoroutine()
 	d := New()
-	n := 4 * grain
+	n := 2 * minParallel
 	x := d.Alloc(dtype.F32, n, device.Temp)
 	in := make([]float32, n)
 	for i := range in {
@@ -155,7 +155,7 @@ func TestCollectedDeviceStopsHelpers(t *testing.T) {
 	for i := range hs {
 		hs[i] = func() *helpers {
 			d := New()
-			b := d.Alloc(dtype.F32, 4*grain, device.Temp)
+			b := d.Alloc(dtype.F32, 2*minParallel, device.Temp)
 			d.Fill(b, 1)
 			d.Unary(device.Neg, b, b, 0)
 			return d.helpers
