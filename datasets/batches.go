@@ -364,11 +364,11 @@ func (p *plan) runAsync(order []int, yield func(Batch) bool) {
 // one that never yields during a step, where it waits. So a worker polls
 // for its next batch (nextJob) as the helpers poll for theirs, which puts
 // it in their turn on the other core, and it lets them run every
-// yieldRows samples while it builds one. One-epoch MNIST MLP against a
-// blocking worker that builds whole batches, 8 alternated pairs with the
-// GEMM's helpers polling 1 ms: FP32 1.05x, f16 1.12x; without the yields
-// in the build 0.97x and 0.96x, polling 200 µs instead of 1 ms 0.96x and
-// 0.93x.
+// yieldRows samples while it builds one. One-epoch MNIST MLP, 8
+// alternated pairs, these two with the GEMM's helpers polling 1 ms against
+// the arrangement before (a blocked worker building whole batches,
+// helpers polling 200 µs): FP32 1.05x, f16 1.12x. Against that, the
+// worker not yielding: 0.97x and 0.96x; polling 200 µs: 0.96x and 0.93x.
 const (
 	workerSpin = time.Millisecond
 	yieldRows  = 16

@@ -53,8 +53,10 @@ import (
 // (Polling, Offer) and the data loader's worker yields as it goes
 // (datasets); otherwise a polling helper keeps the second core from the
 // goroutines that the step wakes on the first one. One-epoch MNIST MLP, 8
-// alternated pairs against 200 µs, with both of those: FP32 1.05x, f16
-// 1.12x; 500 µs and 2 ms were slower than 1 ms.
+// alternated pairs, 1 ms with the loader's polling against 200 µs without
+// it: FP32 1.05x, f16 1.12x (before the device's kernels came to the
+// pool, which took it to 1.10x and 1.09x, and the CNN from 0.97x and
+// 0.95x to 1.05x and 1.04x); 500 µs and 2 ms were slower than 1 ms.
 const spin = time.Millisecond
 
 // stripBudget bounds the floats of a whole packed op(A) for the strips: 128
