@@ -410,7 +410,7 @@ func (g *Graph) InputBits(h tensor.Host16) *Var {
 
 // InputView is Input without the copy on a backend whose memory is the
 // host's (the CPU): the leaf reads h.Data where it is until the graph is
-// released, so h must not change until then (tensor.View). A data loader's
+// released, so h must not change until then (tensor.Arena.View). A data loader's
 // batch qualifies: the loader refills its memory only after the loop body
 // that took it has ended. On other backends it is Input.
 func (g *Graph) InputView(h tensor.Host) *Var {

@@ -436,33 +436,28 @@ func (f *filler) fill(s *slot, k int) {
 	m := p.m
 	dt := p.cfg.bits
 	s.shape[0] = b
-	if !p.gathersF32() {
-		// Round each sample straight from the data set: half the bytes
-		// written, and none read back, against a float32 batch rounded
-		// afterwards.
-		for j := range b {
-			if f.yields && j > 0 && j%yieldRows == 0 {
-				runtime.Gosched()
-			}
-			i := f.index(lo + j)
-			dtype.Encode(dt, s.x16[j*m:(j+1)*m], p.d.X[i*m:(i+1)*m])
-			s.y[j] = p.d.Y[i]
+	gather := p.gathersF32()
+	for j := range b {
+		if f.yields && j > 0 && j%yieldRows == 0 {
+			runtime.Gosched()
 		}
-	} else {
-		for j := range b {
-			if f.yields && j > 0 && j%yieldRows == 0 {
-				runtime.Gosched()
-			}
-			i := f.index(lo + j)
-			dst := s.x[j*m : (j+1)*m]
-			copy(dst, p.d.X[i*m:(i+1)*m])
-			s.y[j] = p.d.Y[i]
-			if p.cfg.augment != nil {
-				// Reseeding per sample is what makes the result independent
-				// of which worker got the batch and of what it did before.
-				f.pcg.Seed(f.seed, uint64(i))
-				p.cfg.augment(dst, f.shape, f.rng)
-			}
+		i := f.index(lo + j)
+		src := p.d.X[i*m : (i+1)*m]
+		s.y[j] = p.d.Y[i]
+		if !gather {
+			// Round each sample straight from the data set: half the bytes
+			// written, and none read back, against a float32 batch rounded
+			// afterwards.
+			dtype.Encode(dt, s.x16[j*m:(j+1)*m], src)
+			continue
+		}
+		dst := s.x[j*m : (j+1)*m]
+		copy(dst, src)
+		if p.cfg.augment != nil {
+			// Reseeding per sample is what makes the result independent
+			// of which worker got the batch and of what it did before.
+			f.pcg.Seed(f.seed, uint64(i))
+			p.cfg.augment(dst, f.shape, f.rng)
 		}
 	}
 	s.batch = Batch{Y: s.y[:b], Index: k}
@@ -470,7 +465,7 @@ func (f *filler) fill(s *slot, k int) {
 		s.batch.X = tensor.Host{Shape: s.shape, Data: s.x[:b*m]}
 		return
 	}
-	if p.gathersF32() { // augmented: round the batch
+	if gather { // augmented: round the batch
 		dtype.Encode(dt, s.x16[:b*m], s.x[:b*m])
 	}
 	s.batch.X16 = tensor.Host16{Shape: s.shape, DType: dt, Bits: s.x16[:b*m]}

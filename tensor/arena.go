@@ -101,7 +101,11 @@ func (a *Arena) FromBits(dev device.Device, c device.Category, h Host16) *Tensor
 	return t
 }
 
-// View is the package's View with the struct and the shape from the arena.
+// View returns an F32 tensor of h's values that reads h.Data where it is,
+// with no copy, on a backend whose memory is the host's
+// (device.HostViewer, the CPU), and is FromHost on any other. The tensor
+// and h share their memory until it is released: a change to either shows
+// in the other, as with PyTorch's torch.from_numpy.
 func (a *Arena) View(dev device.Device, c device.Category, h Host) *Tensor {
 	h.check("View")
 	hv, ok := dev.(device.HostViewer)
@@ -113,8 +117,8 @@ func (a *Arena) View(dev device.Device, c device.Category, h Host) *Tensor {
 	return t
 }
 
-// ViewBits is the package's ViewBits with the struct and the shape from
-// the arena.
+// ViewBits is View for 16-bit patterns: FromBits without the copy where
+// the backend allows it.
 func (a *Arena) ViewBits(dev device.Device, c device.Category, h Host16) *Tensor {
 	h.check("ViewBits")
 	hv, ok := dev.(device.HostViewer)

@@ -71,21 +71,6 @@ func FromBits(dev device.Device, c device.Category, h Host16) *Tensor {
 	return t
 }
 
-// View returns an F32 tensor of h's values that reads h.Data where it is,
-// with no copy, on a backend whose memory is the host's
-// (device.HostViewer, the CPU), and is FromHost on any other. The tensor
-// and h share their memory until it is released: a change to either shows
-// in the other. It is PyTorch's torch.from_numpy.
-func View(dev device.Device, c device.Category, h Host) *Tensor {
-	return (*Arena)(nil).View(dev, c, h)
-}
-
-// ViewBits is View for 16-bit patterns: FromBits without the copy where
-// the backend allows it.
-func ViewBits(dev device.Device, c device.Category, h Host16) *Tensor {
-	return (*Arena)(nil).ViewBits(dev, c, h)
-}
-
 // Uniform returns a tensor of values drawn uniformly from [lo, hi) with rng.
 func Uniform(dev device.Device, dt dtype.DType, c device.Category, rng *rand.Rand, lo, hi float32, shape ...int) *Tensor {
 	return FromSlice(dev, dt, c, UniformHost(rng, lo, hi, shape...).Data, shape...)

@@ -136,12 +136,7 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 	}
 	size := device.Bytes(dt, n) // panics on an unknown dtype
 	d.mu.Lock()
-	if len(d.slab) == 0 {
-		d.slab = make([]Buffer, bufSlab)
-	}
-	b := &d.slab[0]
-	d.slab = d.slab[1:]
-	*b = Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d, dt: dt, n: n}
+	b := d.newBuffer(dt, n, c)
 	words, ok := d.cache.Get(size)
 	d.mu.Unlock()
 	if !ok {
@@ -169,6 +164,18 @@ func (d *Device) Free(buf device.Buffer) {
 	b.f32, b.u16 = nil, nil
 }
 
+// newBuffer takes a Buffer struct from the slab and sets its header, with
+// no storage yet; d.mu must be held.
+func (d *Device) newBuffer(dt dtype.DType, n int, c device.Category) *Buffer {
+	if len(d.slab) == 0 {
+		d.slab = make([]Buffer, bufSlab)
+	}
+	b := &d.slab[0]
+	d.slab = d.slab[1:]
+	*b = Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d, dt: dt, n: n}
+	return b
+}
+
 // ViewHost returns a buffer over f32 (dt F32) or bits (dt F16 or BF16)
 // where they are: device.HostViewer. Its kernels read and write that
 // memory, and Free leaves it to its owner.
@@ -182,13 +189,9 @@ func (d *Device) ViewHost(dt dtype.DType, f32 []float32, bits []uint16, c device
 		panic(fmt.Sprintf("cpu: ViewHost of %v with %d float32 values and %d 16-bit patterns; want float32 values for f32, patterns for f16 and bf16", dt, len(f32), len(bits)))
 	}
 	d.mu.Lock()
-	if len(d.slab) == 0 {
-		d.slab = make([]Buffer, bufSlab)
-	}
-	b := &d.slab[0]
-	d.slab = d.slab[1:]
+	b := d.newBuffer(dt, n, c)
 	d.mu.Unlock()
-	*b = Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d, dt: dt, n: n, host: true}
+	b.host = true
 	if dt == dtype.F32 {
 		b.f32 = f32[:n:n]
 	} else {

@@ -55,14 +55,8 @@ func benchOperand(rng *rand.Rand, st storage, rows, cols int) Operand {
 // every call.
 func (s benchShape) operands(st storage) (a, b Operand) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	ar, ac := s.m, s.k
-	if s.transA {
-		ar, ac = s.k, s.m
-	}
-	br, bc := s.k, s.n
-	if s.transB {
-		br, bc = s.n, s.k
-	}
+	ar, ac := stored(s.transA, s.m, s.k)
+	br, bc := stored(s.transB, s.k, s.n)
 	return benchOperand(rng, st, ar, ac), benchOperand(rng, st, br, bc)
 }
 

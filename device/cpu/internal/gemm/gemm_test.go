@@ -171,19 +171,22 @@ func (tc gemmCase) String() string {
 	return fmt.Sprintf("%s%s/%s×%s/%dx%dx%d/a%g/b%g/ld+%d/off%d", t(tc.transA), t(tc.transB), tc.sa, tc.sb, tc.m, tc.n, tc.k, tc.alpha, tc.beta, tc.ldExtra, tc.off)
 }
 
+// stored is the rows and columns of an operand as stored, for op(X) of
+// rows x cols and X transposed or not.
+func stored(trans bool, rows, cols int) (int, int) {
+	if trans {
+		return cols, rows
+	}
+	return rows, cols
+}
+
 // run executes tc with seed and reports every element outside tolerance and
 // any write to C's padding. It returns C for bitwise comparisons.
 func (tc gemmCase) run(t *testing.T, seed uint64) []float32 {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
-	ar, ac := tc.m, tc.k
-	if tc.transA {
-		ar, ac = tc.k, tc.m
-	}
-	br, bc := tc.k, tc.n
-	if tc.transB {
-		br, bc = tc.n, tc.k
-	}
+	ar, ac := stored(tc.transA, tc.m, tc.k)
+	br, bc := stored(tc.transB, tc.k, tc.n)
 	a, av := newOperand(rng, tc.sa, ar, ac, tc.ldExtra, tc.off)
 	b, bv := newOperand(rng, tc.sb, br, bc, tc.ldExtra, tc.off)
 	c, ldc := newC(rng, tc.m, tc.n, tc.ldExtra, tc.nanC)
