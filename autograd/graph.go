@@ -57,6 +57,8 @@ type Var struct {
 	param        bool
 	retain       bool
 	node         *node
+	castOf       *Var         // for a parameter's autocast copy: the parameter
+	uses         int          // for such a copy: how many ops took it (Graph.as)
 	graph        *Graph       // the graph that made it; nil for parameters
 	host         *tensor.Host // a parameter's initial values until To
 }

@@ -544,9 +544,17 @@ func (g *Graph) Linear(x0, w0, b0 *Var) *Var {
 				g.accum(x, dx)
 			}
 			if w.requiresGrad { // dw = dyᵀ @ x
-				dw := g.alloc(dt, ws...)
-				g.dev.Gemm(dw.Buffer(), dy.Buffer(), buf(x), device.GemmParams{TransA: true, M: outF, N: in, K: rows, Alpha: 1})
-				g.accum(w, dw)
+				dwp := device.GemmParams{TransA: true, M: outF, N: in, K: rows, Alpha: 1}
+				if p, ng := g.narrowGrad(w); p != nil {
+					// Rounded to dt and widened, as the cast's backward would.
+					dw := g.alloc(p.DType(), ws...)
+					ng.GemmNarrow(dw.Buffer(), dy.Buffer(), buf(x), dwp, dt)
+					g.accum(p, dw)
+				} else {
+					dw := g.alloc(dt, ws...)
+					g.dev.Gemm(dw.Buffer(), dy.Buffer(), buf(x), dwp)
+					g.accum(w, dw)
+				}
 			}
 			if b != nil && b.requiresGrad {
 				db := g.alloc(dt, outF)

@@ -135,12 +135,16 @@ func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 	// A linear search: a graph uses a few dozen parameters at most.
 	for _, c := range g.casts {
 		if c.v == v && c.dt == dt {
+			c.out.uses++
 			return c.out
 		}
 	}
 	var out *Var
 	if v.requiresGrad {
 		out = g.castFrom(v, v.Value.CachedCast(dt))
+		if out.node != nil {
+			out.castOf, out.uses = v, 1
+		}
 	} else {
 		out = g.Cast(v, dt)
 		out.Value.SetCategory(device.Cast)
@@ -158,6 +162,24 @@ func (g *Graph) Cast(v *Var, dt dtype.DType) *Var {
 	y := g.alloc(dt, v.Shape()...)
 	g.dev.Copy(y.Buffer(), 0, v.Value.Buffer(), 0, v.Value.Numel())
 	return g.castFrom(v, y)
+}
+
+// narrowGrad returns the parameter whose autocast copy w is when the
+// gradient of w that one op computes can go straight into the parameter's
+// float32 gradient: w is such a copy, that op is its only consumer, and
+// the device rounds a product to w's dtype into a float32 buffer
+// (device.NarrowGemmer). The cast's backward would widen exactly those
+// values; the op then skips the 16-bit gradient and that pass. Otherwise
+// narrowGrad returns nil.
+func (g *Graph) narrowGrad(w *Var) (*Var, device.NarrowGemmer) {
+	if w.castOf == nil || w.uses != 1 || w.retain || w.castOf.DType() != dtype.F32 {
+		return nil, nil
+	}
+	ng, ok := g.dev.(device.NarrowGemmer)
+	if !ok {
+		return nil, nil
+	}
+	return w.castOf, ng
 }
 
 // castFrom records y, which holds v's values in another dtype, as v's cast.

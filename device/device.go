@@ -84,6 +84,19 @@ type HostViewer interface {
 	ViewHost(dt dtype.DType, f32 []float32, bits []uint16, c Category) Buffer
 }
 
+// NarrowGemmer is an optional interface of a backend, found by type
+// assertion: a product whose 16-bit result is wanted in float32. Under
+// autocast a parameter's gradient is the 16-bit product's result widened
+// into the float32 gradient; a backend with NarrowGemmer writes that value
+// in one pass, instead of a 16-bit array and a widening pass over it.
+type NarrowGemmer interface {
+	// GemmNarrow is Gemm into dst, an F32 buffer, with each result rounded
+	// once to dtype via (F16 or BF16) and stored widened: the bits of a
+	// Gemm into a via-typed copy of dst followed by a Copy back. Beta reads
+	// dst's values as they are.
+	GemmNarrow(dst, a, b Buffer, p GemmParams, via dtype.DType)
+}
+
 // StepCaster is an optional fast path a backend may offer, found by type
 // assertion: the optimiser steps of Kernels that also write the updated
 // parameter, rounded to low's dtype (F16 or BF16), into low in the same

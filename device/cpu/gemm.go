@@ -24,12 +24,31 @@ func operand(b *Buffer, off, ld int) gemm.Operand {
 // accumulator is float32; a 16-bit dst is rounded once, from it, tile by
 // tile as the GEMM stores it.
 func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
-	cb, ab, bb := d.buf(dst, "Gemm"), d.buf(a, "Gemm"), d.buf(b, "Gemm")
+	cb := d.buf(dst, "Gemm")
+	d.gemm("Gemm", cb, a, b, p, cb.dt)
+}
+
+// GemmNarrow is Gemm into an F32 dst whose results are rounded once to via
+// (F16 or BF16) and stored widened (device.NarrowGemmer): the GEMM's tiles
+// are rounded as for a 16-bit dst and widened while they are in cache, so
+// the bits are those of Gemm into a via-typed buffer and a Copy back.
+func (d *Device) GemmNarrow(dst, a, b device.Buffer, p device.GemmParams, via dtype.DType) {
+	cb := d.buf(dst, "GemmNarrow")
+	if cb.dt != dtype.F32 || via == dtype.F32 {
+		panic(fmt.Sprintf("cpu: GemmNarrow into %v through %v; want an f32 dst and a 16-bit dtype", cb.dt, via))
+	}
+	d.gemm("GemmNarrow", cb, a, b, p, via)
+}
+
+// gemm runs Gemm with results rounded to out: a 16-bit cb's own dtype, or
+// a 16-bit out with an F32 cb, which receives them widened.
+func (d *Device) gemm(name string, cb *Buffer, a, b device.Buffer, p device.GemmParams, out dtype.DType) {
+	ab, bb := d.buf(a, name), d.buf(b, name)
 	nb := p.Batches()
 	m, n, k := p.M, p.N, p.K
 	last := func(off, stride, size int) int { return off + (nb-1)*stride + size }
 	if m < 0 || n < 0 || k < 0 || last(p.OffA, p.StrideA, m*k) > ab.n || last(p.OffB, p.StrideB, k*n) > bb.n || last(p.OffC, p.StrideC, m*n) > cb.n {
-		panic(fmt.Sprintf("cpu: Gemm %+v out of range of buffers a[%d] b[%d] c[%d]", p, ab.n, bb.n, cb.n))
+		panic(fmt.Sprintf("cpu: %s %+v out of range of buffers a[%d] b[%d] c[%d]", name, p, ab.n, bb.n, cb.n))
 	}
 	lda, ldb := k, n
 	if p.TransA {
@@ -38,14 +57,19 @@ func (d *Device) Gemm(dst, a, b device.Buffer, p device.GemmParams) {
 	if p.TransB {
 		ldb = k
 	}
-	if cb.dt != dtype.F32 {
-		// A 16-bit dst: the GEMM rounds each block of its float32
+	if out != dtype.F32 {
+		// A 16-bit result: the GEMM rounds each block of its float32
 		// accumulator into dst as it finishes it (and widens dst's old
 		// values block by block when Beta reads them).
 		for i := range nb {
 			oa, ob, oc := p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
-			out := gemm.Out16{U16: cb.u16, BF16: cb.dt == dtype.BF16, Off: oc, LD: max(n, 1)}
-			gemm.Gemm16(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, out)
+			c := gemm.Out16{BF16: out == dtype.BF16, Off: oc, LD: max(n, 1)}
+			if cb.dt == dtype.F32 {
+				c.F32 = cb.f32
+			} else {
+				c.U16 = cb.u16
+			}
+			gemm.Gemm16(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, c)
 		}
 		return
 	}

@@ -88,6 +88,7 @@ var tests = []struct {
 	{"Fill", elementwise, testFill},
 	{"Copy", elementwise, testCopy},
 	{"Gemm", linAlg, testGemm},
+	{"GemmNarrow", linAlg, testGemmNarrow},
 	{"Axpby", elementwise, testAxpby},
 	{"Binary", elementwise, testBinary},
 	{"Unary", elementwise, testUnary},

@@ -190,3 +190,36 @@ func gemmRef(p device.GemmParams, a, b, c []float32) (want, slack []float64) {
 	}
 	return want, slack
 }
+
+// testGemmNarrow checks device.NarrowGemmer where a backend has it: each
+// Gemm case, with operands in the rounding dtype (the autocast weight
+// gradient) and mixed with F32, must give the bits of Gemm into a 16-bit
+// dst read back as F32, and leave the rest of dst as it was.
+func testGemmNarrow(t *testing.T, dev device.Device) {
+	ng, ok := dev.(device.NarrowGemmer)
+	if !ok {
+		t.Skip("the backend does not implement the optional device.NarrowGemmer")
+	}
+	for _, via := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, src := range [][2]dtype.DType{{via, via}, {dtype.F32, via}} {
+			for _, c := range gemmCases() {
+				name := fmt.Sprintf("%v/%v,%v/%s", via, src[0], src[1], c.name)
+				run(t, dev, name, func(e *env) { checkGemmNarrow(e, ng, via, src, c.p) })
+			}
+		}
+	}
+}
+
+func checkGemmNarrow(e *env, ng device.NarrowGemmer, via dtype.DType, src [2]dtype.DType, p device.GemmParams) {
+	nb := p.Batches()
+	a := e.uniform(span(p.OffA, p.StrideA, p.M*p.K, nb)+2, -1, 1)
+	b := e.uniform(span(p.OffB, p.StrideB, p.K*p.N, nb)+2, -1, 1)
+	c0 := e.uniform(span(p.OffC, p.StrideC, p.M*p.N, nb)+2, -1, 1)
+	roundTo(via, c0) // C's old values as a 16-bit dst holds them
+	ab, bb := e.put(src[0], a), e.put(src[1], b)
+	narrow := e.put(via, append([]float32(nil), c0...))
+	e.dev.Gemm(narrow, ab, bb, p)
+	wide := e.put(dtype.F32, append([]float32(nil), c0...))
+	ng.GemmNarrow(wide, ab, bb, p, via)
+	e.exact("GemmNarrow against Gemm into a 16-bit dst", e.get(wide), e.get(narrow))
+}

@@ -110,13 +110,23 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 }
 
 // Out16 is a 16-bit C for Gemm16: binary16, or bfloat16 when BF16, row-major
-// from Off with leading dimension LD.
+// from Off with leading dimension LD, stored in U16, or in F32 as the
+// float32 values of the 16-bit results (each rounded once to 16 bits and
+// widened back, exactly). Exactly one of U16 and F32 is set. With F32 a
+// product whose result a float32 consumer takes next (the weight gradient
+// of a mixed-precision step, widened into the parameter's float32
+// gradient) has that value without a 16-bit array and a widening pass
+// over it; when beta reads C, its float32 values are read as they are.
 type Out16 struct {
 	U16  []uint16
+	F32  []float32
 	BF16 bool
 	Off  int
 	LD   int
 }
+
+// len is how many elements C's storage has.
+func (c *Out16) len() int { return len(c.U16) + len(c.F32) }
 
 // Gemm16 is Gemm with a 16-bit C: it computes C = round(alpha*op(A)*op(B) +
 // beta*C) with the same float32 accumulation. The float32 C is never whole:
@@ -139,8 +149,11 @@ func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta 
 	if m == 0 || n == 0 {
 		return
 	}
-	if c.LD < n || c.Off < 0 || len(c.U16) < c.Off+(m-1)*c.LD+n {
-		panic(fmt.Sprintf("gemm: 16-bit C is %dx%d with LD=%d Off=%d, has %d elements", m, n, c.LD, c.Off, len(c.U16)))
+	if (c.U16 != nil) == (c.F32 != nil) {
+		panic("gemm: exactly one of a 16-bit C's U16 and F32 must be set")
+	}
+	if c.LD < n || c.Off < 0 || c.len() < c.Off+(m-1)*c.LD+n {
+		panic(fmt.Sprintf("gemm: 16-bit C is %dx%d with LD=%d Off=%d, has %d elements", m, n, c.LD, c.Off, c.len()))
 	}
 	dt := dtype.F16
 	if c.BF16 {
@@ -149,13 +162,23 @@ func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta 
 	if alpha == 0 || k == 0 {
 		buf := bufPool.Get().(*buffers)
 		row := buf.get(&buf.c, n)
+		bits := buf.get16(n)
 		for i := 0; i < m; i++ {
-			src := c.U16[c.Off+i*c.LD : c.Off+i*c.LD+n]
-			if beta != 0 {
-				dtype.Decode(dt, row, src)
+			at := c.Off + i*c.LD
+			switch {
+			case beta == 0:
+			case c.F32 != nil:
+				copy(row, c.F32[at:at+n])
+			default:
+				dtype.Decode(dt, row, c.U16[at:at+n])
 			}
 			scaleC(row, 1, n, n, beta)
-			dtype.Encode(dt, src, row)
+			if c.F32 != nil {
+				dtype.Encode(dt, bits, row)
+				dtype.Decode(dt, c.F32[at:at+n], bits)
+			} else {
+				dtype.Encode(dt, c.U16[at:at+n], row)
+			}
 		}
 		bufPool.Put(buf)
 		return
@@ -185,17 +208,24 @@ func (j *job) widen(c []float32, ldc, ic, mcur, jc, ncur int) {
 	if j.narrow == dtype.F32 || j.beta == 0 {
 		return
 	}
-	dtype.DecodeRows(j.narrow, c, ldc, j.out.U16[j.out.Off+ic*j.out.LD+jc:], j.out.LD, mcur, ncur)
+	at := j.out.Off + ic*j.out.LD + jc
+	if j.out.F32 != nil {
+		for i := range mcur {
+			copy(c[i*ldc:i*ldc+ncur], j.out.F32[at+i*j.out.LD:])
+		}
+		return
+	}
+	dtype.DecodeRows(j.narrow, c, ldc, j.out.U16[at:], j.out.LD, mcur, ncur)
 }
 
-// rounded returns the 16-bit C from its element (ic, jc) when the k block
-// that ends at kend is the last (the macro then rounds each finished tile
-// into it), else nil.
-func (j *job) rounded(kend, ic, jc int) []uint16 {
+// rounded returns the offset in the 16-bit C's storage of its element
+// (ic, jc) when the k block that ends at kend is the last (the macro then
+// rounds each finished tile into C), else -1.
+func (j *job) rounded(kend, ic, jc int) int {
 	if j.narrow == dtype.F32 || kend < j.k {
-		return nil
+		return -1
 	}
-	return j.out.U16[j.out.Off+ic*j.out.LD+jc:]
+	return j.out.Off + ic*j.out.LD + jc
 }
 
 // checkOperand panics unless op can be read as a rows x cols matrix. The
@@ -355,6 +385,7 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 	pa := buf.get(&buf.a, roundUp(mc, mr)*j.steps(kc))
 	pb := buf.get(&buf.b, roundUp(nc, nr)*j.steps(kc))
 	tmp := buf.get(&buf.tmp, mr*nr)
+	bits := j.bits(buf)
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
 		cb, ldc := j.block(buf, m0, m1, jc, ncur)
@@ -372,7 +403,7 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 				if pc == 0 {
 					j.widen(c, ldc, ic, mcur, jc, ncur)
 				}
-				j.macro(pa, pb, tmp, c, ldc, mcur, ncur, j.steps(kcur), beta, j.rounded(pc+kcur, ic, jc))
+				j.macro(pa, pb, tmp, c, ldc, mcur, ncur, j.steps(kcur), beta, j.rounded(pc+kcur, ic, jc), bits)
 			}
 		}
 	}
@@ -393,6 +424,7 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 	pa := buf.get(&buf.a, mp*j.steps(j.k))
 	pb := buf.get(&buf.b, roundUp(nc, nr)*j.steps(kc))
 	tmp := buf.get(&buf.tmp, mr*nr)
+	bits := j.bits(buf)
 	for jc := n0; jc < n1; jc += nc {
 		ncur := min(nc, n1-jc)
 		cb, ldc := j.block(buf, 0, j.m, jc, ncur)
@@ -414,7 +446,7 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 				if pc == 0 {
 					j.widen(c, ldc, ic, mcur, jc, ncur)
 				}
-				j.macro(block[ic*steps:], pb, tmp, c, ldc, mcur, ncur, steps, beta, j.rounded(pc+kcur, ic, jc))
+				j.macro(block[ic*steps:], pb, tmp, c, ldc, mcur, ncur, steps, beta, j.rounded(pc+kcur, ic, jc), bits)
 			}
 		}
 		*aPacked = true
@@ -426,12 +458,14 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 // smallest edge kernel that covers it, in place when it fits exactly, else
 // into tmp (the packed panels are zero-padded), whose valid part is merged
 // into C with the same roundings the kernels use. c is the float32 C at the
-// block's first element, with rows ldc apart. A non-nil out is the 16-bit C
-// at the same element: this is the last k block, and each tile is rounded
-// into it once computed.
-func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta float32, out []uint16) {
+// block's first element, with rows ldc apart. out >= 0 is the offset of the
+// same element in the 16-bit C's storage: this is the last k block, and
+// each tile is rounded into C once computed (through bits, an mr x nr
+// scratch tile, when C is stored widened in F32).
+func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta float32, out int, bits []uint16) {
 	im := j.im
 	mr, nr := im.mr, im.nr
+	ld := j.out.LD
 	for jr := 0; jr < ncur; jr += nr {
 		nv := min(nr, ncur-jr)
 		bp := pb[jr*kc : jr*kc+nr*kc]
@@ -439,13 +473,23 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 			mv := min(mr, mcur-ir)
 			ap := pa[ir*kc : ir*kc+mr*kc]
 			off := ir*ldc + jr
-			if out != nil && mv == mr && nv == nr && j.narrow == dtype.F16 && im.tileHalf != nil {
-				im.tileHalf(kc, ap, bp, c[off:], ldc, j.alpha, beta, out[ir*j.out.LD+jr:], j.out.LD)
+			if out < 0 {
+				j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
 				continue
 			}
-			j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
-			if out != nil {
-				dtype.EncodeRows(j.narrow, out[ir*j.out.LD+jr:], j.out.LD, c[off:], ldc, mv, nv)
+			at := out + ir*ld + jr
+			dst, ldd := bits, nr // the scratch tile when C is stored in F32
+			if j.out.F32 == nil {
+				dst, ldd = j.out.U16[at:], ld
+			}
+			if mv == mr && nv == nr && j.narrow == dtype.F16 && im.tileHalf != nil {
+				im.tileHalf(kc, ap, bp, c[off:], ldc, j.alpha, beta, dst, ldd)
+			} else {
+				j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
+				dtype.EncodeRows(j.narrow, dst, ldd, c[off:], ldc, mv, nv)
+			}
+			if j.out.F32 != nil {
+				dtype.DecodeRows(j.narrow, j.out.F32[at:], ld, bits, nr, mv, nv)
 			}
 		}
 	}
@@ -566,6 +610,24 @@ func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0,
 type buffers struct {
 	a, b, tmp []float32
 	c         []float32 // a 16-bit C's float32 block (Gemm16)
+	bits      []uint16  // a rounded tile of a 16-bit C stored in F32, or a row
+}
+
+// get16 returns bits[:n], reallocating when too small.
+func (b *buffers) get16(n int) []uint16 {
+	if cap(b.bits) < n {
+		b.bits = make([]uint16, n)
+	}
+	return b.bits[:n]
+}
+
+// bits is the scratch tile through which a 16-bit C stored in F32 is
+// rounded: nil for any other C.
+func (j *job) bits(buf *buffers) []uint16 {
+	if j.out.F32 == nil {
+		return nil
+	}
+	return buf.get16(j.im.mr * j.im.nr)
 }
 
 var bufPool = sync.Pool{New: func() any { return new(buffers) }}

@@ -2,6 +2,7 @@ package gemm
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -12,7 +13,9 @@ import (
 // on the float32 copy and rounding the result once: on every shape TestGemm
 // covers and the MLP's, with each implementation, small blocks (so that C's
 // blocks cross every k, m and n block boundary), several worker counts,
-// beta 0 (C's NaNs must not leak in), 1 and -0.5, and alpha 0 or k 0.
+// beta 0 (C's NaNs must not leak in), 1 and -0.5, and alpha 0 or k 0; and
+// that a C stored in F32 receives those 16-bit results widened, bit for bit,
+// with nothing around it touched.
 func TestGemm16(t *testing.T) {
 	shapes := append(gemmShapes(), [3]int{128, 256, 784}, [3]int{70, 3, 0})
 	if testing.Short() {
@@ -94,10 +97,22 @@ func check16(t *testing.T, name string, im *impl, workers int, out dtype.DType, 
 	for i := 0; i < m; i++ {
 		dtype.Encode(out, want[off+i*ld:off+i*ld+n], c32[i*n:i*n+n])
 	}
+	// The same C stored widened in float32 (its sentries and the NaNs of
+	// beta == 0 widened too), computed before c16 is overwritten.
+	w32 := make([]float32, len(c16))
+	dtype.Decode(out, w32, c16)
 	Gemm16(transA, transB, m, n, k, alpha, a, b, beta, Out16{U16: c16, BF16: out == dtype.BF16, Off: off, LD: ld})
 	for i := range want {
 		if c16[i] != want[i] {
 			t.Fatalf("%s: C16[%d] = %#04x, want %#04x (widen, Gemm, round)", name, i, c16[i], want[i])
+		}
+	}
+	Gemm16(transA, transB, m, n, k, alpha, a, b, beta, Out16{F32: w32, BF16: out == dtype.BF16, Off: off, LD: ld})
+	wide := make([]float32, len(want))
+	dtype.Decode(out, wide, want)
+	for i := range wide {
+		if math.Float32bits(w32[i]) != math.Float32bits(wide[i]) {
+			t.Fatalf("%s: C stored in F32: C[%d] = %v, want %v (the 16-bit result widened)", name, i, w32[i], wide[i])
 		}
 	}
 }
