@@ -88,3 +88,37 @@ func TestLinearNarrowGrad(t *testing.T) {
 		}
 	}
 }
+
+// TestCastAfterNoGrad: under autocast, a parameter used inside NoGrad and
+// then, in the same graph, by an op that records gets the gradient of that
+// op, as it does without the first use (the copy made under NoGrad records
+// no cast, and used to be shared with the later op, whose gradient then
+// never reached the parameter).
+func TestCastAfterNoGrad(t *testing.T) {
+	d := cpu.New()
+	var grads [2][]float32
+	for i, first := range []bool{false, true} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		w := autograd.NewParam("w", tensor.NormalHost(rng, 0, 1, 4, 3))
+		w.To(d)
+		g := autograd.NewGraph(d)
+		g.SetPolicy(lowPolicy{dtype.F16})
+		x := g.Input(tensor.NormalHost(rng, 0, 1, 2, 3))
+		if first {
+			g.NoGrad(func() { g.Linear(x, w, nil) })
+		}
+		g.Backward(g.Sum(g.Linear(x, w, nil)))
+		if w.Grad == nil {
+			t.Fatalf("NoGrad use first %v: no gradient reached the parameter", first)
+		}
+		grads[i] = w.Grad.ToHost()
+		g.Release()
+		w.FreeGrad()
+		w.Value.Release()
+	}
+	for j := range grads[0] {
+		if math.Float32bits(grads[0][j]) != math.Float32bits(grads[1][j]) {
+			t.Fatalf("grad[%d] = %v after a NoGrad use, %v without", j, grads[1][j], grads[0][j])
+		}
+	}
+}

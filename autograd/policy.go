@@ -132,9 +132,17 @@ func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 	if !v.param {
 		return g.Cast(v, dt)
 	}
-	// A linear search: a graph uses a few dozen parameters at most.
-	for _, c := range g.casts {
+	// A linear search: a graph uses a few dozen parameters at most. A copy
+	// made under NoGrad records no cast, so a use that records takes a new
+	// one, which later uses then share: otherwise no gradient would reach
+	// the parameter through it.
+	at := -1
+	for i, c := range g.casts {
 		if c.v == v && c.dt == dt {
+			if c.out.node == nil && v.requiresGrad && g.noGrad == 0 {
+				at = i
+				break
+			}
 			c.out.uses++
 			return c.out
 		}
@@ -150,7 +158,11 @@ func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 		out.Value.SetCategory(device.Cast)
 	}
 	g.enter()
-	g.casts = append(g.casts, castEntry{v, dt, out})
+	if at >= 0 {
+		g.casts[at].out = out
+	} else {
+		g.casts = append(g.casts, castEntry{v, dt, out})
+	}
 	g.leave()
 	return out
 }
