@@ -29,6 +29,9 @@ func main() {
 	}
 	// The main tile again, storing binary16: a Gemm16 tile's last k block.
 	genKernel(&w, kernelSpec{name: "kernAVX512x12x32H", mr: 12, nr: 32, strideA: 12, strideB: 32, vecBits: 512, unroll: 4, half: true})
+	// And storing binary16 widened back to float32: a Gemm16 tile whose C
+	// is kept in float32 (Out16.F32).
+	genKernel(&w, kernelSpec{name: "kernAVX512x12x32HW", mr: 12, nr: 32, strideA: 12, strideB: 32, vecBits: 512, unroll: 4, half: true, widen: true})
 	for _, mr := range []int{6, 4, 2} {
 		for _, nr := range []int{16, 8} {
 			genKernel(&w, kernelSpec{name: fmt.Sprintf("kernAVX2x%dx%d", mr, nr), mr: mr, nr: nr, strideA: 6, strideB: 16, vecBits: 256, unroll: 4})
@@ -88,6 +91,11 @@ type kernelSpec struct {
 	// rounded to nearest even from the float32 value the plain kernel
 	// would store in c; c is only read, when beta != 0.
 	half bool
+
+	// widen, with half, stores each rounded binary16 value widened back
+	// to float32 into out, a float32 array: the bits of the half store
+	// followed by a widening pass, without the 16-bit tile between them.
+	widen bool
 }
 
 func genKernel(w *bytes.Buffer, s kernelSpec) {
@@ -122,12 +130,22 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 		if s.vecBits != 512 || s.dot {
 			log.Fatalf("%s: the binary16 store is written for the AVX-512 float32 kernels", s.name)
 		}
-		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
-		p("//")
-		p("// %s is kernAVX512x%dx%d storing binary16: the float32 value that", s.name, s.mr, s.nr)
-		p("// kernel stores in c is rounded to nearest even into out (ldo elements")
-		p("// a row) instead; c is read only when beta != 0. A Gemm16 tile's last")
-		p("// k block uses it, so the tile never goes through float32 memory.")
+		if s.widen {
+			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
+			p("//")
+			p("// %s is kernAVX512x%dx%d storing binary16 widened: the float32", s.name, s.mr, s.nr)
+			p("// value that kernel stores in c is rounded to nearest even to binary16")
+			p("// and that value, exactly widened, is stored into out (ldo elements a")
+			p("// row) instead; c is read only when beta != 0. A Gemm16 tile whose C")
+			p("// is kept in float32 uses it for its last k block.")
+		} else {
+			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
+			p("//")
+			p("// %s is kernAVX512x%dx%d storing binary16: the float32 value that", s.name, s.mr, s.nr)
+			p("// kernel stores in c is rounded to nearest even into out (ldo elements")
+			p("// a row) instead; c is read only when beta != 0. A Gemm16 tile's last")
+			p("// k block uses it, so the tile never goes through float32 memory.")
+		}
 	} else {
 		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32)", s.name)
 	}
@@ -158,15 +176,31 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	p("\tMOVQ c+24(FP), DI")
 	p("\tMOVQ ldc+32(FP), DX")
 	p("\tSHLQ $2, DX")
-	// Touch the C tile now so its lines arrive while the k loop runs.
-	p("\tMOVQ DI, R10")
-	for i := 0; i < s.mr; i++ {
-		for off := 0; off < s.nr*4; off += 64 {
-			p("\tPREFETCHT0 %d(R10)", off)
+	// Touch the tile's destination now so its lines arrive while the k
+	// loop runs: C, or for a half kernel out (its c, read only when beta
+	// != 0, is the calling goroutine's own block, already in cache).
+	prefetch := func(base, ld string, rowBytes int) {
+		p("\tMOVQ %s, R10", base)
+		for i := 0; i < s.mr; i++ {
+			for off := 0; off < rowBytes; off += 64 {
+				p("\tPREFETCHT0 %d(R10)", off)
+			}
+			if i < s.mr-1 {
+				p("\tADDQ %s, R10", ld)
+			}
 		}
-		if i < s.mr-1 {
-			p("\tADDQ DX, R10")
+	}
+	if s.half {
+		outBytes, shift := 2, 1
+		if s.widen {
+			outBytes, shift = 4, 2
 		}
+		p("\tMOVQ out+48(FP), R9")
+		p("\tMOVQ ldo+56(FP), R11")
+		p("\tSHLQ $%d, R11", shift)
+		prefetch("R9", "R11", s.nr*outBytes)
+	} else {
+		prefetch("DI", "DX", s.nr*4)
 	}
 	for i := 0; i < s.mr; i++ {
 		for v := 0; v < nv; v++ {
@@ -221,11 +255,6 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	}
 	p("\tVBROADCASTSS alpha+40(FP), %s", alpha)
 	p("\tVBROADCASTSS beta+44(FP), %s", beta)
-	if s.half {
-		p("\tMOVQ out+48(FP), R9")
-		p("\tMOVQ ldo+56(FP), R11")
-		p("\tSHLQ $1, R11")
-	}
 	// beta == 0 (either sign) means C is not read, so NaNs in it vanish.
 	p("\tMOVL beta+44(FP), R8")
 	p("\tANDL $0x7fffffff, R8")
@@ -238,6 +267,11 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 			return
 		}
 		p("\tVCVTPS2PH $0, %s, Y2", acc(i, v))
+		if s.widen {
+			p("\tVCVTPH2PS Y2, Z2")
+			p("\tVMOVUPS Z2, %d(R9)", v*lanes*4)
+			return
+		}
 		p("\tVMOVDQU Y2, %d(R9)", v*lanes*2)
 	}
 	next := func() {

@@ -21,6 +21,12 @@ type impl struct {
 	// with an F16 C uses it for the full tiles of the last k block.
 	tileHalf tileHalfFn
 
+	// tileWide, where the implementation has it, is tileHalf storing each
+	// binary16 value widened back to float32 into out: the bits tileHalf
+	// and a widening pass would give. A Gemm16 into Out16.F32 with F16
+	// uses it as tileHalf is used.
+	tileWide tileWideFn
+
 	// edge[i][j] is a kernel for a rows[i] x cols[j] tile at the bottom or
 	// right edge of C, reading the same packed panels as tile (rows and cols
 	// ascending, the last being mr and nr). Every element is computed with
@@ -62,6 +68,9 @@ type tileFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
 
 // tileHalfFn is a tileFn that stores binary16 into out instead of c.
 type tileHalfFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []uint16, ldo int)
+
+// tileWideFn is a tileHalfFn storing each binary16 value widened to float32.
+type tileWideFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []float32, ldo int)
 
 // goImpl is the pure-Go implementation: the fallback off amd64 and the
 // reference the assembly is tested against. Its 4x4 tile's sixteen

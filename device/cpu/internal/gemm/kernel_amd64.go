@@ -21,6 +21,12 @@ func kernAVX512x12x32(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 //go:noescape
 func kernAVX512x12x32H(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)
 
+// kernAVX512x12x32HW is kernAVX512x12x32H storing each binary16 value
+// widened back to float32 into out.
+//
+//go:noescape
+func kernAVX512x12x32HW(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)
+
 //go:noescape
 func kernAVX512x12x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
@@ -147,6 +153,17 @@ func tileFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, a
 // tileHalfFunc wraps a binary16-storing kernel as tileHalf does.
 func tileHalfFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)) tileHalfFn {
 	return func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []uint16, ldo int) {
+		_ = a[(kc-1)*sa+mr-1]
+		_ = b[(kc-1)*sb+nr-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		_ = out[(mr-1)*ldo+nr-1]
+		kern(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, &out[0], ldo)
+	}
+}
+
+// tileWideFunc wraps a kernel storing binary16 widened as tileWide does.
+func tileWideFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)) tileWideFn {
+	return func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []float32, ldo int) {
 		_ = a[(kc-1)*sa+mr-1]
 		_ = b[(kc-1)*sb+nr-1]
 		_ = c[(mr-1)*ldc+nr-1]
@@ -318,6 +335,7 @@ var avx512Impl = &impl{
 	kc: 256, mc: 240, nc: 4096,
 	tile:     tileFunc(12, 32, 12, 32, kernAVX512x12x32),
 	tileHalf: tileHalfFunc(12, 32, 12, 32, kernAVX512x12x32H),
+	tileWide: tileWideFunc(12, 32, 12, 32, kernAVX512x12x32HW),
 	rows:     []int{4, 8, 12},
 	cols:     []int{16, 32},
 	edge: [][]tileFn{
