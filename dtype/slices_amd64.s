@@ -129,19 +129,19 @@ TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ n+16(FP), CX
 
 	MOVL         $1, AX
-	MOVQ         AX, X8
+	VMOVQ        AX, X8
 	VPBROADCASTD X8, Y8
 	MOVL         $0x7fff, AX
-	MOVQ         AX, X9
+	VMOVQ        AX, X9
 	VPBROADCASTD X9, Y9
 	MOVL         $0x40, AX
-	MOVQ         AX, X10
+	VMOVQ        AX, X10
 	VPBROADCASTD X10, Y10
 	MOVL         $0x7fffffff, AX
-	MOVQ         AX, X11
+	VMOVQ        AX, X11
 	VPBROADCASTD X11, Y11
 	MOVL         $0x7f800000, AX
-	MOVQ         AX, X12
+	VMOVQ        AX, X12
 	VPBROADCASTD X12, Y12
 
 	CMPQ CX, $16
