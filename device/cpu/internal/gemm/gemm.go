@@ -478,17 +478,21 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 				continue
 			}
 			at := out + ir*ld + jr
-			full := mv == mr && nv == nr && j.narrow == dtype.F16
-			if full && j.out.F32 != nil && im.tileWide != nil {
-				im.tileWide(kc, ap, bp, c[off:], ldc, j.alpha, beta, j.out.F32[at:], ld)
+			full := mv == mr && nv == nr
+			half, wide := im.tileHalf, im.tileWide
+			if j.narrow == dtype.BF16 {
+				half, wide = im.tileBF16, im.tileBF16Wide
+			}
+			if full && j.out.F32 != nil && wide != nil {
+				wide(kc, ap, bp, c[off:], ldc, j.alpha, beta, j.out.F32[at:], ld)
 				continue
 			}
 			dst, ldd := bits, nr // the scratch tile when C is stored in F32
 			if j.out.F32 == nil {
 				dst, ldd = j.out.U16[at:], ld
 			}
-			if full && im.tileHalf != nil {
-				im.tileHalf(kc, ap, bp, c[off:], ldc, j.alpha, beta, dst, ldd)
+			if full && half != nil {
+				half(kc, ap, bp, c[off:], ldc, j.alpha, beta, dst, ldd)
 			} else {
 				j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
 				dtype.EncodeRows(j.narrow, dst, ldd, c[off:], ldc, mv, nv)

@@ -37,10 +37,20 @@ func main() {
 			genKernel(&w, kernelSpec{name: fmt.Sprintf("kernAVX2x%dx%d", mr, nr), mr: mr, nr: nr, strideA: 6, strideB: 16, vecBits: 256, unroll: 4})
 		}
 	}
+	// The AVX2 main tile storing binary16, and binary16 widened, as the
+	// AVX-512 ones do (F16C rounds and widens eight lanes at a time).
+	genKernel(&w, kernelSpec{name: "kernAVX2x6x16H", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true})
+	genKernel(&w, kernelSpec{name: "kernAVX2x6x16HW", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true, widen: true})
+	// And rounding to bfloat16 (integer arithmetic, as dtype's AVX2
+	// converter does, with its constants in bf16Consts).
+	genKernel(&w, kernelSpec{name: "kernAVX2x6x16B", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true, bf16: true})
+	genKernel(&w, kernelSpec{name: "kernAVX2x6x16BW", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true, widen: true, bf16: true})
+	genBF16Consts(&w)
 	for _, e := range elems {
 		gen2D(&w, e)
 		genTr8(&w, e)
 		genTr4(&w, e)
+		genTr2(&w, e)
 		genPanel32(&w, e)
 	}
 	genPeak(&w, "fmaPeakAVX512", "Z", 16, 32)
@@ -96,6 +106,8 @@ type kernelSpec struct {
 	// to float32 into out, a float32 array: the bits of the half store
 	// followed by a widening pass, without the 16-bit tile between them.
 	widen bool
+	// bf16, with half, rounds to bfloat16 instead of binary16 (AVX2 only).
+	bf16 bool
 }
 
 func genKernel(w *bytes.Buffer, s kernelSpec) {
@@ -127,21 +139,39 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 
 	p("")
 	if s.half {
-		if s.vecBits != 512 || s.dot {
-			log.Fatalf("%s: the binary16 store is written for the AVX-512 float32 kernels", s.name)
+		base := fmt.Sprintf("kernAVX512x%dx%d", s.mr, s.nr)
+		if s.vecBits == 256 {
+			base = fmt.Sprintf("kernAVX2x%dx%d", s.mr, s.nr)
 		}
-		if s.widen {
+		if s.dot || (s.bf16 && s.vecBits != 256) {
+			log.Fatalf("%s: the 16-bit store is written for the float32 kernels, bfloat16 for AVX2", s.name)
+		}
+		switch {
+		case s.bf16 && s.widen:
 			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
 			p("//")
-			p("// %s is kernAVX512x%dx%d storing binary16 widened: the float32", s.name, s.mr, s.nr)
+			p("// %s is %s storing bfloat16 widened: the float32 value", s.name, base)
+			p("// that kernel stores in c is rounded to nearest even to bfloat16 (a NaN")
+			p("// quieted, as F32ToBF16 does) and stored widened into out (ldo elements")
+			p("// a row); c is read only when beta != 0.")
+		case s.bf16:
+			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
+			p("//")
+			p("// %s is %s storing bfloat16: the float32 value that kernel", s.name, base)
+			p("// stores in c is rounded to nearest even (a NaN quieted, as F32ToBF16")
+			p("// does) into out (ldo elements a row); c is read only when beta != 0.")
+		case s.widen:
+			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
+			p("//")
+			p("// %s is %s storing binary16 widened: the float32", s.name, base)
 			p("// value that kernel stores in c is rounded to nearest even to binary16")
 			p("// and that value, exactly widened, is stored into out (ldo elements a")
 			p("// row) instead; c is read only when beta != 0. A Gemm16 tile whose C")
 			p("// is kept in float32 uses it for its last k block.")
-		} else {
+		default:
 			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
 			p("//")
-			p("// %s is kernAVX512x%dx%d storing binary16: the float32 value that", s.name, s.mr, s.nr)
+			p("// %s is %s storing binary16: the float32 value that", s.name, base)
 			p("// kernel stores in c is rounded to nearest even into out (ldo elements")
 			p("// a row) instead; c is read only when beta != 0. A Gemm16 tile's last")
 			p("// k block uses it, so the tile never goes through float32 memory.")
@@ -266,13 +296,45 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 			p("\tVMOVUPS %s, %d(DI)", acc(i, v), v*lanes*4)
 			return
 		}
-		p("\tVCVTPS2PH $0, %s, Y2", acc(i, v))
-		if s.widen {
-			p("\tVCVTPH2PS Y2, Z2")
-			p("\tVMOVUPS Z2, %d(R9)", v*lanes*4)
+		if s.bf16 {
+			// dtype's BF16ROUND on the accumulator x, with Y2 and Y3 as
+			// temporaries: x>>16 | 0x40 (a NaN, quieted) where x is a
+			// NaN, else (x + 0x7fff + (x>>16 & 1)) >> 16.
+			x := acc(i, v)
+			p("\tVPSRLD $16, %s, Y2", x)
+			p("\tVPAND bf16Consts<>+0(SB), Y2, Y3")
+			p("\tVPADDD %s, Y3, Y3", x)
+			p("\tVPADDD bf16Consts<>+32(SB), Y3, Y3")
+			p("\tVPSRLD $16, Y3, Y3")
+			p("\tVPOR bf16Consts<>+64(SB), Y2, Y2")
+			p("\tVPAND bf16Consts<>+96(SB), %s, %s", x, x)
+			p("\tVPCMPGTD bf16Consts<>+128(SB), %s, %s", x, x)
+			p("\tVPBLENDVB %s, Y2, Y3, %s", x, x)
+			if s.widen {
+				p("\tVPSLLD $16, %s, %s", x, x)
+				p("\tVMOVUPS %s, %d(R9)", x, v*lanes*4)
+				return
+			}
+			// Each lane is <= 0xffff, so the saturating pack narrows.
+			xx := "X" + x[1:]
+			p("\tVEXTRACTI128 $1, %s, X2", x)
+			p("\tVPACKUSDW X2, %s, %s", xx, xx)
+			p("\tVMOVDQU %s, %d(R9)", xx, v*lanes*2)
 			return
 		}
-		p("\tVMOVDQU Y2, %d(R9)", v*lanes*2)
+		// The rounded lanes take half the accumulator's width: a Y
+		// register for a Z accumulator, an X register for a Y one.
+		half, wide := "Y2", "Z2"
+		if s.vecBits == 256 {
+			half, wide = "X2", "Y2"
+		}
+		p("\tVCVTPS2PH $0, %s, %s", acc(i, v), half)
+		if s.widen {
+			p("\tVCVTPH2PS %s, %s", half, wide)
+			p("\tVMOVUPS %s, %d(R9)", wide, v*lanes*4)
+			return
+		}
+		p("\tVMOVDQU %s, %d(R9)", half, v*lanes*2)
 	}
 	next := func() {
 		p("\tADDQ DX, DI")
@@ -301,6 +363,21 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	}
 	p("\tVZEROUPPER")
 	p("\tRET")
+}
+
+// genBF16Consts writes the constants that the bfloat16-rounding kernels'
+// stores read, each in the eight 32-bit lanes of a Y register: the rounding bit
+// mask 1, the bias 0x7fff, the quiet bit 0x40, the magnitude mask and +Inf.
+func genBF16Consts(w *bytes.Buffer) {
+	p := printer(w)
+	p("")
+	p("// bf16Consts: 1, 0x7fff, 0x40, 0x7fffffff and 0x7f800000, eight lanes each.")
+	for i, v := range []uint32{1, 0x7fff, 0x40, 0x7fffffff, 0x7f800000} {
+		for l := 0; l < 8; l++ {
+			p("DATA bf16Consts<>+%d(SB)/4, $0x%x", i*32+l*4, v)
+		}
+	}
+	p("GLOBL bf16Consts<>(SB), RODATA|NOPTR, $160")
 }
 
 // genPeak writes a loop of independent FMAs with no memory traffic: the
@@ -375,7 +452,7 @@ var elems = []elem{
 		},
 		scalar: func(p func(string, ...any), addr, dst string) {
 			p("\tMOVWLZX %s, R10", addr)
-			p("\tMOVQ R10, X0")
+			p("\tVMOVQ R10, X0")
 			p("\tVCVTPH2PS X0, X0")
 			p("\tVMOVSS X0, %s", dst)
 		},
@@ -575,6 +652,55 @@ func genTr8(w *bytes.Buffer, e elem) {
 
 // genTr4 writes tr4<T>(dst, ldd, src, lds, n4): as tr8 for 4 rows x 4*n4
 // columns, one 4x4 block in X registers at a time.
+// genTr2 writes tr2<T>(dst, ldd, src, lds, n8): 2 rows x 8*n8 columns,
+// dst[q*ldd+p] = widen(src[p*lds+q]) for p < 2. The AVX2 A panel has 6
+// rows, 4 of them tr4's, and these 2 went to Go one element at a time.
+// Each step interleaves 8 columns of the two rows into pairs and stores
+// them 64 bits at a time.
+func genTr2(w *bytes.Buffer, e elem) {
+	p := printer(w)
+	name := "tr2" + e.suffix
+	p("")
+	p("// func %s(dst *float32, ldd int, src *%s, lds int, n8 int)", name, e.goType)
+	p("//")
+	p("// %s transposes 2 rows x 8*n8 columns: dst[q*ldd+p] = src[p*lds+q].", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ ldd+8(FP), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ src+16(FP), SI")
+	p("\tMOVQ lds+24(FP), R9")
+	p("\tSHLQ $%d, R9", e.ldShift())
+	p("\tMOVQ n8+32(FP), CX")
+	p("\tLEAQ (R8)(R8*2), R12")
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_done", name)
+	p("%s_loop:", name)
+	e.load(p, "(SI)", "Y0")
+	e.load(p, "(SI)(R9*1)", "Y1")
+	// Y2 holds the pairs of columns 0, 1 | 4, 5 and Y3 of 2, 3 | 6, 7.
+	p("\tVUNPCKLPS Y1, Y0, Y2")
+	p("\tVUNPCKHPS Y1, Y0, Y3")
+	p("\tVEXTRACTF128 $1, Y2, X4")
+	p("\tVEXTRACTF128 $1, Y3, X5")
+	p("\tVMOVLPS X2, (DI)")
+	p("\tVMOVHPS X2, (DI)(R8*1)")
+	p("\tVMOVLPS X3, (DI)(R8*2)")
+	p("\tVMOVHPS X3, (DI)(R12*1)")
+	p("\tLEAQ (DI)(R8*4), DI")
+	p("\tVMOVLPS X4, (DI)")
+	p("\tVMOVHPS X4, (DI)(R8*1)")
+	p("\tVMOVLPS X5, (DI)(R8*2)")
+	p("\tVMOVHPS X5, (DI)(R12*1)")
+	p("\tLEAQ (DI)(R8*4), DI")
+	p("\tADDQ $%d, SI", 8*e.size)
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
 func genTr4(w *bytes.Buffer, e elem) {
 	p := printer(w)
 	name := "tr4" + e.suffix

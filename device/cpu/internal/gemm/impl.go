@@ -27,6 +27,11 @@ type impl struct {
 	// uses it as tileHalf is used.
 	tileWide tileWideFn
 
+	// tileBF16 and tileBF16Wide, where the implementation has them, are
+	// tileHalf and tileWide rounding to bfloat16.
+	tileBF16     tileHalfFn
+	tileBF16Wide tileWideFn
+
 	// edge[i][j] is a kernel for a rows[i] x cols[j] tile at the bottom or
 	// right edge of C, reading the same packed panels as tile (rows and cols
 	// ascending, the last being mr and nr). Every element is computed with

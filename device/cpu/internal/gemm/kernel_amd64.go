@@ -45,6 +45,23 @@ func kernAVX512x4x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 //go:noescape
 func kernAVX2x6x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
+// kernAVX2x6x16H and kernAVX2x6x16HW are kernAVX2x6x16 storing binary16,
+// and binary16 widened back to float32, into out.
+//
+//go:noescape
+func kernAVX2x6x16H(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)
+
+//go:noescape
+func kernAVX2x6x16HW(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)
+
+// kernAVX2x6x16B and kernAVX2x6x16BW round to bfloat16 instead.
+//
+//go:noescape
+func kernAVX2x6x16B(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)
+
+//go:noescape
+func kernAVX2x6x16BW(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)
+
 //go:noescape
 func kernAVX2x6x8(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
@@ -88,6 +105,15 @@ func tr4F16(dst *float32, ldd int, src *uint16, lds int, n4 int)
 
 //go:noescape
 func tr4BF16(dst *float32, ldd int, src *uint16, lds int, n4 int)
+
+//go:noescape
+func tr2F32(dst *float32, ldd int, src *float32, lds int, n8 int)
+
+//go:noescape
+func tr2F16(dst *float32, ldd int, src *uint16, lds int, n8 int)
+
+//go:noescape
+func tr2BF16(dst *float32, ldd int, src *uint16, lds int, n8 int)
 
 //go:noescape
 func panel32F32(dst *float32, src *float32, lds int, rows int)
@@ -211,21 +237,52 @@ func (h asmHelpers) cvt2D(dst []float32, ldd int, src []uint16, lds int, rows, c
 }
 
 func (asmHelpers) transpose(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
-	transposeAsm(dst, ldd, src, lds, rows, cols, tr8F32, tr4F32, transposeGo)
+	transposeAsm(dst, ldd, src, lds, rows, cols, tr8F32, tr4F32, tr2F32, transposeGo)
 }
 
 func (asmHelpers) transpose16(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool) {
 	if bf16 {
-		transposeAsm(dst, ldd, src, lds, rows, cols, tr8BF16, tr4BF16, transposeBF16Go)
+		transposeAsm(dst, ldd, src, lds, rows, cols, tr8BF16, tr4BF16, tr2BF16, transposeTailBF16)
 		return
 	}
-	transposeAsm(dst, ldd, src, lds, rows, cols, tr8F16, tr4F16, transposeF16Go)
+	transposeAsm(dst, ldd, src, lds, rows, cols, tr8F16, tr4F16, tr2F16, transposeTailF16)
 }
 
-// transposeAsm does 8- and then 4-row groups with the shuffle kernels and
-// leaves the last rows and columns (fewer than 4 of either) to Go.
+// tailSpan is how many elements transposeTail16 widens at a time.
+const tailSpan = 256
+
+// transposeTail16 is transpose16Go for the rows the shuffle kernels leave
+// (an AVX2 A panel's last 2 of 6 rows, a 10-wide B panel's last 2): it
+// widens them with cvt2D into a buffer on the stack, tailSpan elements at
+// a time, and transposes float32. Widening one element at a time in Go
+// made a 6-row F16 panel cost 1.2x a float32 one.
+func transposeTail16(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool) {
+	var buf [tailSpan]float32
+	step := max(1, tailSpan/rows)
+	if rows > tailSpan {
+		transpose16Go(dst, ldd, src, lds, rows, cols, bf16)
+		return
+	}
+	for q := 0; q < cols; q += step {
+		w := min(step, cols-q)
+		asmHelpers{}.cvt2D(buf[:], w, src[q:], lds, rows, w, bf16)
+		transposeGo(dst[q*ldd:], ldd, buf[:], w, rows, w)
+	}
+}
+
+func transposeTailF16(dst []float32, ldd int, src []uint16, lds int, rows, cols int) {
+	transposeTail16(dst, ldd, src, lds, rows, cols, false)
+}
+
+func transposeTailBF16(dst []float32, ldd int, src []uint16, lds int, rows, cols int) {
+	transposeTail16(dst, ldd, src, lds, rows, cols, true)
+}
+
+// transposeAsm does 8-, 4- and then 2-row groups with the shuffle kernels
+// and leaves the last rows and columns (fewer than 2 rows, or fewer than 8
+// or 4 columns) to tail.
 func transposeAsm[T float32 | uint16](dst []float32, ldd int, src []T, lds int, rows, cols int,
-	tr8, tr4 func(dst *float32, ldd int, src *T, lds int, n int),
+	tr8, tr4, tr2 func(dst *float32, ldd int, src *T, lds int, n int),
 	tail func(dst []float32, ldd int, src []T, lds int, rows, cols int)) {
 	if rows <= 0 || cols <= 0 {
 		return
@@ -253,6 +310,16 @@ func transposeAsm[T float32 | uint16](dst []float32, ldd int, src []T, lds int, 
 			tail(dst[q*ldd+p:], ldd, src[p*lds+q:], lds, 4, cols-q)
 		}
 		p += 4
+	}
+	if p+2 <= rows {
+		q := cols &^ 7
+		if q > 0 {
+			tr2(&dst[p], ldd, &src[p*lds], lds, q/8)
+		}
+		if q < cols {
+			tail(dst[q*ldd+p:], ldd, src[p*lds+q:], lds, 2, cols-q)
+		}
+		p += 2
 	}
 	if p < rows {
 		tail(dst[p:], ldd, src[p*lds:], lds, rows-p, cols)
@@ -311,7 +378,13 @@ var avx2Impl = &impl{
 	name: "avx2",
 	mr:   6, nr: 16,
 	kc: 256, mc: 144, nc: 4080,
-	tile: tileFunc(6, 16, 6, 16, kernAVX2x6x16),
+	tile:     tileFunc(6, 16, 6, 16, kernAVX2x6x16),
+	tileHalf: tileHalfFunc(6, 16, 6, 16, kernAVX2x6x16H),
+	tileWide: tileWideFunc(6, 16, 6, 16, kernAVX2x6x16HW),
+
+	tileBF16:     tileHalfFunc(6, 16, 6, 16, kernAVX2x6x16B),
+	tileBF16Wide: tileWideFunc(6, 16, 6, 16, kernAVX2x6x16BW),
+
 	rows: []int{2, 4, 6},
 	cols: []int{8, 16},
 	edge: [][]tileFn{
