@@ -66,7 +66,7 @@ func sgdPiece(pb, gb, mb *Buffer, h device.SGDParams, lo, hi int) {
 		if h.WeightDecay == 0 {
 			done := sgdPlainSIMD(ps, gs, h.LR)
 			for i, g := range gs[done:] {
-				ps[done+i] -= h.LR * g
+				ps[done+i] -= float32(h.LR * g)
 			}
 			return
 		}
@@ -82,8 +82,8 @@ func sgdPiece(pb, gb, mb *Buffer, h device.SGDParams, lo, hi int) {
 	if !h.First && !h.Nesterov && h.WeightDecay == 0 {
 		damp := 1 - h.Dampening
 		for i := sgdMomentumSIMD(ps, gs, ms, h.Momentum, damp, h.LR); i < len(ps); i++ {
-			ms[i] = h.Momentum*ms[i] + damp*gs[i]
-			ps[i] -= h.LR * ms[i]
+			ms[i] = float32(h.Momentum*ms[i]) + float32(damp*gs[i])
+			ps[i] -= float32(h.LR * ms[i])
 		}
 		return
 	}
@@ -203,19 +203,22 @@ const (
 	adamDecoupled = 2 // AdamW: the decay shrinks the weight
 )
 
-// adamGo is the reference loop; adamAVX512 performs the same operations.
+// adamGo is the reference loop; adamAVX512 and adamAVX2 perform the same
+// operations. Here and in the SGD loops the conversions around products
+// round them, which keeps the compiler from fusing a product and a sum
+// into an FMA (it does under GOAMD64=v3): the assembly does not fuse.
 func adamGo(ps, gs, ms, vs []float32, k *adamConsts) {
 	gs, ms, vs = gs[:len(ps)], ms[:len(ps)], vs[:len(ps)]
 	for i := range ps {
 		gi := gs[i]
 		switch k.mode {
 		case adamCoupled:
-			gi += k.wd * ps[i]
+			gi += float32(k.wd * ps[i])
 		case adamDecoupled:
 			ps[i] *= k.decay
 		}
-		ms[i] += k.omb1 * (gi - ms[i])
-		vs[i] = k.b2*vs[i] + k.omb2*gi*gi
+		ms[i] += float32(k.omb1 * (gi - ms[i]))
+		vs[i] = float32(k.b2*vs[i]) + float32(k.omb2*gi*gi)
 		denom := float32(math.Sqrt(float64(vs[i])))/k.bc2sqrt + k.eps
 		ps[i] -= k.stepSize * ms[i] / denom
 	}

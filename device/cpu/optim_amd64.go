@@ -4,9 +4,9 @@ package cpu
 
 import "golang.org/x/sys/cpu"
 
-// simdOptim selects the AVX-512 optimiser loops; tests turn it off to check
-// them against the Go loops.
-var simdOptim = cpu.X86.HasAVX512F
+// simdOptim selects the optimiser loops: AVX-512, else AVX2, else Go. Tests
+// lower it to check each against the Go loops.
+var simdOptim = levelOf(cpu.X86.HasAVX2, cpu.X86.HasAVX512F)
 
 //go:noescape
 func sgdMomentumAVX512(p, gr, m *float32, n int, mom, damp, lr float32)
@@ -20,42 +20,73 @@ func adamAVX512(p, gr, m, v *float32, n int, k *adamConsts)
 //go:noescape
 func unscaleAVX512(s *float32, n int, inv float32) (nonFinite bool)
 
-// sgdMomentumSIMD runs the first n - n%16 elements of sgdMomentum's loop
-// and returns how many it did.
+//go:noescape
+func sgdMomentumAVX2(p, gr, m *float32, n int, mom, damp, lr float32)
+
+//go:noescape
+func sgdPlainAVX2(p, gr *float32, n int, lr float32)
+
+//go:noescape
+func adamAVX2(p, gr, m, v *float32, n int, k *adamConsts)
+
+//go:noescape
+func unscaleAVX2(s *float32, n int, inv float32) (nonFinite bool)
+
+// sgdMomentumSIMD runs the first n - n%lanes elements of sgdMomentum's
+// loop and returns how many it did.
 func sgdMomentumSIMD(ps, gs, ms []float32, mom, damp, lr float32) int {
-	n := len(ps) &^ 15
-	if !simdOptim || n == 0 {
+	l := simdOptim
+	n := l.part(len(ps), 4)
+	if n == 0 {
 		return 0
 	}
 	_, _ = gs[n-1], ms[n-1]
-	sgdMomentumAVX512(&ps[0], &gs[0], &ms[0], n, mom, damp, lr)
+	if l == simdAVX512 {
+		sgdMomentumAVX512(&ps[0], &gs[0], &ms[0], n, mom, damp, lr)
+	} else {
+		sgdMomentumAVX2(&ps[0], &gs[0], &ms[0], n, mom, damp, lr)
+	}
 	return n
 }
 
 func sgdPlainSIMD(ps, gs []float32, lr float32) int {
-	n := len(ps) &^ 15
-	if !simdOptim || n == 0 {
+	l := simdOptim
+	n := l.part(len(ps), 4)
+	if n == 0 {
 		return 0
 	}
 	_ = gs[n-1]
-	sgdPlainAVX512(&ps[0], &gs[0], n, lr)
+	if l == simdAVX512 {
+		sgdPlainAVX512(&ps[0], &gs[0], n, lr)
+	} else {
+		sgdPlainAVX2(&ps[0], &gs[0], n, lr)
+	}
 	return n
 }
 
 func adamSIMD(ps, gs, ms, vs []float32, k *adamConsts) int {
-	n := len(ps) &^ 15
-	if !simdOptim || n == 0 {
+	l := simdOptim
+	n := l.part(len(ps), 4)
+	if n == 0 {
 		return 0
 	}
 	_, _, _ = gs[n-1], ms[n-1], vs[n-1]
-	adamAVX512(&ps[0], &gs[0], &ms[0], &vs[0], n, k)
+	if l == simdAVX512 {
+		adamAVX512(&ps[0], &gs[0], &ms[0], &vs[0], n, k)
+	} else {
+		adamAVX2(&ps[0], &gs[0], &ms[0], &vs[0], n, k)
+	}
 	return n
 }
 
 func unscaleSIMD(s []float32, inv float32) (done int, nonFinite bool) {
-	n := len(s) &^ 15
-	if !simdOptim || n == 0 {
+	l := simdOptim
+	n := l.part(len(s), 4)
+	if n == 0 {
 		return 0, false
 	}
-	return n, unscaleAVX512(&s[0], n, inv)
+	if l == simdAVX512 {
+		return n, unscaleAVX512(&s[0], n, inv)
+	}
+	return n, unscaleAVX2(&s[0], n, inv)
 }

@@ -2,10 +2,11 @@
 
 #include "textflag.h"
 
-// The optimiser loops of optim.go, sixteen float32 lanes at a time. Each
-// performs the same float32 operations in the same order as the Go loop it
-// replaces (separate multiplies and adds, never fused), so the results are
-// bitwise equal to it. n is a multiple of 16; the caller does the tail.
+// The optimiser loops of optim.go, sixteen float32 lanes at a time in
+// AVX-512 and eight in AVX2. Each performs the same float32 operations in
+// the same order as the Go loop it replaces (separate multiplies and adds,
+// never fused), so the results are bitwise equal to it. n is a multiple of
+// the lane count; the caller does the tail.
 
 // func sgdMomentumAVX512(p, gr, m *float32, n int, mom, damp, lr float32)
 // m = mom*m + damp*g; p = p - lr*m
@@ -163,5 +164,159 @@ unsDone:
 	KMOVW    K1, AX
 	TESTL    AX, AX
 	SETNE    nonFinite+24(FP)
+	VZEROUPPER
+	RET
+
+// The AVX2 loops are the AVX-512 ones on YMM registers, instruction for
+// instruction.
+
+// func sgdMomentumAVX2(p, gr, m *float32, n int, mom, damp, lr float32)
+// m = mom*m + damp*g; p = p - lr*m
+TEXT ·sgdMomentumAVX2(SB), NOSPLIT, $0-44
+	MOVQ p+0(FP), DI
+	MOVQ gr+8(FP), SI
+	MOVQ m+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS mom+32(FP), Y1
+	VBROADCASTSS damp+36(FP), Y2
+	VBROADCASTSS lr+40(FP), Y3
+	SHRQ $3, CX
+	JZ   sgdm2Done
+
+sgdm2Loop:
+	VMOVUPS (DX), Y4
+	VMOVUPS (SI), Y5
+	VMULPS  Y1, Y4, Y4 // mom*m
+	VMULPS  Y2, Y5, Y5 // damp*g
+	VADDPS  Y5, Y4, Y4 // m'
+	VMOVUPS Y4, (DX)
+	VMULPS  Y3, Y4, Y4 // lr*m'
+	VMOVUPS (DI), Y6
+	VSUBPS  Y4, Y6, Y6 // p - lr*m'
+	VMOVUPS Y6, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     sgdm2Loop
+
+sgdm2Done:
+	VZEROUPPER
+	RET
+
+// func sgdPlainAVX2(p, gr *float32, n int, lr float32)
+// p = p - lr*g
+TEXT ·sgdPlainAVX2(SB), NOSPLIT, $0-28
+	MOVQ p+0(FP), DI
+	MOVQ gr+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS lr+24(FP), Y3
+	SHRQ $3, CX
+	JZ   sgdp2Done
+
+sgdp2Loop:
+	VMOVUPS (SI), Y5
+	VMULPS  Y3, Y5, Y5
+	VMOVUPS (DI), Y6
+	VSUBPS  Y5, Y6, Y6
+	VMOVUPS Y6, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     sgdp2Loop
+
+sgdp2Done:
+	VZEROUPPER
+	RET
+
+// func adamAVX2(p, gr, m, v *float32, n int, k *adamConsts)
+// adamAVX512's steps in eight lanes.
+TEXT ·adamAVX2(SB), NOSPLIT, $0-48
+	MOVQ p+0(FP), DI
+	MOVQ gr+8(FP), SI
+	MOVQ m+16(FP), DX
+	MOVQ v+24(FP), R8
+	MOVQ n+32(FP), CX
+	MOVQ k+40(FP), AX
+	VBROADCASTSS 0(AX), Y1  // omb1
+	VBROADCASTSS 4(AX), Y2  // b2
+	VBROADCASTSS 8(AX), Y3  // omb2
+	VBROADCASTSS 12(AX), Y4 // stepSize
+	VBROADCASTSS 16(AX), Y5 // bc2sqrt
+	VBROADCASTSS 20(AX), Y6 // eps
+	VBROADCASTSS 24(AX), Y7 // decay
+	VBROADCASTSS 28(AX), Y8 // wd
+	MOVL 32(AX), BX         // mode
+	SHRQ $3, CX
+	JZ   adam2Done
+
+adam2Loop:
+	VMOVUPS (SI), Y10 // g
+	VMOVUPS (DI), Y11 // p
+	CMPL    BX, $1
+	JNE     adam2NotCoupled
+	VMULPS  Y11, Y8, Y12 // wd*p
+	VADDPS  Y12, Y10, Y10
+	JMP     adam2Moments
+
+adam2NotCoupled:
+	CMPL    BX, $2
+	JNE     adam2Moments
+	VMULPS  Y7, Y11, Y11 // p*decay
+
+adam2Moments:
+	VMOVUPS (DX), Y12    // m
+	VSUBPS  Y12, Y10, Y13 // g-m
+	VMULPS  Y13, Y1, Y13  // omb1*(g-m)
+	VADDPS  Y13, Y12, Y12 // m'
+	VMOVUPS Y12, (DX)
+	VMOVUPS (R8), Y14     // v
+	VMULPS  Y14, Y2, Y14  // b2*v
+	VMULPS  Y10, Y3, Y15  // omb2*g
+	VMULPS  Y10, Y15, Y15 // (omb2*g)*g
+	VADDPS  Y15, Y14, Y14 // v'
+	VMOVUPS Y14, (R8)
+	VSQRTPS Y14, Y14
+	VDIVPS  Y5, Y14, Y14  // sqrt(v')/bc2sqrt
+	VADDPS  Y6, Y14, Y14  // + eps
+	VMULPS  Y12, Y4, Y12  // stepSize*m'
+	VDIVPS  Y14, Y12, Y12 // /denom
+	VSUBPS  Y12, Y11, Y11 // p - ...
+	VMOVUPS Y11, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, R8
+	DECQ    CX
+	JNZ     adam2Loop
+
+adam2Done:
+	VZEROUPPER
+	RET
+
+// func unscaleAVX2(s *float32, n int, inv float32) (nonFinite bool)
+// unscaleAVX512 in eight lanes; VPTEST sets ZF when no bit of the OR-ed
+// differences is set.
+TEXT ·unscaleAVX2(SB), NOSPLIT, $0-25
+	MOVQ s+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS inv+16(FP), Y1
+	VPXOR Y2, Y2, Y2
+	SHRQ $3, CX
+	JZ   uns2Done
+
+uns2Loop:
+	VMOVUPS (DI), Y3
+	VMULPS  Y1, Y3, Y3
+	VMOVUPS Y3, (DI)
+	VSUBPS  Y3, Y3, Y4
+	VPOR    Y4, Y2, Y2
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     uns2Loop
+
+uns2Done:
+	VPTEST Y2, Y2
+	SETNE  nonFinite+24(FP)
 	VZEROUPPER
 	RET

@@ -14,8 +14,8 @@ import (
 // TestStepCastMatchesStepThenCopy checks the fused step-and-cast kernels
 // against the plain step followed by a conversion, bit for bit: the
 // parameters and optimiser state must be those of the plain step, and the
-// copy what Copy makes of them. Sizes cross the SIMD width, the cast
-// blocks and the parallel pieces.
+// copy what Copy makes of them, at every SIMD level this CPU runs. Sizes
+// cross the SIMD width, the cast blocks and the parallel pieces.
 func TestStepCastMatchesStepThenCopy(t *testing.T) {
 	withProcs(t, 2)
 	sizes := []int{1, 17, castBlock - 1, castBlock + 3, grain + 5, 3*grain + 7}
@@ -49,44 +49,48 @@ func TestStepCastMatchesStepThenCopy(t *testing.T) {
 	}
 	d := New()
 	defer d.Close()
-	for _, n := range sizes {
-		rng := rand.New(rand.NewPCG(uint64(n), 3))
-		init := make([][]float32, 4)
-		for i := range init {
-			init[i] = optimValues(rng, n)
-			if i == 3 { // Adam's second moment is never negative
-				for j, v := range init[i] {
-					init[i][j] = max(v, -v)
-				}
-			}
-		}
-		load := func() []device.Buffer {
-			bs := make([]device.Buffer, 4)
-			for i := range bs {
-				bs[i] = d.Alloc(dtype.F32, n, device.Temp)
-				d.CopyFromHost(bs[i], init[i])
-			}
-			return bs
-		}
-		for _, s := range steps {
-			for _, low := range []dtype.DType{dtype.F16, dtype.BF16} {
-				want, got := load(), load()
-				s.plain(d, want)
-				wantLow := d.Alloc(low, n, device.Temp)
-				d.Copy(wantLow, 0, want[0], 0, n)
-				gotLow := d.Alloc(low, n, device.Temp)
-				d.Fill(gotLow, 7) // stale contents the step must overwrite
-				s.fused(d, got, gotLow)
-				for i := range want {
-					if j := firstDiff(d, want[i], got[i]); j >= 0 {
-						t.Fatalf("%s n=%d %v: buffer %d differs from the plain step at element %d", s.name, n, low, i, j)
+	defer func(l simdLevel) { simdOptim = l }(simdOptim)
+	for _, l := range levelsUpTo(simdOptim) {
+		simdOptim = l
+		for _, n := range sizes {
+			rng := rand.New(rand.NewPCG(uint64(n), 3))
+			init := make([][]float32, 4)
+			for i := range init {
+				init[i] = optimValues(rng, n)
+				if i == 3 { // Adam's second moment is never negative
+					for j, v := range init[i] {
+						init[i][j] = max(v, -v)
 					}
 				}
-				if j := firstDiff(d, wantLow, gotLow); j >= 0 {
-					t.Fatalf("%s n=%d: %v copy differs from Copy of the plain step's result at element %d", s.name, n, low, j)
+			}
+			load := func() []device.Buffer {
+				bs := make([]device.Buffer, 4)
+				for i := range bs {
+					bs[i] = d.Alloc(dtype.F32, n, device.Temp)
+					d.CopyFromHost(bs[i], init[i])
 				}
-				for _, b := range append(append(want, got...), wantLow, gotLow) {
-					d.Free(b)
+				return bs
+			}
+			for _, s := range steps {
+				for _, low := range []dtype.DType{dtype.F16, dtype.BF16} {
+					want, got := load(), load()
+					s.plain(d, want)
+					wantLow := d.Alloc(low, n, device.Temp)
+					d.Copy(wantLow, 0, want[0], 0, n)
+					gotLow := d.Alloc(low, n, device.Temp)
+					d.Fill(gotLow, 7) // stale contents the step must overwrite
+					s.fused(d, got, gotLow)
+					for i := range want {
+						if j := firstDiff(d, want[i], got[i]); j >= 0 {
+							t.Fatalf("%s n=%d %v %v: buffer %d differs from the plain step at element %d", s.name, n, l, low, i, j)
+						}
+					}
+					if j := firstDiff(d, wantLow, gotLow); j >= 0 {
+						t.Fatalf("%s n=%d %v: %v copy differs from Copy of the plain step's result at element %d", s.name, n, l, low, j)
+					}
+					for _, b := range append(append(want, got...), wantLow, gotLow) {
+						d.Free(b)
+					}
 				}
 			}
 		}

@@ -3,7 +3,7 @@
 package cpu
 
 // Without the amd64 assembly every optimiser loop runs in Go.
-var simdOptim = false
+var simdOptim = simdGo
 
 func sgdMomentumSIMD(ps, gs, ms []float32, mom, damp, lr float32) int { return 0 }
 func sgdPlainSIMD(ps, gs []float32, lr float32) int                   { return 0 }

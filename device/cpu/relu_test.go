@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -72,22 +73,30 @@ func specialBits32(rng *rand.Rand, n int) []float32 {
 	return out
 }
 
-// TestReLUBits checks that ReLU and its gradient on the bit patterns, in
-// AVX-512 and in Go, give what widening, computing in float32 and rounding
-// give: every 16-bit pattern as input (and as y), NaN payloads and signs,
-// both zeros, on unaligned ranges with tails, and untouched elements outside
-// the range.
-func TestReLUBits(t *testing.T) {
-	simd := []bool{false}
-	if simdReLU {
-		simd = append(simd, true)
-	} else {
-		t.Log("no AVX-512 BW on this CPU: only the Go loops run")
+// levelsUpTo lists the SIMD levels from the Go loops up to top, the
+// highest this CPU runs for a family: every one a test must check.
+func levelsUpTo(top simdLevel) []simdLevel {
+	var ls []simdLevel
+	for l := simdGo; l <= top; l++ {
+		ls = append(ls, l)
 	}
-	defer func(v bool) { simdReLU = v }(simdReLU)
+	return ls
+}
+
+// TestReLUBits checks that ReLU and its gradient on the bit patterns, at
+// every SIMD level this CPU runs and in Go, give what widening, computing
+// in float32 and rounding give: every 16-bit pattern as input (and as y),
+// NaN payloads and signs, both zeros, on unaligned ranges of many lengths
+// with tails, and untouched elements outside the range.
+func TestReLUBits(t *testing.T) {
+	levels := levelsUpTo(simdReLU)
+	if len(levels) == 1 {
+		t.Log("no AVX2 on this CPU: only the Go loops run")
+	}
+	defer func(l simdLevel) { simdReLU = l }(simdReLU)
 	rng := rand.New(rand.NewPCG(5, 9))
-	for _, on := range simd {
-		simdReLU = on
+	for _, l := range levels {
+		simdReLU = l
 		for _, dt := range dtype.All {
 			n := 1 << 16
 			x, g := newBits(dt, n), newBits(dt, n)
@@ -101,23 +110,28 @@ func TestReLUBits(t *testing.T) {
 				}
 				rng.Shuffle(n, func(i, j int) { g.u16[i], g.u16[j] = g.u16[j], g.u16[i] })
 			}
-			for _, r := range [][2]int{{0, n}, {3, n - 5}, {7, 7 + 31}, {1, 18}, {0, 0}} {
+			ranges := [][2]int{{0, n}, {3, n - 5}, {0, 0}}
+			for i, m := range []int{1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 100} {
+				ranges = append(ranges, [2]int{i, i + m})
+			}
+			for _, r := range ranges {
 				lo, hi := r[0], r[1]
 				got, want := newBits(dt, n), newBits(dt, n)
 				if !reluFast(got, x, lo, hi) {
 					t.Fatalf("%v: reluFast declined one dtype", dt)
 				}
 				reluGeneral(want, x, lo, hi)
-				bitsEqual(t, "ReLU "+dt.String(), got, want)
+				what := fmt.Sprintf("%v %v [%d, %d)", dt, l, lo, hi)
+				bitsEqual(t, "ReLU "+what, got, want)
 				// The gradient with every pattern as y, and as dy.
 				got, want = newBits(dt, n), newBits(dt, n)
 				reluGradFast(got, g, x, lo, hi)
 				reluGradGeneral(want, g, x, lo, hi)
-				bitsEqual(t, "ReLU grad (y all patterns) "+dt.String(), got, want)
+				bitsEqual(t, "ReLU grad (y all patterns) "+what, got, want)
 				got, want = newBits(dt, n), newBits(dt, n)
 				reluGradFast(got, x, g, lo, hi)
 				reluGradGeneral(want, x, g, lo, hi)
-				bitsEqual(t, "ReLU grad (dy all patterns) "+dt.String(), got, want)
+				bitsEqual(t, "ReLU grad (dy all patterns) "+what, got, want)
 			}
 		}
 	}

@@ -2,7 +2,7 @@
 
 package cpu
 
-var simdRows = false
+var simdRows = simdGo
 
 // addWiden does dst[i] += float64(src[i]) over len(src) elements.
 func addWiden(dst []float64, src []float32) {

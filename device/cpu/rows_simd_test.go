@@ -9,35 +9,44 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-// TestAddWidenMatchesGo checks the AVX-512 float64 accumulation against the
-// Go loop, bit for bit, over lengths with and without tails and values over
-// many binades (so that the float64 sums round).
+// TestAddWidenMatchesGo checks the float64 accumulation at every SIMD
+// level this CPU runs against the Go loop, bit for bit, over lengths with
+// and without tails and values over many binades (so that the float64 sums
+// round), with both zeros, subnormals, infinities and NaNs mixed in.
 func TestAddWidenMatchesGo(t *testing.T) {
-	if !simdRows {
-		t.Skip("no AVX-512 on this CPU: only the Go loop runs")
+	levels := levelsUpTo(simdRows)
+	if len(levels) == 1 {
+		t.Skip("no AVX2 on this CPU: only the Go loop runs")
 	}
-	defer func(v bool) { simdRows = v }(simdRows)
+	defer func(l simdLevel) { simdRows = l }(simdRows)
 	rng := rand.New(rand.NewPCG(3, 3))
-	for _, n := range []int{1, 7, 8, 9, 64, 1000, 4099} {
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-41, -1e-45, float32(math.Inf(1)), float32(math.NaN()), math.MaxFloat32}
+	for _, n := range []int{1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 1000, 4099} {
 		src := make([]float32, n)
 		acc := make([]float64, n)
 		for i := range src {
 			src[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(60)-30)))
 			acc[i] = rng.NormFloat64() * math.Pow(2, float64(rng.IntN(60)-30))
+			if rng.IntN(8) == 0 {
+				src[i] = special[rng.IntN(len(special))]
+			}
 		}
 		src[n-1] = float32(math.Inf(-1))
-		got, want := append([]float64(nil), acc...), append([]float64(nil), acc...)
-		simdRows = true
-		for range 3 {
-			addWiden(got, src)
-		}
-		simdRows = false
+		simdRows = simdGo
+		want := append([]float64(nil), acc...)
 		for range 3 {
 			addWiden(want, src)
 		}
-		for i := range want {
-			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-				t.Fatalf("n=%d: element %d = %v, want %v", n, i, got[i], want[i])
+		for _, l := range levels[1:] {
+			simdRows = l
+			got := append([]float64(nil), acc...)
+			for range 3 {
+				addWiden(got, src)
+			}
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("n=%d %v: element %d = %v (%#x), want %v (%#x)", n, l, i, got[i], math.Float64bits(got[i]), want[i], math.Float64bits(want[i]))
+				}
 			}
 		}
 	}
