@@ -786,3 +786,794 @@ mghStore:
 mghDone:
 	VZEROUPPER
 	RET
+
+// The AVX2 loops: eight windows, or eight float32 (sixteen 16-bit)
+// elements, a step. AVX2 has no mask registers, so the loops that only
+// write (pooling, its gradient, the row copies) end each row with a step
+// that overlaps the one before, rewriting the same values, instead of a
+// masked one: the pooling loops need rows of at least 8 windows (the
+// wrappers check), the copies take shorter rows in smaller moves. Of the
+// loops that add into memory, addRowsAt32AVX2 adds a row's last n%8
+// elements one at a time, and col2imRowsAVX2 loads through VMASKMOVPS,
+// which reads no lane its mask leaves out. Every instruction on X
+// registers is VEX-encoded.
+
+// pool16Split (VPSHUFB control): in each 128-bit lane, the even 16-bit
+// words to the low quadword and the odd ones to the high.
+DATA pool16Split<>+0(SB)/8, $0x0d0c090805040100
+DATA pool16Split<>+8(SB)/8, $0x0f0e0b0a07060302
+DATA pool16Split<>+16(SB)/8, $0x0d0c090805040100
+DATA pool16Split<>+24(SB)/8, $0x0f0e0b0a07060302
+GLOBL pool16Split<>(SB), RODATA|NOPTR, $32
+
+// GRADSETUP2 loads the arguments and the F16 positions (Y12 0, Y13-Y15
+// the bits of 1, 2, 3) for the 32-bit lanes of the F32 loop, or (words)
+// the 16-bit one.
+#define GRADSETUP2(bcast) \
+	MOVQ dx+0(FP), DI; \
+	MOVQ dy+8(FP), SI; \
+	MOVQ pos+16(FP), R8; \
+	MOVQ w+24(FP), R12; \
+	MOVQ oh+32(FP), R13; \
+	MOVQ ow+40(FP), R14; \
+	MOVB $0, bad+48(FP); \
+	VPXOR Y12, Y12, Y12; \
+	MOVL $0x3c00, AX; \
+	VMOVD AX, X13; \
+	bcast X13, Y13; \
+	MOVL $0x4000, AX; \
+	VMOVD AX, X14; \
+	bcast X14, Y14; \
+	MOVL $0x4200, AX; \
+	VMOVD AX, X15; \
+	bcast X15, Y15
+
+// GRADROW2 stores a window row's 16 float32 from the left (e0) and right
+// (e1) elements of eight windows, interleaved, at (ptr).
+#define GRADROW2(e0, e1, ptr) \
+	VUNPCKLPS  e1, e0, Y6; \
+	VUNPCKHPS  e1, e0, Y7; \
+	VPERM2F128 $0x20, Y7, Y6, Y8; \
+	VPERM2F128 $0x31, Y7, Y6, Y9; \
+	VMOVUPS    Y8, (ptr); \
+	VMOVUPS    Y9, 32(ptr)
+
+// POOLSETUP2 loads the arguments and the F16 positions 1.0, 2.0, 3.0 (Y13,
+// Y14, Y15, one per 32-bit lane).
+#define POOLSETUP2 \
+	MOVQ y+0(FP), DI; \
+	MOVQ pos+8(FP), R8; \
+	MOVQ x+16(FP), SI; \
+	MOVQ w+24(FP), R12; \
+	MOVQ oh+32(FP), R13; \
+	MOVQ ow+40(FP), R14; \
+	MOVL $0x3c00, AX; \
+	VMOVD AX, X13; \
+	VPBROADCASTD X13, Y13; \
+	MOVL $0x4000, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	MOVL $0x4200, AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15
+
+// POOLNEXT2 moves R15 (the step's first window) on by 8, or back to ow-8
+// for a last step that overlaps the one before, and jumps to col; it falls
+// through when the row is done.
+#define POOLNEXT2(col) \
+	ADDQ $8, R15; \
+	CMPQ R15, R14; \
+	JGE  6(PC); \
+	LEAQ 8(R15), R9; \
+	CMPQ R9, R14; \
+	JLE  col; \
+	LEAQ -8(R14), R15; \
+	JMP  col
+
+// TAKE2 is TAKE for AVX2: element f (as float32; raw, what is stored)
+// replaces the running maximum (Y4 value, raw in Y5, position Y0 or Y8 as
+// pp) where it is greater or a NaN; Y1, Y2 (t1, t2) are scratch.
+#define TAKE2(f, raw, p, pp, t1, t2) \
+	VCMPPS    $0x1e, Y4, f, t1; \
+	VCMPPS    $3, f, f, t2; \
+	VORPS     t2, t1, t1; \
+	VBLENDVPS t1, f, Y4, Y4; \
+	VBLENDVPS t1, raw, Y5, Y5; \
+	VBLENDVPS t1, p, pp, pp
+
+// TAKE2F is TAKE2 for float32, whose value is what is stored.
+#define TAKE2F(f, p) \
+	VCMPPS    $0x1e, Y4, f, Y9; \
+	VCMPPS    $3, f, f, Y10; \
+	VORPS     Y10, Y9, Y9; \
+	VBLENDVPS Y9, f, Y4, Y4; \
+	VBLENDVPS Y9, p, Y8, Y8
+
+// func maxPool2x2F32AVX2(y *float32, pos *uint16, x *float32, w, oh, ow int)
+// maxPool2x2F32 for ow >= 8. VSHUFPS deinterleaves the windows of a step
+// in the order 0 1 4 5 2 3 6 7, which VPERMPD and VPSHUFD undo in y and
+// pos.
+TEXT ·maxPool2x2F32AVX2(SB), NOSPLIT, $0-48
+	POOLSETUP2
+	SHLQ $2, R12                 // input row, bytes
+	TESTQ R13, R13
+	JZ   mpfyDone
+
+mpfyRow:
+	XORQ R15, R15
+
+mpfyCol:
+	LEAQ (SI)(R15*8), AX         // row 2r at window R15
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VSHUFPS $0x88, Y1, Y0, Y4    // a: top left, the running maximum
+	VSHUFPS $0xdd, Y1, Y0, Y5    // b: top right
+	VMOVUPS (AX)(R12*1), Y0      // row 2r+1
+	VMOVUPS 32(AX)(R12*1), Y1
+	VSHUFPS $0x88, Y1, Y0, Y6    // c: bottom left
+	VSHUFPS $0xdd, Y1, Y0, Y7    // d: bottom right
+	VPXOR   Y8, Y8, Y8           // position 0, a's
+	TAKE2F(Y5, Y13)
+	TAKE2F(Y6, Y14)
+	TAKE2F(Y7, Y15)
+	VPERMPD $0xd8, Y4, Y4
+	VMOVUPS Y4, (DI)(R15*4)
+	TESTQ   R8, R8
+	JZ      mpfyNext
+	VEXTRACTI128 $1, Y8, X9
+	VPACKUSDW X9, X8, X8         // windows 0 1 4 5 2 3 6 7
+	VPSHUFD $0xd8, X8, X8
+	VMOVDQU X8, (R8)(R15*2)
+
+mpfyNext:
+	POOLNEXT2(mpfyCol)
+
+	LEAQ (SI)(R12*2), SI         // two input rows down
+	LEAQ (DI)(R14*4), DI         // one output row down
+	TESTQ R8, R8
+	JZ   mpfyRowEnd
+	LEAQ (R8)(R14*2), R8
+
+mpfyRowEnd:
+	DECQ R13
+	JNZ  mpfyRow
+
+mpfyDone:
+	VZEROUPPER
+	RET
+
+// func maxPool2x2U16AVX2(y, pos, x *uint16, w, oh, ow int, bf16 bool)
+// maxPool2x2F32AVX2 for F16 (widened by VCVTPH2PS) or BF16 x and y.
+TEXT ·maxPool2x2U16AVX2(SB), NOSPLIT, $0-49
+	POOLSETUP2
+	MOVBLZX bf16+48(FP), BX
+	SHLQ $1, R12                 // input row, bytes
+	VMOVDQU pool16Split<>(SB), Y12
+	TESTQ R13, R13
+	JZ   mphyDone
+
+mphyRow:
+	XORQ R15, R15
+
+mphyCol:
+	LEAQ (SI)(R15*4), AX         // row 2r at window R15
+	VMOVDQU (AX), Y0
+	VPSHUFB Y12, Y0, Y0
+	VPERMQ  $0xd8, Y0, Y0        // X0: the left words (a), high lane the right (b)
+	VMOVDQU (AX)(R12*1), Y1
+	VPSHUFB Y12, Y1, Y1
+	VPERMQ  $0xd8, Y1, Y1        // c, d
+	VEXTRACTI128 $1, Y0, X2
+	VEXTRACTI128 $1, Y1, X3
+	VPMOVZXWD X0, Y5             // a's bits: the running maximum's
+	VPMOVZXWD X2, Y7             // b
+	VPMOVZXWD X1, Y9             // c
+	VPMOVZXWD X3, Y11            // d
+	TESTQ BX, BX
+	JNZ  mphyBF16
+	VCVTPH2PS X0, Y4
+	VCVTPH2PS X2, Y6
+	VCVTPH2PS X1, Y8
+	VCVTPH2PS X3, Y10
+	JMP  mphyTake
+
+mphyBF16:
+	VPSLLD $16, Y5, Y4
+	VPSLLD $16, Y7, Y6
+	VPSLLD $16, Y9, Y8
+	VPSLLD $16, Y11, Y10
+
+mphyTake:
+	VPXOR Y0, Y0, Y0             // position 0, a's
+	TAKE2(Y6, Y7, Y13, Y0, Y1, Y2)
+	TAKE2(Y8, Y9, Y14, Y0, Y1, Y2)
+	TAKE2(Y10, Y11, Y15, Y0, Y1, Y2)
+	VEXTRACTI128 $1, Y5, X1
+	VPACKUSDW X1, X5, X5
+	VMOVDQU X5, (DI)(R15*2)
+	TESTQ   R8, R8
+	JZ      mphyNext
+	VEXTRACTI128 $1, Y0, X1
+	VPACKUSDW X1, X0, X0
+	VMOVDQU X0, (R8)(R15*2)
+
+mphyNext:
+	POOLNEXT2(mphyCol)
+
+	LEAQ (SI)(R12*2), SI
+	LEAQ (DI)(R14*2), DI
+	TESTQ R8, R8
+	JZ   mphyRowEnd
+	LEAQ (R8)(R14*2), R8
+
+mphyRowEnd:
+	DECQ R13
+	JNZ  mphyRow
+
+mphyDone:
+	VZEROUPPER
+	RET
+
+// func copyRowsAVX2(dst, src unsafe.Pointer, n, rows, ds, ss int)
+// copyRows32 and copyRows16 for AVX2, in bytes: rows of n > 0 bytes (even),
+// dst rows ds and src rows ss bytes apart. A row moves as memmove does: 32
+// bytes a step and a last step ending at the row's end, or for shorter rows
+// two moves of 16, 8, 4 bytes that overlap (one of 2).
+TEXT ·copyRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	TESTQ R8, R8
+	JZ   cyDone
+
+cyRow:
+	CMPQ CX, $32
+	JLT  cy16
+	MOVQ DI, AX
+	MOVQ SI, BX
+	MOVQ CX, DX
+
+cyStep:
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, (AX)
+	ADDQ $32, AX
+	ADDQ $32, BX
+	SUBQ $32, DX
+	CMPQ DX, $32
+	JGE  cyStep
+	TESTQ DX, DX
+	JZ   cyNext
+	VMOVDQU -32(SI)(CX*1), Y0
+	VMOVDQU Y0, -32(DI)(CX*1)
+	JMP  cyNext
+
+cy16:
+	CMPQ CX, $16
+	JLT  cy8
+	VMOVDQU (SI), X0
+	VMOVDQU -16(SI)(CX*1), X1
+	VMOVDQU X0, (DI)
+	VMOVDQU X1, -16(DI)(CX*1)
+	JMP  cyNext
+
+cy8:
+	CMPQ CX, $8
+	JLT  cy4
+	MOVQ (SI), AX
+	MOVQ -8(SI)(CX*1), BX
+	MOVQ AX, (DI)
+	MOVQ BX, -8(DI)(CX*1)
+	JMP  cyNext
+
+cy4:
+	CMPQ CX, $4
+	JLT  cy2
+	MOVL (SI), AX
+	MOVL -4(SI)(CX*1), BX
+	MOVL AX, (DI)
+	MOVL BX, -4(DI)(CX*1)
+	JMP  cyNext
+
+cy2:
+	MOVW (SI), AX
+	MOVW AX, (DI)
+
+cyNext:
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  cyRow
+
+cyDone:
+	VZEROUPPER
+	RET
+
+// func copyStride2x32AVX2(dst, src *float32, n, rows, ds, ss int)
+// copyStride2x32 for AVX2: eight outputs a step from src[2j..2j+7] and
+// src[2j+7..2j+14] (so the loads end at the last element read), the
+// last step overlapping; four a step (two, overlapping) for rows of 4-7,
+// one at a time below.
+TEXT ·copyStride2x32AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	SHLQ $2, R9
+	SHLQ $2, R10
+	TESTQ R8, R8
+	JZ   s2fyDone
+	LEAQ -8(CX), R11             // the last step of 8: outputs n-8...
+	LEAQ -4(CX), R12             // ... and of 4
+
+s2fyRow:
+	CMPQ CX, $8
+	JLT  s2fyHalf
+	XORQ DX, DX                  // the step's first output
+
+s2fyStep:
+	LEAQ (SI)(DX*8), BX
+	VMOVUPS (BX), Y0             // src[2j..2j+7]: outputs j..j+3 at 0 2 4 6
+	VMOVUPS 28(BX), Y1           // src[2j+7..2j+14]: j+4..j+7 at 1 3 5 7
+	VSHUFPS $0xd8, Y1, Y0, Y2    // outputs 0 1 4 5 | 2 3 6 7
+	VPERMPD $0xd8, Y2, Y2
+	VMOVUPS Y2, (DI)(DX*4)
+	CMPQ DX, R11
+	JGE  s2fyNext
+	ADDQ $8, DX
+	CMPQ DX, R11
+	JLE  s2fyStep
+	MOVQ R11, DX
+	JMP  s2fyStep
+
+s2fyHalf:
+	CMPQ CX, $4
+	JLT  s2fyOne
+	VMOVUPS (SI), X0             // outputs 0-3
+	VMOVUPS 12(SI), X1
+	VSHUFPS $0xd8, X1, X0, X2
+	VMOVUPS X2, (DI)
+	LEAQ (SI)(R12*8), BX         // outputs n-4 to n-1
+	VMOVUPS (BX), X0
+	VMOVUPS 12(BX), X1
+	VSHUFPS $0xd8, X1, X0, X2
+	VMOVUPS X2, (DI)(R12*4)
+	JMP  s2fyNext
+
+s2fyOne:
+	XORQ DX, DX
+
+s2fyOneStep:
+	MOVL (SI)(DX*8), AX
+	MOVL AX, (DI)(DX*4)
+	INCQ DX
+	CMPQ DX, CX
+	JLT  s2fyOneStep
+
+s2fyNext:
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  s2fyRow
+
+s2fyDone:
+	VZEROUPPER
+	RET
+
+// func copyStride2x16AVX2(dst, src *uint16, n, rows, ds, ss int)
+// copyStride2x32AVX2 for 16-bit storage: sixteen outputs a step from
+// src[2j..2j+15] and src[2j+15..2j+30], eight (from the low lanes) for
+// rows of 8-15, one at a time below.
+TEXT ·copyStride2x16AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ ds+32(FP), R9
+	MOVQ ss+40(FP), R10
+	SHLQ $1, R9
+	SHLQ $1, R10
+	VMOVDQU pool16Split<>(SB), Y12
+	TESTQ R8, R8
+	JZ   s2hyDone
+	LEAQ -16(CX), R11            // the last step of 16: outputs n-16...
+	LEAQ -8(CX), R12             // ... and of 8
+
+s2hyRow:
+	CMPQ CX, $16
+	JLT  s2hyHalf
+	XORQ DX, DX
+
+s2hyStep:
+	LEAQ (SI)(DX*4), BX
+	VMOVDQU (BX), Y0             // outputs j..j+7 at the even words
+	VMOVDQU 30(BX), Y1           // j+8..j+15 at the odd words
+	VPSHUFB Y12, Y0, Y0          // per lane: evens low, odds high
+	VPSHUFB Y12, Y1, Y1
+	VPBLENDD $0xcc, Y1, Y0, Y2   // outputs 0-3 8-11 | 4-7 12-15
+	VPERMQ  $0xd8, Y2, Y2
+	VMOVDQU Y2, (DI)(DX*2)
+	CMPQ DX, R11
+	JGE  s2hyNext
+	ADDQ $16, DX
+	CMPQ DX, R11
+	JLE  s2hyStep
+	MOVQ R11, DX
+	JMP  s2hyStep
+
+s2hyHalf:
+	CMPQ CX, $8
+	JLT  s2hyOne
+	VMOVDQU (SI), X0             // outputs 0-7
+	VMOVDQU 14(SI), X1
+	VPSHUFB X12, X0, X0
+	VPSHUFB X12, X1, X1
+	VPBLENDD $0x0c, X1, X0, X2
+	VMOVDQU X2, (DI)
+	LEAQ (SI)(R12*4), BX         // outputs n-8 to n-1
+	VMOVDQU (BX), X0
+	VMOVDQU 14(BX), X1
+	VPSHUFB X12, X0, X0
+	VPSHUFB X12, X1, X1
+	VPBLENDD $0x0c, X1, X0, X2
+	VMOVDQU X2, (DI)(R12*2)
+	JMP  s2hyNext
+
+s2hyOne:
+	XORQ DX, DX
+
+s2hyOneStep:
+	MOVW (SI)(DX*4), AX
+	MOVW AX, (DI)(DX*2)
+	INCQ DX
+	CMPQ DX, CX
+	JLT  s2hyOneStep
+
+s2hyNext:
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  s2hyRow
+
+s2hyDone:
+	VZEROUPPER
+	RET
+
+// lanes8 is 0-7, one per 32-bit lane.
+DATA lanes8<>+0(SB)/8, $0x0000000100000000
+DATA lanes8<>+8(SB)/8, $0x0000000300000002
+DATA lanes8<>+16(SB)/8, $0x0000000500000004
+DATA lanes8<>+24(SB)/8, $0x0000000700000006
+GLOBL lanes8<>(SB), RODATA|NOPTR, $32
+
+// func addRowsAt32AVX2(dst, src *float32, off, n, rows, ds, ss int)
+// addRowsAt32 for AVX2: eight lanes a step from off, the last n%8 of a row
+// one at a time (VMOVSS, VADDSS), each as src + dst (the Go loop's order,
+// which picks a NaN's payload).
+TEXT ·addRowsAt32AVX2(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ off+16(FP), AX
+	MOVQ n+24(FP), R15
+	MOVQ rows+32(FP), R8
+	MOVQ ds+40(FP), R9
+	MOVQ ss+48(FP), R10
+	SHLQ $2, R9
+	SHLQ $2, R10
+	LEAQ (DI)(AX*4), DI          // dst at off
+	MOVQ R15, R14
+	SHRQ $3, R14                 // whole steps
+	ANDQ $7, R15                 // the rest
+	TESTQ R8, R8
+	JZ   aryDone
+
+aryRow:
+	MOVQ DI, AX
+	MOVQ SI, BX
+	MOVQ R14, CX
+	TESTQ CX, CX
+	JZ   aryTail
+
+aryStep:
+	VMOVUPS (BX), Y1
+	VADDPS  (AX), Y1, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ $32, AX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  aryStep
+
+aryTail:
+	MOVQ R15, CX
+	TESTQ CX, CX
+	JZ   aryNext
+
+aryOne:
+	VMOVSS (BX), X1
+	VADDSS (AX), X1, X0
+	VMOVSS X0, (AX)
+	ADDQ $4, AX
+	ADDQ $4, BX
+	DECQ CX
+	JNZ  aryOne
+
+aryNext:
+	ADDQ R9, DI
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  aryRow
+
+aryDone:
+	VZEROUPPER
+	RET
+
+// c2iShift (VPSLLVD counts) moves bit 8q+l of a 32-bit mask word to the
+// sign bit of lane l, for the four eight-lane registers q the word covers:
+// the sign bits are what VMASKMOVPS reads.
+DATA c2iShift<>+0(SB)/8, $0x0000001e0000001f
+DATA c2iShift<>+8(SB)/8, $0x0000001c0000001d
+DATA c2iShift<>+16(SB)/8, $0x0000001a0000001b
+DATA c2iShift<>+24(SB)/8, $0x0000001800000019
+DATA c2iShift<>+32(SB)/8, $0x0000001600000017
+DATA c2iShift<>+40(SB)/8, $0x0000001400000015
+DATA c2iShift<>+48(SB)/8, $0x0000001200000013
+DATA c2iShift<>+56(SB)/8, $0x0000001000000011
+DATA c2iShift<>+64(SB)/8, $0x0000000e0000000f
+DATA c2iShift<>+72(SB)/8, $0x0000000c0000000d
+DATA c2iShift<>+80(SB)/8, $0x0000000a0000000b
+DATA c2iShift<>+88(SB)/8, $0x0000000800000009
+DATA c2iShift<>+96(SB)/8, $0x0000000600000007
+DATA c2iShift<>+104(SB)/8, $0x0000000400000005
+DATA c2iShift<>+112(SB)/8, $0x0000000200000003
+DATA c2iShift<>+120(SB)/8, $0x0000000000000001
+GLOBL c2iShift<>(SB), RODATA|NOPTR, $128
+
+// C2IADD adds the lanes of register acc (the eight floats at byte off of
+// the row) that mask word m allows, from col at off(AX), as col + acc
+// (the Go loop's order, which picks a NaN's payload): lanes left out load
+// 0, and adding +0 changes no sum here (one that starts at +0 is never
+// -0).
+#define C2IADD(acc, off, m, sh) \
+	VPSLLVD    c2iShift<>+sh(SB), m, Y10; \
+	VMASKMOVPS off(AX), Y10, Y11; \
+	VADDPS     acc, Y11, acc
+
+// C2ISTORE stores register r at byte off of the dst row: whole when the
+// row holds all of it (R13 registers do), else its first w%8 lanes (Y12)
+// and the row is done.
+#define C2ISTORE(r, off, q, part) \
+	CMPQ R13, $q; \
+	JLE  part; \
+	VMOVUPS r, off(DI)
+
+#define C2IPART(r, off) \
+	TESTQ R15, R15; \
+	JZ   ciyRowEnd; \
+	VMASKMOVPS r, Y12, off(DI); \
+	JMP  ciyRowEnd
+
+// func col2imRowsAVX2(dst, col *float32, ent *c2iEntry, end *int32, h, w int)
+// col2imRowsAVX512 for AVX2: the row (w <= 64) summed in 2, 4 or 8
+// registers of eight, each entry's lanes loaded through VMASKMOVPS with
+// masks made from its bits by C2IADD; stored once per row.
+TEXT ·col2imRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ col+8(FP), SI
+	MOVQ ent+16(FP), DX
+	MOVQ end+24(FP), R8
+	MOVQ h+32(FP), R9
+	MOVQ w+40(FP), R10
+	MOVQ R10, R13
+	SHRQ $3, R13                 // registers the row holds whole
+	MOVQ R10, R15
+	ANDQ $7, R15                 // lanes of the one after
+	VMOVD R15, X12
+	VPBROADCASTD X12, Y12
+	VPCMPGTD lanes8<>(SB), Y12, Y12 // lanes < w%8
+	MOVQ $2, R14                 // registers summed: 2, 4 or 8
+	CMPQ R10, $16
+	JLE  ciyRegs
+	MOVQ $4, R14
+	CMPQ R10, $32
+	JLE  ciyRegs
+	MOVQ $8, R14
+
+ciyRegs:
+	SHLQ $2, R10                 // row, bytes
+	XORQ R11, R11                // entries done
+	TESTQ R9, R9
+	JZ   ciyDone
+
+ciyRow:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	MOVLQSX (R8), R12            // this row's entries end
+	CMPQ R11, R12
+	JGE  ciyStore
+
+ciyEnt:
+	MOVLQSX (DX), AX             // src offset of lane 0
+	LEAQ (SI)(AX*4), AX
+	VPBROADCASTD 4(DX), Y8       // mask bits of lanes 0-31
+	C2IADD(Y0, 0, Y8, 0)
+	C2IADD(Y1, 32, Y8, 32)
+	CMPQ R14, $2
+	JEQ  ciyEntNext
+	C2IADD(Y2, 64, Y8, 64)
+	C2IADD(Y3, 96, Y8, 96)
+	CMPQ R14, $4
+	JEQ  ciyEntNext
+	VPBROADCASTD 8(DX), Y9       // lanes 32-63
+	C2IADD(Y4, 128, Y9, 0)
+	C2IADD(Y5, 160, Y9, 32)
+	C2IADD(Y6, 192, Y9, 64)
+	C2IADD(Y7, 224, Y9, 96)
+
+ciyEntNext:
+	ADDQ $16, DX
+	INCQ R11
+	CMPQ R11, R12
+	JLT  ciyEnt
+
+ciyStore:
+	C2ISTORE(Y0, 0, 0, ciyP0)
+	C2ISTORE(Y1, 32, 1, ciyP1)
+	C2ISTORE(Y2, 64, 2, ciyP2)
+	C2ISTORE(Y3, 96, 3, ciyP3)
+	C2ISTORE(Y4, 128, 4, ciyP4)
+	C2ISTORE(Y5, 160, 5, ciyP5)
+	C2ISTORE(Y6, 192, 6, ciyP6)
+	C2ISTORE(Y7, 224, 7, ciyP7)
+	JMP  ciyRowEnd
+
+ciyP0:
+	C2IPART(Y0, 0)
+
+ciyP1:
+	C2IPART(Y1, 32)
+
+ciyP2:
+	C2IPART(Y2, 64)
+
+ciyP3:
+	C2IPART(Y3, 96)
+
+ciyP4:
+	C2IPART(Y4, 128)
+
+ciyP5:
+	C2IPART(Y5, 160)
+
+ciyP6:
+	C2IPART(Y6, 192)
+
+ciyP7:
+	C2IPART(Y7, 224)
+
+ciyRowEnd:
+	ADDQ R10, DI
+	ADDQ $4, R8
+	DECQ R9
+	JNZ  ciyRow
+
+ciyDone:
+	VZEROUPPER
+	RET
+
+// func maxPoolGrad2x2F32AVX2(dx, dy *float32, pos *uint16, w, oh, ow int) (bad bool)
+// maxPoolGrad2x2F32 for ow >= 8, eight windows a step, the last step of a
+// row overlapping the one before.
+TEXT ·maxPoolGrad2x2F32AVX2(SB), NOSPLIT, $0-49
+	GRADSETUP2(VPBROADCASTD)
+	SHLQ $2, R12                 // dx row, bytes
+	TESTQ R13, R13
+	JZ   mgfyDone
+
+mgfyRow:
+	XORQ R15, R15
+
+mgfyCol:
+	VMOVUPS (SI)(R15*4), Y0
+	VADDPS  Y12, Y0, Y0          // -0 + +0 = +0
+	VPMOVZXWD (R8)(R15*2), Y1
+	VPCMPEQD Y12, Y1, Y2         // the window's element 0, 1, 2 or 3
+	VPCMPEQD Y13, Y1, Y3
+	VPCMPEQD Y14, Y1, Y4
+	VPCMPEQD Y15, Y1, Y5
+	VPOR     Y3, Y2, Y6
+	VPOR     Y4, Y6, Y6
+	VPOR     Y5, Y6, Y6
+	VMOVMSKPS Y6, AX
+	CMPL     AX, $0xff
+	JEQ      mgfyGood
+	MOVB     $1, bad+48(FP)
+
+mgfyGood:
+	VPAND Y0, Y2, Y2
+	VPAND Y0, Y3, Y3
+	VPAND Y0, Y4, Y4
+	VPAND Y0, Y5, Y5
+	LEAQ (DI)(R15*8), AX         // dx row 2r at window R15
+	LEAQ (AX)(R12*1), DX         // row 2r+1
+	GRADROW2(Y2, Y3, AX)
+	GRADROW2(Y4, Y5, DX)
+	POOLNEXT2(mgfyCol)
+
+	LEAQ (DI)(R12*2), DI         // two dx rows down
+	LEAQ (SI)(R14*4), SI         // one dy row down
+	LEAQ (R8)(R14*2), R8
+	DECQ R13
+	JNZ  mgfyRow
+
+mgfyDone:
+	VZEROUPPER
+	RET
+
+// func maxPoolGrad2x2U16AVX2(dx, dy, pos *uint16, w, oh, ow int) (bad bool)
+// maxPoolGrad2x2U16 for ow >= 8: maxPoolGrad2x2F32AVX2 on 16-bit words
+// in X registers, 0x8000 (-0) becoming 0.
+TEXT ·maxPoolGrad2x2U16AVX2(SB), NOSPLIT, $0-49
+	GRADSETUP2(VPBROADCASTW)
+	MOVL $0x8000, AX
+	VMOVD AX, X11
+	VPBROADCASTW X11, X11
+	SHLQ $1, R12                 // dx row, bytes
+	TESTQ R13, R13
+	JZ   mghyDone
+
+mghyRow:
+	XORQ R15, R15
+
+mghyCol:
+	VMOVDQU  (SI)(R15*2), X0
+	VPCMPEQW X11, X0, X1
+	VPANDN   X0, X1, X0          // -0 becomes +0
+	VMOVDQU  (R8)(R15*2), X1
+	VPCMPEQW X12, X1, X2
+	VPCMPEQW X13, X1, X3
+	VPCMPEQW X14, X1, X4
+	VPCMPEQW X15, X1, X5
+	VPOR     X3, X2, X6
+	VPOR     X4, X6, X6
+	VPOR     X5, X6, X6
+	VPMOVMSKB X6, AX
+	CMPL     AX, $0xffff
+	JEQ      mghyGood
+	MOVB     $1, bad+48(FP)
+
+mghyGood:
+	VPAND X0, X2, X2
+	VPAND X0, X3, X3
+	VPAND X0, X4, X4
+	VPAND X0, X5, X5
+	LEAQ (DI)(R15*4), AX
+	LEAQ (AX)(R12*1), DX
+	VPUNPCKLWD X3, X2, X6
+	VPUNPCKHWD X3, X2, X7
+	VMOVDQU X6, (AX)
+	VMOVDQU X7, 16(AX)
+	VPUNPCKLWD X5, X4, X6
+	VPUNPCKHWD X5, X4, X7
+	VMOVDQU X6, (DX)
+	VMOVDQU X7, 16(DX)
+	POOLNEXT2(mghyCol)
+
+	LEAQ (DI)(R12*2), DI
+	LEAQ (SI)(R14*2), SI
+	LEAQ (R8)(R14*2), R8
+	DECQ R13
+	JNZ  mghyRow
+
+mghyDone:
+	VZEROUPPER
+	RET

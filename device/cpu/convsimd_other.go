@@ -5,6 +5,9 @@ package cpu
 import "github.com/mixprec/mixprec/device"
 
 // Without the amd64 assembly the pooling and im2col loops run in Go.
+var simdConvLevel = simdGo
+
+// simdConv is false: conv.go plans no Col2Im register rows.
 var simdConv = false
 
 func maxPoolSIMD(y, pos, x *Buffer, p int, s device.PoolShape) bool { return false }

@@ -2,6 +2,6 @@
 
 package cpu
 
-var simdDropout = false
+var simdDropout = simdGo
 
 func dropoutSIMD(out, x []float32, seed, start, thresh uint64, scale float32) int { return 0 }

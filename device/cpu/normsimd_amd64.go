@@ -4,21 +4,91 @@ package cpu
 
 import "golang.org/x/sys/cpu"
 
-// simdNorm selects the AVX-512 batch-norm loops; tests turn it off to check
-// them against the Go loops.
-var simdNorm = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasBMI2
+// simdNormLevel selects the batch-norm loops: AVX-512 (with AVX512DQ and
+// BMI2), else AVX2, else Go. Tests lower it to check each against the Go
+// loops, with simdNorm (setNormLevel does both).
+var simdNormLevel = levelOf(cpu.X86.HasAVX2, cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasBMI2)
+
+// simdNorm is whether normsimd.go calls the five functions below instead
+// of its Go loops: simdNormLevel is not the Go loops.
+var simdNorm = simdNormLevel != simdGo
+
+// setNormLevel sets simdNormLevel and simdNorm with it.
+func setNormLevel(l simdLevel) {
+	simdNormLevel, simdNorm = l, l != simdGo
+}
 
 //go:noescape
-func scaleShift32(dst, src *float32, n int, scale, shift float32)
+func bnScaleShiftAVX512(dst, src *float32, n int, scale, shift float32)
 
 //go:noescape
-func sum64AVX512(x *float32, n int) float64
+func bnSum64AVX512(x *float32, n int) float64
 
 //go:noescape
-func sumSqDev64AVX512(x *float32, n int, mu float64) float64
+func bnSumSqDev64AVX512(x *float32, n int, mu float64) float64
 
 //go:noescape
-func bnGradSumsAVX512(dy, x *float32, n int, mu, is float64) (sdy, sdyx float64)
+func bnGradSums64AVX512(dy, x *float32, n int, mu, is float64) (sdy, sdyx float64)
 
 //go:noescape
-func bnGradOutAVX512(dst, dy, x *float32, n int, c *bnGradConsts)
+func bnGradOut32AVX512(dst, dy, x *float32, n int, c *bnGradConsts)
+
+// The AVX2 loops: the same operations in the same order as the Go loops
+// (which operand comes first included, as that decides a NaN's payload),
+// the tail masked as in the AVX-512 loops.
+
+//go:noescape
+func bnScaleShiftAVX2(dst, src *float32, n int, scale, shift float32)
+
+//go:noescape
+func bnSum64AVX2(x *float32, n int) float64
+
+//go:noescape
+func bnSumSqDev64AVX2(x *float32, n int, mu float64) float64
+
+//go:noescape
+func bnGradSums64AVX2(dy, x *float32, n int, mu, is float64) (sdy, sdyx float64)
+
+//go:noescape
+func bnGradOut32AVX2(dst, dy, x *float32, n int, c *bnGradConsts)
+
+// normsimd.go calls these five (by the names they had when only the
+// AVX-512 loops existed) where simdNorm is set, for n > 0 elements; they
+// run the loops of simdNormLevel.
+
+func scaleShift32(dst, src *float32, n int, scale, shift float32) {
+	if simdNormLevel == simdAVX512 {
+		bnScaleShiftAVX512(dst, src, n, scale, shift)
+	} else {
+		bnScaleShiftAVX2(dst, src, n, scale, shift)
+	}
+}
+
+func sum64AVX512(x *float32, n int) float64 {
+	if simdNormLevel == simdAVX512 {
+		return bnSum64AVX512(x, n)
+	}
+	return bnSum64AVX2(x, n)
+}
+
+func sumSqDev64AVX512(x *float32, n int, mu float64) float64 {
+	if simdNormLevel == simdAVX512 {
+		return bnSumSqDev64AVX512(x, n, mu)
+	}
+	return bnSumSqDev64AVX2(x, n, mu)
+}
+
+func bnGradSumsAVX512(dy, x *float32, n int, mu, is float64) (sdy, sdyx float64) {
+	if simdNormLevel == simdAVX512 {
+		return bnGradSums64AVX512(dy, x, n, mu, is)
+	}
+	return bnGradSums64AVX2(dy, x, n, mu, is)
+}
+
+func bnGradOutAVX512(dst, dy, x *float32, n int, c *bnGradConsts) {
+	if simdNormLevel == simdAVX512 {
+		bnGradOut32AVX512(dst, dy, x, n, c)
+	} else {
+		bnGradOut32AVX2(dst, dy, x, n, c)
+	}
+}

@@ -3,7 +3,11 @@
 package cpu
 
 // Without the amd64 assembly the batch-norm loops run in Go.
+var simdNormLevel = simdGo
+
 var simdNorm = false
+
+func setNormLevel(l simdLevel) {}
 
 func scaleShift32(dst, src *float32, n int, scale, shift float32) { panic("no assembly") }
 func sum64AVX512(x *float32, n int) float64                       { panic("no assembly") }

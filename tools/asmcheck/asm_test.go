@@ -30,8 +30,8 @@ func legacy(src string) []string {
 		}
 		f := strings.Fields(line)
 		op := f[0]
-		if strings.Contains(op, "(") {
-			continue // a macro call: its body is checked where it is defined
+		if strings.Contains(op, "(") || op != strings.ToUpper(op) {
+			continue // a macro call (its body is checked where it is defined) or a macro parameter
 		}
 		if strings.HasPrefix(op, "V") || strings.HasPrefix(op, "K") || op == "TEXT" || op == "DATA" || op == "GLOBL" {
 			continue
