@@ -26,7 +26,7 @@ func lanes16(a *[16]float64) float64 {
 
 // sum64 is the float64 sum of x.
 func sum64(x []float32) float64 {
-	if len(x) > 0 && simdNorm {
+	if len(x) > 0 && simdNormLevel != simdGo {
 		return sum64AVX512(&x[0], len(x))
 	}
 	var acc [16]float64
@@ -38,7 +38,7 @@ func sum64(x []float32) float64 {
 
 // sumSqDev64 is the float64 sum of (x - mu)^2.
 func sumSqDev64(x []float32, mu float64) float64 {
-	if len(x) > 0 && simdNorm {
+	if len(x) > 0 && simdNormLevel != simdGo {
 		return sumSqDev64AVX512(&x[0], len(x), mu)
 	}
 	var acc [16]float64
@@ -51,7 +51,7 @@ func sumSqDev64(x []float32, mu float64) float64 {
 
 // scaleShift sets dst = src*scale + shift (dst may be src).
 func scaleShift(dst, src []float32, scale, shift float32) {
-	if len(src) > 0 && simdNorm {
+	if len(src) > 0 && simdNormLevel != simdGo {
 		_ = dst[len(src)-1]
 		scaleShift32(&dst[0], &src[0], len(src), scale, shift)
 		return
@@ -64,7 +64,7 @@ func scaleShift(dst, src []float32, scale, shift float32) {
 // bnGradSums returns BatchNormGrad's sums over a plane: of dy, and of
 // dy*(x-mu)*is.
 func bnGradSums(dy, x []float32, mu, is float64) (sdy, sdyx float64) {
-	if len(dy) > 0 && simdNorm {
+	if len(dy) > 0 && simdNormLevel != simdGo {
 		_ = x[len(dy)-1]
 		return bnGradSumsAVX512(&dy[0], &x[0], len(dy), mu, is)
 	}
@@ -85,7 +85,7 @@ type bnGradConsts struct {
 // bnGradOut writes BatchNormGrad's dx for a plane:
 // k*(m*dy - sdy - xhat*sdyx) with xhat = (x-mu)*is, in float64.
 func bnGradOut(dst, dy, x []float32, c *bnGradConsts) {
-	if len(dy) > 0 && simdNorm {
+	if len(dy) > 0 && simdNormLevel != simdGo {
 		_, _ = dst[len(dy)-1], x[len(dy)-1]
 		bnGradOutAVX512(&dst[0], &dy[0], &x[0], len(dy), c)
 		return

@@ -6,17 +6,8 @@ import "golang.org/x/sys/cpu"
 
 // simdNormLevel selects the batch-norm loops: AVX-512 (with AVX512DQ and
 // BMI2), else AVX2, else Go. Tests lower it to check each against the Go
-// loops, with simdNorm (setNormLevel does both).
+// loops.
 var simdNormLevel = levelOf(cpu.X86.HasAVX2, cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasBMI2)
-
-// simdNorm is whether normsimd.go calls the five functions below instead
-// of its Go loops: simdNormLevel is not the Go loops.
-var simdNorm = simdNormLevel != simdGo
-
-// setNormLevel sets simdNormLevel and simdNorm with it.
-func setNormLevel(l simdLevel) {
-	simdNormLevel, simdNorm = l, l != simdGo
-}
 
 //go:noescape
 func bnScaleShiftAVX512(dst, src *float32, n int, scale, shift float32)
@@ -53,7 +44,7 @@ func bnGradSums64AVX2(dy, x *float32, n int, mu, is float64) (sdy, sdyx float64)
 func bnGradOut32AVX2(dst, dy, x *float32, n int, c *bnGradConsts)
 
 // normsimd.go calls these five (by the names they had when only the
-// AVX-512 loops existed) where simdNorm is set, for n > 0 elements; they
+// AVX-512 loops existed) where simdNormLevel is not simdGo, for n > 0 elements; they
 // run the loops of simdNormLevel.
 
 func scaleShift32(dst, src *float32, n int, scale, shift float32) {

@@ -5,10 +5,6 @@ package cpu
 // Without the amd64 assembly the batch-norm loops run in Go.
 var simdNormLevel = simdGo
 
-var simdNorm = false
-
-func setNormLevel(l simdLevel) {}
-
 func scaleShift32(dst, src *float32, n int, scale, shift float32) { panic("no assembly") }
 func sum64AVX512(x *float32, n int) float64                       { panic("no assembly") }
 func sumSqDev64AVX512(x *float32, n int, mu float64) float64      { panic("no assembly") }

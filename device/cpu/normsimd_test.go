@@ -10,8 +10,8 @@ import (
 // withNormLevel runs f with the batch-norm loops at level l.
 func withNormLevel(l simdLevel, f func()) {
 	old := simdNormLevel
-	setNormLevel(l)
-	defer setNormLevel(old)
+	simdNormLevel = l
+	defer func() { simdNormLevel = old }()
 	f()
 }
 

@@ -24,14 +24,20 @@ func (d *Device) forEachRow(rows, cols, work int, fn func(r int)) {
 	})
 }
 
-// logSumExp returns max(x) + log(sum(exp(x - max))), in float64.
-func logSumExp(x []float32) float64 {
+// rowMax returns x's largest element, or its last NaN (-Inf when empty).
+func rowMax(x []float32) float32 {
 	m := float32(math.Inf(-1))
 	for _, v := range x {
 		if v > m || v != v {
 			m = v
 		}
 	}
+	return m
+}
+
+// logSumExp returns max(x) + log(sum(exp(x - max))), in float64.
+func logSumExp(x []float32) float64 {
+	m := rowMax(x)
 	if math.IsInf(float64(m), 0) || m != m {
 		return float64(m)
 	}
@@ -55,12 +61,7 @@ func softmaxRow(x, w []float32, c int, g float64) bool {
 	if len(x) > softmaxCols {
 		return false
 	}
-	m := float32(math.Inf(-1))
-	for _, v := range x {
-		if v > m || v != v {
-			m = v
-		}
-	}
+	m := rowMax(x)
 	if math.IsInf(float64(m), 0) || m != m {
 		return false
 	}

@@ -257,12 +257,12 @@ const tailSpan = 256
 // a time, and transposes float32. Widening one element at a time in Go
 // made a 6-row F16 panel cost 1.2x a float32 one.
 func transposeTail16(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool) {
-	var buf [tailSpan]float32
-	step := max(1, tailSpan/rows)
 	if rows > tailSpan {
 		transpose16Go(dst, ldd, src, lds, rows, cols, bf16)
 		return
 	}
+	var buf [tailSpan]float32
+	step := tailSpan / rows
 	for q := 0; q < cols; q += step {
 		w := min(step, cols-q)
 		asmHelpers{}.cvt2D(buf[:], w, src[q:], lds, rows, w, bf16)
