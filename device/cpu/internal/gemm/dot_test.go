@@ -20,7 +20,10 @@ type variant struct {
 func (v variant) use(t testing.TB) {
 	withImpl(t, v.im)
 	prev := bf16Dot
-	bf16Dot = v.dot
+	bf16Dot = dotOff
+	if v.dot {
+		bf16Dot = dotOn
+	}
 	t.Cleanup(func() { bf16Dot = prev })
 }
 
@@ -111,32 +114,62 @@ func fillPanel(rng *rand.Rand, im *impl, s []float32) {
 }
 
 // TestBF16DotChosen checks which implementation multiplies which operands:
-// the dot variant exactly when both are bfloat16 and bf16Dot is on.
+// the dot variant exactly when both are bfloat16 and bf16Dot lets it (on,
+// or auto where the variant pays).
 func TestBF16DotChosen(t *testing.T) {
-	withImpl(t, goDotHost)
+	host := *goDotHost
+	dot := *goDotImpl
+	host.dot = &dot
+	withImpl(t, &host)
 	bf := Operand{U16: []uint16{0}, BF16: true, LD: 1}
 	f16 := Operand{U16: []uint16{0}, LD: 1}
 	f := Operand{F32: []float32{0}, LD: 1}
+	yes := func() bool { return true }
+	no := func() bool { return false }
 	tests := []struct {
 		a, b Operand
-		dot  bool
+		mode dotMode
+		pays func() bool
 		want *impl
 	}{
-		{bf, bf, true, goDotImpl},
-		{bf, bf, false, goDotHost},
-		{bf, f, true, goDotHost},
-		{f, bf, true, goDotHost},
-		{bf, f16, true, goDotHost},
-		{f16, f16, true, goDotHost},
+		{bf, bf, dotOn, nil, &dot},
+		{bf, bf, dotOn, no, &dot},
+		{bf, bf, dotAuto, nil, &dot},
+		{bf, bf, dotAuto, yes, &dot},
+		{bf, bf, dotAuto, no, &host},
+		{bf, bf, dotOff, yes, &host},
+		{bf, f, dotOn, nil, &host},
+		{f, bf, dotOn, nil, &host},
+		{bf, f16, dotOn, nil, &host},
+		{f16, f16, dotOn, nil, &host},
+		{f16, f16, dotAuto, yes, &host},
 	}
 	for _, tt := range tests {
 		prev := bf16Dot
-		bf16Dot = tt.dot
+		bf16Dot = tt.mode
+		dot.pays = tt.pays
 		got := implFor(&tt.a, &tt.b)
 		bf16Dot = prev
 		if got != tt.want {
-			t.Errorf("implFor(BF16 %v/%v, BF16 %v/%v) with bf16Dot=%v = %s, want %s",
-				tt.a.BF16, tt.a.U16 != nil, tt.b.BF16, tt.b.U16 != nil, tt.dot, got.name, tt.want.name)
+			t.Errorf("implFor(BF16 %v/%v, BF16 %v/%v) with mode %d, pays %v = %s, want %s",
+				tt.a.BF16, tt.a.U16 != nil, tt.b.BF16, tt.b.U16 != nil, tt.mode, tt.pays != nil && tt.pays(), got.name, tt.want.name)
+		}
+	}
+}
+
+// TestDotModeFrom checks the environment's two switches: MIXPREC_NO_BF16DOT=1
+// wins, MIXPREC_BF16DOT=1 forces the dot path, anything else leaves it to
+// the CPU.
+func TestDotModeFrom(t *testing.T) {
+	for _, tt := range []struct {
+		no, yes string
+		want    dotMode
+	}{
+		{"", "", dotAuto}, {"0", "0", dotAuto}, {"1", "", dotOff}, {"1", "1", dotOff},
+		{"", "1", dotOn}, {"0", "1", dotOn}, {"yes", "true", dotAuto},
+	} {
+		if got := dotModeFrom(tt.no, tt.yes); got != tt.want {
+			t.Errorf("dotModeFrom(%q, %q) = %d, want %d", tt.no, tt.yes, got, tt.want)
 		}
 	}
 }
@@ -166,7 +199,7 @@ func TestGemmBF16DotAgrees(t *testing.T) {
 				t.Run(v.name+"/"+tc.String(), func(t *testing.T) {
 					v.use(t)
 					dot := tc.run(t, uint64(si))
-					bf16Dot = false
+					bf16Dot = dotOff
 					wide := tc.run(t, uint64(si))
 					// |a|, |b|, |c| <= 1 bound the magnitude.
 					mag := math.Abs(float64(tc.alpha))*float64(tc.k) + math.Abs(float64(tc.beta))

@@ -51,9 +51,17 @@ type impl struct {
 	transpose16 func(dst []float32, ldd int, src []uint16, lds int, rows, cols int, bf16 bool)
 
 	// dot, where set, is the implementation Gemm switches to when A and B
-	// are both bfloat16 (and bf16Dot is on): its kernels multiply bfloat16
-	// pairs natively instead of widening them.
+	// are both bfloat16 (see bf16Dot): its kernels multiply bfloat16 pairs
+	// natively instead of widening them.
 	dot *impl
+
+	// pays, on a dot implementation, reports whether its kernels beat the
+	// widening path's on this CPU (measured once, the first time it is
+	// asked); nil counts as yes. The VDPBF16PS kernels run at twice the
+	// FMA kernels' speed on a Zen 4 or Zen 5 and at half of it on an
+	// Emerald Rapids Xeon, where the instruction issues once every two
+	// cycles.
+	pays func() bool
 
 	// pairs marks a bfloat16 dot implementation. Its panels hold pairs of
 	// bfloat16 at consecutive k (low half first) in the 32-bit slots of the
@@ -100,17 +108,41 @@ var (
 	active = goImpl
 )
 
-// bf16Dot lets Gemm use an implementation's dot variant for two bfloat16
-// operands. It is on unless the environment sets MIXPREC_NO_BF16DOT=1,
-// which keeps the widening path for comparison; the tests switch it to run
-// both paths on one CPU.
-var bf16Dot = os.Getenv("MIXPREC_NO_BF16DOT") != "1"
+// dotMode says when Gemm multiplies two bfloat16 operands with an
+// implementation's dot variant.
+type dotMode uint8
+
+const (
+	dotAuto dotMode = iota // where the variant pays on this CPU
+	dotOn                  // always (where there is one)
+	dotOff                 // never: the widening path
+)
+
+// bf16Dot is dotAuto unless the environment sets MIXPREC_NO_BF16DOT=1
+// (dotOff, to compare the widening path) or MIXPREC_BF16DOT=1 (dotOn, the
+// VDPBF16PS kernels even where they are the slower); the tests switch it to
+// run both paths on one CPU.
+var bf16Dot = dotModeFrom(os.Getenv("MIXPREC_NO_BF16DOT"), os.Getenv("MIXPREC_BF16DOT"))
+
+func dotModeFrom(no, yes string) dotMode {
+	switch {
+	case no == "1":
+		return dotOff
+	case yes == "1":
+		return dotOn
+	}
+	return dotAuto
+}
 
 // implFor returns the implementation that multiplies a and b: the dot
-// variant of active when both are bfloat16 and it has one, else active.
+// variant of active when both are bfloat16 and bf16Dot lets it, else
+// active.
 func implFor(a, b *Operand) *impl {
 	im := active
-	if im.dot != nil && bf16Dot && a.U16 != nil && a.BF16 && b.U16 != nil && b.BF16 {
+	if im.dot == nil || bf16Dot == dotOff || a.U16 == nil || !a.BF16 || b.U16 == nil || !b.BF16 {
+		return im
+	}
+	if bf16Dot == dotOn || im.dot.pays == nil || im.dot.pays() {
 		return im.dot
 	}
 	return im
