@@ -10,11 +10,16 @@ Peers:
     {torch threads 1, cores} x {OpenBLAS threads default, 1}, and compared at
     its fastest, which is named ("torch 1 thread, OpenBLAS default"). torch's
     threads are set with torch.set_num_threads; OMP_NUM_THREADS is left unset
-    because OpenBLAS would take it as its own thread count too. OpenBLAS
-    picks its kernels for the CPU itself: an OPENBLAS_CORETYPE in the
-    environment is removed from the peer's (it can force older kernels:
-    Haswell's AVX2 ones run F32 GEMMs at half the speed of the AVX-512 ones
-    OpenBLAS 0.3.21 picks on a Zen 4), unless --keep-openblas-coretype.
+    because OpenBLAS would take it as its own thread count too. An
+    OPENBLAS_CORETYPE in the environment is removed from the peer's (it can
+    force older kernels: Haswell's AVX2 ones run F32 GEMMs at half the speed
+    of the AVX-512 ones OpenBLAS 0.3.21 picks on a Zen 4), unless
+    --keep-openblas-coretype. OpenBLAS's own pick is not trusted either:
+    0.3.21 does not know an Emerald Rapids Xeon and falls back to its
+    Prescott (SSE3) kernels, a quarter of the speed of its AVX-512 ones. So
+    a short sgemm probe times its own pick beside each core type the CPU's
+    flags allow (Cooperlake, SkylakeX, Haswell) and the peer runs with the
+    fastest, named in the report.
   - Gorgonia and GoMLX (pure-Go backend) on the MLP: what a Go user would
     pick instead of mixprec (tools/gopeers/, each its own module).
 
@@ -28,7 +33,7 @@ each figure is the median over --repeat runs. Needs Debian's python3-torch
 and python3-numpy (`make bench-peer` installs them and builds the binaries
 into --bin).
 """
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, re, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -120,15 +125,68 @@ def torch_settings(cores):
     return out
 
 
-def torch_env(base, openblas, keep_coretype=False):
-    """The peer's environment: base without thread settings (and without
-    OPENBLAS_CORETYPE unless keep_coretype), with OPENBLAS_NUM_THREADS set
-    when openblas is not None."""
-    drop = THREAD_VARS if keep_coretype else THREAD_VARS + ("OPENBLAS_CORETYPE",)
-    env = {k: v for k, v in base.items() if k not in drop}
+def torch_env(base, openblas, coretype=None):
+    """The peer's environment: base without thread settings or
+    OPENBLAS_CORETYPE, with OPENBLAS_NUM_THREADS set when openblas is not
+    None and OPENBLAS_CORETYPE when coretype is not None."""
+    env = {k: v for k, v in base.items() if k not in THREAD_VARS + ("OPENBLAS_CORETYPE",)}
     if openblas is not None:
         env["OPENBLAS_NUM_THREADS"] = openblas
+    if coretype is not None:
+        env["OPENBLAS_CORETYPE"] = coretype
     return env
+
+
+# CORE_PROBE times 30 single-threaded 512^3 sgemms through torch.mm (best of
+# 3 after a warm-up) and prints the seconds; OPENBLAS_VERBOSE=2 makes
+# OpenBLAS name the core type it runs ("Core: Prescott").
+CORE_PROBE = ("import time, torch\n"
+              "torch.set_num_threads(1)\n"
+              "a = torch.randn(512, 512); b = torch.randn(512, 512); torch.mm(a, b)\n"
+              "best = 1e9\n"
+              "for _ in range(3):\n"
+              "    t = time.perf_counter()\n"
+              "    for _ in range(30): torch.mm(a, b)\n"
+              "    best = min(best, time.perf_counter() - t)\n"
+              "print(best)\n")
+
+# Core types OpenBLAS 0.3.21 has kernels for, with the CPU flag each needs.
+CORE_TYPES = (("Cooperlake", "avx512_bf16"), ("SkylakeX", "avx512f"), ("Haswell", "avx2"))
+
+
+def probe_openblas_core(base, flags, log):
+    """Times OpenBLAS's own core choice and each core type the CPU's flags
+    allow, and returns (the core type to set, or None for OpenBLAS's own
+    choice, and a report of what was measured). Its own choice is kept
+    unless another is at least 10% faster."""
+    def probe(coretype):
+        env = torch_env(base, "1", coretype)
+        env["OPENBLAS_VERBOSE"] = "2"
+        p = subprocess.run([PY, "-c", CORE_PROBE], capture_output=True, text=True, env=env, cwd=ROOT)
+        m = re.search(r"Core: (\S+)", p.stdout + p.stderr)
+        try:
+            secs = float(p.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return (m.group(1) if m else None), None
+        return (m.group(1) if m else None), 30 * 2 * 512**3 / secs / 1e9
+    own, own_gf = probe(None)
+    report = {"own_choice": own or "unknown", "gflops": {f"own choice ({own or 'unknown'})": own_gf}}
+    if own_gf is None:
+        report["chosen"] = "OpenBLAS's own choice (the probe failed)"
+        return None, report
+    best, best_gf = None, own_gf
+    for name, flag in CORE_TYPES:
+        if flag not in flags or name == own:
+            continue
+        got, gf = probe(name)
+        report["gflops"][name] = gf
+        if gf is not None and got == name and gf > 1.1 * best_gf:
+            best, best_gf = name, gf
+    report["chosen"] = best or f"OpenBLAS's own choice ({own or 'unknown'})"
+    log(f"bench-peer: OpenBLAS core probe (1 thread, 512^3 sgemm, GFLOP/s): "
+        + ", ".join(f"{k} {v:.0f}" if v else f"{k} failed" for k, v in report["gflops"].items())
+        + f"; the peer runs with {report['chosen']}")
+    return best, report
 
 
 def interleave(ours, peers, shift):
@@ -190,7 +248,7 @@ def jobs_for(name, w, a, env_ours, settings):
                                   "framework": s["framework"]}) for r in s["results"]]
         for setting, t, ob in settings:
             cmd = [PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] + ["--threads", str(t), "--json"]
-            peers.append((("torch", setting, "*"), cmd, torch_env(env_ours, ob, a.keep_openblas_coretype), parse_torch))
+            peers.append((("torch", setting, "*"), cmd, torch_env(env_ours, ob, a.openblas_core), parse_torch))
         return ours, peers
 
     def parse_run(mode):
@@ -206,7 +264,7 @@ def jobs_for(name, w, a, env_ours, settings):
         for mode in w.torch_modes:
             cmd = ([PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] +
                    ["--amp", mode, "--threads", str(t), "--json"])
-            peers.append((("torch", setting, mode), cmd, torch_env(env_ours, ob, a.keep_openblas_coretype), parse_run(mode)))
+            peers.append((("torch", setting, mode), cmd, torch_env(env_ours, ob, a.openblas_core), parse_run(mode)))
     for g in w.go:
         cmd = [os.path.join(a.bin, "gopeer-" + g)] + list(w.go_args) + ["-data", a.data, "-json"]
         if a.go_peer_steps:
@@ -304,7 +362,7 @@ def print_tables(report, out):
     if report.get("go_peer_steps"):
         print(f"(the Go peers stopped after {report['go_peer_steps']} steps: their accuracy is not comparable)", file=out)
     if m.get("openblas_coretype"):
-        print(f"(OpenBLAS core type: {m['openblas_coretype']}; a pinned OPENBLAS_CORETYPE is dropped, see main)", file=out)
+        print(f"(OpenBLAS core type: {m['openblas_coretype']})", file=out)
     for name, wl in report["workloads"].items():
         print(f"\n{name}: {wl['about']} ({wl['unit']}; timed: {wl['timed']})", file=out)
         print(f"  {'framework':28} {'amp':5} {wl['unit']:>11} {'ms/step':>8} {'acc':>6} "
@@ -358,8 +416,9 @@ def main():
     # Some machines set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) to pin an
     # older kernel: on this project's Zen machines it made OpenBLAS run its
     # Haswell (AVX2) kernels at half the speed of the AVX-512 ones it picks
-    # itself (Cooperlake; results checked against float64). A tuned peer
-    # runs with OpenBLAS's own choice, so both are dropped for every run.
+    # itself (Cooperlake; results checked against float64). Both are dropped
+    # for every run, and the peer gets the fastest core type the probe finds
+    # (OpenBLAS's own choice unless another is clearly faster).
     pinned = {k: os.environ.pop(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
     env_ours = dict(os.environ, MNIST_DIR=os.path.join(a.data, "mnist"), MIXPREC_DATA=a.data, GOMAXPROCS=str(a.cores))
     settings = torch_settings(a.cores)
@@ -371,6 +430,16 @@ def main():
               "go_peer_steps": a.go_peer_steps, "steps": steps,
               "keep_openblas_coretype": a.keep_openblas_coretype, "workloads": {}}
     report["machine"]["dropped_env"] = pinned
+    if a.keep_openblas_coretype:
+        a.openblas_core = pinned.get("OPENBLAS_CORETYPE")
+        report["machine"]["openblas_coretype"] = a.openblas_core or "(OpenBLAS's own choice)"
+    else:
+        a.openblas_core, probe = probe_openblas_core(env_ours, cpu_flags(), log)
+        report["machine"]["openblas_probe"] = probe
+        report["machine"]["openblas_coretype"] = (
+            f"{a.openblas_core} (set: OpenBLAS picks {probe['own_choice']} on this CPU; "
+            + ", ".join(f"{k} {v:.0f}" for k, v in probe["gflops"].items() if v) + " GFLOP/s in a 1-thread 512^3 sgemm probe)"
+            if a.openblas_core else probe["chosen"])
     unavailable = {}
     for name in names:
         w = table[name]
@@ -398,20 +467,29 @@ def load():
         return "unknown"
 
 
-def machine(cores):
-    cpu = "unknown CPU"
-    flags = set()
+def cpu_flags():
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name") and cpu == "unknown CPU":
-                cpu = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
     except OSError:
         pass
+    return set()
+
+
+def machine(cores):
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    flags = cpu_flags()
     feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16") if f in flags]
     return {"cpu": f"{cpu} ({' '.join(feats)})" if feats else cpu, "cores": cores, "load_start": load(),
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(OpenBLAS's own choice)"), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ schedules are mixprec's.
 The augmentation and schedule tests need torch (sh tools/install-peer.sh)
 and are skipped, saying so, without it.
 """
-import math, os, sys, unittest
+import math, os, subprocess, sys, unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -35,12 +35,49 @@ class TestSettings(unittest.TestCase):
     def test_env(self):
         base = {"PATH": "/bin", "OMP_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "3", "GOTO_NUM_THREADS": "2",
                 "OPENBLAS_CORETYPE": "Haswell"}
-        for ob, keep, want in [(None, False, {"PATH": "/bin"}),
-                               ("1", False, {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1"}),
-                               (None, True, {"PATH": "/bin", "OPENBLAS_CORETYPE": "Haswell"})]:
-            with self.subTest(openblas=ob, keep_coretype=keep):
-                self.assertEqual(bench_peer.torch_env(base, ob, keep), want)
+        for ob, core, want in [(None, None, {"PATH": "/bin"}),
+                               ("1", None, {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1"}),
+                               (None, "Cooperlake", {"PATH": "/bin", "OPENBLAS_CORETYPE": "Cooperlake"})]:
+            with self.subTest(openblas=ob, coretype=core):
+                self.assertEqual(bench_peer.torch_env(base, ob, core), want)
         self.assertEqual(base["OMP_NUM_THREADS"], "4", "torch_env changed its argument")
+
+
+class TestCoreProbe(unittest.TestCase):
+    """probe_openblas_core with subprocess.run faked: each core type reports
+    itself and a time."""
+
+    def probe(self, own, secs, flags):
+        calls = []
+
+        def fake(cmd, capture_output, text, env, cwd):
+            core = env.get("OPENBLAS_CORETYPE") or own
+            calls.append(env.get("OPENBLAS_CORETYPE"))
+            self.assertEqual(env.get("OPENBLAS_NUM_THREADS"), "1")
+            return subprocess.CompletedProcess(cmd, 0, f"{secs[core]}\n", f"Core: {core}\n")
+        real = bench_peer.subprocess.run
+        bench_peer.subprocess.run = fake
+        try:
+            return bench_peer.probe_openblas_core({"PATH": "/bin"}, flags, lambda s: None), calls
+        finally:
+            bench_peer.subprocess.run = real
+
+    def test_generic_pick_replaced(self):
+        (core, rep), calls = self.probe("Prescott", {"Prescott": 4.0, "Cooperlake": 1.0, "SkylakeX": 1.2, "Haswell": 2.0},
+                                        {"avx2", "avx512f", "avx512_bf16"})
+        self.assertEqual(core, "Cooperlake")
+        self.assertEqual(calls, [None, "Cooperlake", "SkylakeX", "Haswell"])
+        self.assertEqual(rep["own_choice"], "Prescott")
+
+    def test_own_pick_kept_unless_clearly_slower(self):
+        (core, rep), calls = self.probe("Cooperlake", {"Cooperlake": 1.0, "SkylakeX": 0.95, "Haswell": 2.0},
+                                        {"avx2", "avx512f", "avx512_bf16"})
+        self.assertIsNone(core)
+        self.assertEqual(calls, [None, "SkylakeX", "Haswell"])
+
+    def test_flags_limit_candidates(self):
+        (core, _), calls = self.probe("Prescott", {"Prescott": 2.0, "Haswell": 1.0}, {"avx2"})
+        self.assertEqual((core, calls), ("Haswell", [None, "Haswell"]))
 
 
 class TestInterleave(unittest.TestCase):
