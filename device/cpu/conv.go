@@ -2,6 +2,9 @@ package cpu
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mixprec/mixprec/device"
@@ -18,10 +21,60 @@ func (d *Device) forPlanes(planes, size int, fn func(i int)) {
 }
 
 // ConvChunkBytes is the im2col chunk this backend prefers
-// (device.ConvChunker): a megabyte, a core's L2 cache on the machines
-// measured, where the GEMM then finds the columns. On the MNIST CNN's
-// second layer it takes 40% less CPU time than 16 MB chunks.
-func (d *Device) ConvChunkBytes() int { return 1 << 20 }
+// (device.ConvChunker): twice a core's L2 cache, between 1 and 8 MiB, or 1
+// MiB where the L2's size is unknown. On a Zen machine with a 1 MiB L2,
+// 1 MiB chunks took 40% less CPU time than 16 MiB ones on the MNIST CNN's
+// second layer. On an Emerald Rapids Xeon with a 2 MiB L2, 4 MiB chunks
+// against 1 MiB (alternated runs, medians): MNIST CNN 1.11x in FP32, 1.04x
+// in BF16, 0.99x in F16; ResNet-20 1.09x in FP32, 1.04x in BF16. Fewer,
+// larger chunks mean fewer parallel im2col passes (a single ResNet-20
+// first-stage image is 590 KB of columns).
+func (d *Device) ConvChunkBytes() int { return convChunk }
+
+var convChunk = convChunkFor(l2Bytes())
+
+// convChunkFor is ConvChunkBytes for an L2 of l2 bytes (0: unknown).
+func convChunkFor(l2 int) int {
+	if l2 <= 0 {
+		return 1 << 20
+	}
+	return min(max(2*l2, 1<<20), 8<<20)
+}
+
+// l2Bytes reads the size of CPU 0's level-2 data or unified cache from
+// Linux's sysfs; 0 where it cannot (another OS, or no such entry).
+func l2Bytes() int {
+	for i := 0; i < 8; i++ {
+		dir := fmt.Sprintf("/sys/devices/system/cpu/cpu0/cache/index%d/", i)
+		level, err1 := os.ReadFile(dir + "level")
+		typ, err2 := os.ReadFile(dir + "type")
+		size, err3 := os.ReadFile(dir + "size")
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		if t := strings.TrimSpace(string(typ)); strings.TrimSpace(string(level)) != "2" || (t != "Unified" && t != "Data") {
+			continue
+		}
+		return parseCacheSize(strings.TrimSpace(string(size)))
+	}
+	return 0
+}
+
+// parseCacheSize reads sysfs's "2048K" (or "2M", or bytes); 0 if malformed.
+func parseCacheSize(s string) int {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		return 0
+	}
+	return v * mult
+}
 
 var _ device.ConvChunker = (*Device)(nil)
 
