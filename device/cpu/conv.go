@@ -29,9 +29,11 @@ func (d *Device) forPlanes(planes, size int, fn func(i int)) {
 // in BF16, 0.99x in F16; ResNet-20 1.09x in FP32, 1.04x in BF16. Fewer,
 // larger chunks mean fewer parallel im2col passes (a single ResNet-20
 // first-stage image is 590 KB of columns).
-func (d *Device) ConvChunkBytes() int { return convChunk }
+func (d *Device) ConvChunkBytes() int { return convChunk() }
 
-var convChunk = convChunkFor(l2Bytes())
+// convChunk reads the L2's size the first time a convolution asks, not at
+// start-up.
+var convChunk = sync.OnceValue(func() int { return convChunkFor(l2Bytes()) })
 
 // convChunkFor is ConvChunkBytes for an L2 of l2 bytes (0: unknown).
 func convChunkFor(l2 int) int {

@@ -26,5 +26,5 @@ func TestParseCacheSize(t *testing.T) {
 			t.Errorf("parseCacheSize(%q) = %d, want %d", tt.in, got, tt.want)
 		}
 	}
-	t.Logf("this machine: L2 %d bytes, conv chunk %d bytes", l2Bytes(), convChunk)
+	t.Logf("this machine: L2 %d bytes, conv chunk %d bytes", l2Bytes(), convChunk())
 }

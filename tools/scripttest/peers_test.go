@@ -1,6 +1,7 @@
 package scripttest
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,6 +24,8 @@ func TestBenchPeerRunner(t *testing.T) {
 	}
 	cmd := exec.Command(py, "-m", "unittest", "test_peers")
 	cmd.Dir = "../peers"
+	// No __pycache__ folders left in the source tree.
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s -m unittest test_peers: %v\n%s", py, err, out)
