@@ -112,6 +112,15 @@ func words(f []float32) []uint32 {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(&f[0])), len(f))
 }
 
+// halves views a packing buffer's float32 slots as pairs of 16-bit halves,
+// low half first: an AMX A panel's rows, copied from bfloat16 storage.
+func halves(f []float32) []uint16 {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&f[0])), 2*len(f))
+}
+
 // zipGo interleaves two k rows of bfloat16 into pairs; see impl.zip.
 func zipGo(dst []float32, ldd int, src []uint16, lds int, pairs, cols int) {
 	d := words(dst)

@@ -40,8 +40,14 @@ func variants() []variant {
 			vs = append(vs, variant{im.dot.name, im, true})
 		}
 	}
+	vs = append(vs, moreDots...)
 	return append(vs, variant{goDotImpl.name, goDotHost, true})
 }
+
+// moreDots are dot paths this CPU has beside the ones impls use: the
+// VDPBF16PS kernels on a CPU whose BF16 products go to AMX. A platform
+// test file fills it.
+var moreDots []variant
 
 // kernelImpls lists every implementation whose kernels can be called:
 // impls, and the dot variants this CPU has, and the Go one.
@@ -51,6 +57,9 @@ func kernelImpls() []*impl {
 		if im.dot != nil {
 			ks = append(ks, im.dot)
 		}
+	}
+	for _, v := range moreDots {
+		ks = append(ks, v.im.dot)
 	}
 	return append(ks, goDotImpl)
 }

@@ -91,8 +91,7 @@ func start(j job) {
 	checkOperand("A", j.a, ar, ac, m, n, k)
 	checkOperand("B", j.b, br, bc, m, n, k)
 	j.im = implFor(&j.a, &j.b)
-	// A multiple of 8 keeps the packing transposes on their 8x8 blocks.
-	j.kc = blockLen(k, j.im.kc, 8)
+	j.kc = blockLen(k, j.im.kc, j.im.kUnit())
 	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
 	if pm*pn > 1 {
 		j.parallel(pm*pn, pm, pn) // a copy: only this path puts the job on the heap
@@ -337,7 +336,10 @@ type job struct {
 // steps is how many kernel steps kcur values of k take: kcur, or pairs of
 // them for a dot implementation. Blocks of kc (even) sum to steps(k).
 func (j *job) steps(kcur int) int {
-	if j.im.pairs {
+	switch {
+	case j.im.tiles:
+		return roundUp(ceilDiv(kcur, 2), 16)
+	case j.im.pairs:
 		return ceilDiv(kcur, 2)
 	}
 	return kcur
@@ -349,25 +351,33 @@ func (j *job) steps(kcur int) int {
 // means p is the contiguous direction. They branch rather than hold a
 // method value: a call through one would make the job escape, and Gemm
 // allocate.
-func (j *job) packA(dst []float32, p0, np, q0, nq int) {
+func (j *job) packA(buf *buffers, dst []float32, p0, np, q0, nq int) {
 	copyMode, sp, sq := false, j.a.LD, 1
 	if j.transA {
 		copyMode, sp, sq = true, 1, j.a.LD
 	}
+	if j.im.tiles {
+		j.im.packTiles(buf, true, dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr, j.steps(nq))
+		return
+	}
 	if j.im.pairs {
-		j.im.packPairs(dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr)
+		j.im.packPairs(dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr, j.steps(nq))
 		return
 	}
 	j.im.pack(dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr)
 }
 
-func (j *job) packB(dst []float32, p0, np, q0, nq int) {
+func (j *job) packB(buf *buffers, dst []float32, p0, np, q0, nq int) {
 	copyMode, sp, sq := true, 1, j.b.LD
 	if j.transB {
 		copyMode, sp, sq = false, j.b.LD, 1
 	}
+	if j.im.tiles {
+		j.im.packTiles(buf, false, dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, j.im.nr, j.steps(nq))
+		return
+	}
 	if j.im.pairs {
-		j.im.packPairs(dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, j.im.nr)
+		j.im.packPairs(dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, j.im.nr, j.steps(nq))
 		return
 	}
 	j.im.pack(dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, j.im.nr)
@@ -395,11 +405,11 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 			if pc > 0 {
 				beta = 1 // later k blocks add onto what the first one stored
 			}
-			j.packB(pb, jc, ncur, pc, kcur)
+			j.packB(buf, pb, jc, ncur, pc, kcur)
 			for ic := m0; ic < m1; ic += mc {
 				mcur := min(mc, m1-ic)
 				c := cb[(ic-m0)*ldc:]
-				j.packA(pa, ic, mcur, pc, kcur)
+				j.packA(buf, pa, ic, mcur, pc, kcur)
 				if pc == 0 {
 					j.widen(c, ldc, ic, mcur, jc, ncur)
 				}
@@ -436,12 +446,12 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 			if pc > 0 {
 				beta = 1
 			}
-			j.packB(pb, jc, ncur, pc, kcur)
+			j.packB(buf, pb, jc, ncur, pc, kcur)
 			for ic := 0; ic < j.m; ic += mc {
 				mcur := min(mc, j.m-ic)
 				c := cb[ic*ldc:]
 				if !*aPacked {
-					j.packA(block[ic*steps:], ic, mcur, pc, kcur)
+					j.packA(buf, block[ic*steps:], ic, mcur, pc, kcur)
 				}
 				if pc == 0 {
 					j.widen(c, ldc, ic, mcur, jc, ncur)
@@ -469,7 +479,14 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 	for jr := 0; jr < ncur; jr += nr {
 		nv := min(nr, ncur-jr)
 		bp := pb[jr*kc : jr*kc+nr*kc]
-		for ir := 0; ir < mcur; ir += mr {
+		ir := 0
+		if im.run != nil && out < 0 && nv == nr && mcur >= mr {
+			// A column of full tiles in one call (see impl.run).
+			n := mcur / mr
+			im.run(kc, pa[:n*mr*kc], bp, c[jr:], ldc, j.alpha, beta, n)
+			ir = n * mr
+		}
+		for ; ir < mcur; ir += mr {
 			mv := min(mr, mcur-ir)
 			ap := pa[ir*kc : ir*kc+mr*kc]
 			off := ir*ldc + jr
@@ -510,6 +527,21 @@ func (j *job) tile(ap, bp, tmp, c []float32, ldc, mv, nv, kc int, beta float32) 
 	mr, nr := im.mr, im.nr
 	if mv == mr && nv == nr {
 		im.tile(kc, ap, bp, c, ldc, j.alpha, beta)
+		return
+	}
+	if im.tiles {
+		// The AMX kernel may start from C's old value (see genAMX), so
+		// an edge tile runs on a copy of its part of C with the same
+		// alpha and beta: a full tile's bits.
+		if beta != 0 {
+			for i := 0; i < mv; i++ {
+				copy(tmp[i*nr:i*nr+nv], c[i*ldc:i*ldc+nv])
+			}
+		}
+		im.tile(kc, ap, bp, tmp, nr, j.alpha, beta)
+		for i := 0; i < mv; i++ {
+			copy(c[i*ldc:i*ldc+nv], tmp[i*nr:i*nr+nv])
+		}
 		return
 	}
 	tile, tm, tn := im.tile, mr, nr
@@ -586,8 +618,8 @@ func (im *impl) pack(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, 
 // blocking, and an odd nq pairs the last k with a zero. Both operands pad
 // so, and the padding adds 0·0: nothing past the matrices is read, and an
 // infinity in them never meets a zero of the padding.
-func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r int) {
-	full, steps := nq/2, ceilDiv(nq, 2)
+func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r, steps int) {
+	full, used := nq/2, ceilDiv(nq, 2)
 	for pp := 0; pp < np; pp += r {
 		w := min(r, np-pp)
 		d := dst[pp*steps : pp*steps+r*steps]
@@ -600,15 +632,87 @@ func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0,
 			// q is contiguous: pairs are 32-bit words of src's rows.
 			im.trPairs(d, r, src, sp, w, full)
 		}
-		if steps > full {
+		if used > full {
 			last := words(d[full*r : full*r+w])
 			for x := range last {
 				last[x] = uint32(src[x*sp+(nq-1)*sq])
 			}
 		}
 		if w < r {
-			for q := 0; q < steps; q++ {
+			for q := 0; q < used; q++ {
 				clear(d[q*r+w : q*r+r])
+			}
+		}
+	}
+}
+
+// packTiles is packPairs for an AMX implementation (im.tiles), for op(A)
+// (rowsFirst) or op(B). Its micro-panels hold 32 rows (A) or columns (B) by
+// steps pairs of k as 2*steps/16 tiles of 16x16 32-bit words, each 1 KiB
+// and contiguous: tile (g, h) covers pairs 16g..16g+15 and rows or columns
+// 16h..16h+15, at words (2g+h)*256. A's tiles are row-major (a row's 16
+// pairs contiguous: what TDPBF16PS takes as its first source), B's are
+// pair-major (a pair's 16 columns contiguous: its second source). The pairs
+// past ceil(nq/2) and the rows or columns past np are zero. Contiguous
+// tiles load as 16 consecutive cache lines; rows of a longer panel a power
+// of two apart fell into few cache sets. zip and trPairs build a B tile in
+// one call each; an A tile is a copy of 16 row pieces when k is contiguous
+// in op's storage, else zip's tile transposed (buf.z holds it).
+func (im *impl) packTiles(buf *buffers, rowsFirst bool, dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r, steps int) {
+	full, used := nq/2, ceilDiv(nq, 2)
+	z := buf.get(&buf.z, 256)
+	for pp := 0; pp < np; pp += r {
+		w := min(r, np-pp)
+		d := dst[pp*steps : pp*steps+r*steps]
+		for g := 0; g < steps/16; g++ {
+			pf := min(max(full-16*g, 0), 16) // full pairs in this tile
+			pu := min(max(used-16*g, 0), 16) // pairs with data
+			for h := range 2 {
+				t := d[(2*g+h)*256 : (2*g+h+1)*256]
+				wh := min(max(w-16*h, 0), 16)
+				if pu == 0 || wh == 0 {
+					clear(t)
+					continue
+				}
+				src := op.U16[op.Off+(p0+pp+16*h)*sp+(q0+32*g)*sq:]
+				// out is what t holds pair-major: t itself for B, z for A
+				// by zip.
+				out := t
+				switch {
+				case rowsFirst && !copyMode:
+					// k contiguous: each row's pairs are a copy.
+					hv := halves(t)
+					for x := 0; x < wh; x++ {
+						row := hv[32*x : 32*x+32]
+						copy(row, src[x*sp:x*sp+2*pf])
+						if pu > pf {
+							row[2*pf] = src[x*sp+(nq-1-32*g)]
+						}
+						clear(row[2*pu:])
+					}
+					clear(t[16*wh:])
+					continue
+				case rowsFirst:
+					out = z
+					im.zip(out, 16, src, sq, pf, wh)
+				case copyMode:
+					im.zip(out, 16, src, sq, pf, wh)
+				default:
+					im.trPairs(out, 16, src, sp, wh, pf)
+				}
+				if pu > pf {
+					last := words(out[16*pf : 16*pf+wh])
+					for x := range last {
+						last[x] = uint32(src[x*sp+(nq-1-32*g)*sq])
+					}
+				}
+				for q := 0; q < pu; q++ {
+					clear(out[16*q+wh : 16*q+16])
+				}
+				clear(out[16*pu:])
+				if rowsFirst {
+					im.transpose(t, 16, z, 16, 16, 16)
+				}
 			}
 		}
 	}
@@ -618,6 +722,7 @@ func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0,
 // a training loop calling Gemm with the same shapes does not allocate.
 type buffers struct {
 	a, b, tmp []float32
+	z         []float32 // an AMX A panel's pairs before they are transposed into rows
 	c         []float32 // a 16-bit C's float32 block (Gemm16)
 	bits      []uint16  // a rounded tile of a 16-bit C stored in F32, or a row
 }

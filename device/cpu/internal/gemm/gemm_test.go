@@ -695,53 +695,62 @@ func TestEdgeKernelBits(t *testing.T) {
 // on its own, through operand offsets, must reproduce the full product's
 // bits there.
 func TestSubmatrixBits(t *testing.T) {
-	const m, n, k = 100, 90, 300
+	const m, n = 100, 90
 	const i0, i1, j0, j1 = 37, 61, 20, 71
-	for _, v := range variants() {
-		for _, tr := range transCombos {
-			t.Run(fmt.Sprintf("%s/%v%v", v.name, tr.a, tr.b), func(t *testing.T) {
-				v.use(t)
-				sta, stb := f16, f32
-				if v.dot {
-					sta, stb = bf16, bf16
-				}
-				rng := rand.New(rand.NewPCG(11, 12))
-				ar, ac := m, k
-				if tr.a {
-					ar, ac = k, m
-				}
-				br, bc := k, n
-				if tr.b {
-					br, bc = n, k
-				}
-				a, _ := newOperand(rng, sta, ar, ac, 0, 0)
-				b, _ := newOperand(rng, stb, br, bc, 0, 0)
-				c0, _ := newC(rng, m, n, 0, false)
-				full := append([]float32(nil), c0[:m*n]...)
-				Gemm(tr.a, tr.b, m, n, k, 0.5, a, b, 2, full, n)
+	// The second set is training's alpha and beta, with k spanning three
+	// k blocks, so that later blocks add onto C: the AMX kernel then
+	// starts from C's old value, and its edge tiles must too.
+	for _, ps := range []struct {
+		k           int
+		alpha, beta float32
+	}{{300, 0.5, 2}, {1100, 1, 1}} {
+		k, alpha, beta := ps.k, ps.alpha, ps.beta
+		for _, v := range variants() {
+			for _, tr := range transCombos {
+				t.Run(fmt.Sprintf("%s/%v%v/k=%d", v.name, tr.a, tr.b, k), func(t *testing.T) {
+					v.use(t)
+					sta, stb := f16, f32
+					if v.dot {
+						sta, stb = bf16, bf16
+					}
+					rng := rand.New(rand.NewPCG(11, 12))
+					ar, ac := m, k
+					if tr.a {
+						ar, ac = k, m
+					}
+					br, bc := k, n
+					if tr.b {
+						br, bc = n, k
+					}
+					a, _ := newOperand(rng, sta, ar, ac, 0, 0)
+					b, _ := newOperand(rng, stb, br, bc, 0, 0)
+					c0, _ := newC(rng, m, n, 0, false)
+					full := append([]float32(nil), c0[:m*n]...)
+					Gemm(tr.a, tr.b, m, n, k, alpha, a, b, beta, full, n)
 
-				sa, sb := a, b
-				if tr.a {
-					sa.Off += i0 // first column of the stored k x m A
-				} else {
-					sa.Off += i0 * a.LD
-				}
-				if tr.b {
-					sb.Off += j0 * b.LD
-				} else {
-					sb.Off += j0
-				}
-				sub := append([]float32(nil), c0[i0*n+j0:]...)
-				Gemm(tr.a, tr.b, i1-i0, j1-j0, k, 0.5, sa, sb, 2, sub, n)
-				for i := i0; i < i1; i++ {
-					for j := j0; j < j1; j++ {
-						got, want := sub[(i-i0)*n+j-j0], full[i*n+j]
-						if math.Float32bits(got) != math.Float32bits(want) {
-							t.Fatalf("C[%d,%d] = %v alone, %v in the full product", i, j, got, want)
+					sa, sb := a, b
+					if tr.a {
+						sa.Off += i0 // first column of the stored k x m A
+					} else {
+						sa.Off += i0 * a.LD
+					}
+					if tr.b {
+						sb.Off += j0 * b.LD
+					} else {
+						sb.Off += j0
+					}
+					sub := append([]float32(nil), c0[i0*n+j0:]...)
+					Gemm(tr.a, tr.b, i1-i0, j1-j0, k, alpha, sa, sb, beta, sub, n)
+					for i := i0; i < i1; i++ {
+						for j := j0; j < j1; j++ {
+							got, want := sub[(i-i0)*n+j-j0], full[i*n+j]
+							if math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("C[%d,%d] = %v alone, %v in the full product", i, j, got, want)
+							}
 						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }

@@ -74,6 +74,26 @@ type impl struct {
 	pairs   bool
 	zip     func(dst []float32, ldd int, src []uint16, lds int, pairs, cols int)
 	trPairs func(dst []float32, ldd int, src []uint16, lds int, rows, pairs int)
+
+	// tiles marks a pairs implementation whose kernel works in AMX tile
+	// registers: a step count is padded to a multiple of 16 pairs (one
+	// tile of k), kc is a multiple of 32, and an A micro-panel holds mr
+	// rows of pairs, each row's pairs contiguous (packRowPairs), rather
+	// than k-major. run computes n full tiles of C, one below the other,
+	// from consecutive A micro-panels and one B micro-panel, as n calls of
+	// tile would; macro hands it each column of full tiles at once, so that
+	// the tile configuration is loaded once a column rather than once a tile.
+	tiles bool
+	run   func(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int)
+}
+
+// kUnit is what kc is a multiple of: 8 keeps the packing transposes on
+// their 8x8 blocks, 32 is one AMX tile of k.
+func (im *impl) kUnit() int {
+	if im.tiles {
+		return 32
+	}
+	return 8
 }
 
 // tileFn is the signature of a micro-kernel; see impl.tile.

@@ -170,6 +170,16 @@ func dotPeakAVX512(n int)
 //go:noescape
 func fmaPeakAVX2(n int)
 
+// amxBF16 computes n 32x32 tiles of C with AMX-BF16 (see genAMX); steps
+// is a multiple of 16, mode 0 for alpha 1 and beta 0, 1 for alpha 1 and
+// beta 1, 2 otherwise.
+//
+//go:noescape
+func amxBF16(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int)
+
+//go:noescape
+func amxPeak(n int)
+
 // tileFunc wraps an assembly kernel for an mr x nr tile whose panels are
 // packed sa floats (A) and sb floats (B) per k step.
 func tileFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, alpha, beta float32)) tileFn {
@@ -479,6 +489,47 @@ func dotPaysAVX512() bool {
 	return 2*float64(fma) >= 1.25*float64(dot)
 }
 
+// amxRun is amxImpl.run: it checks the panels and C and calls amxBF16.
+func amxRun(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int) {
+	_ = a[n*32*steps-1]
+	_ = b[32*steps-1]
+	_ = c[(32*n-1)*ldc+31]
+	mode := 2
+	if alpha == 1 && beta == 0 {
+		mode = 0
+	} else if alpha == 1 && beta == 1 {
+		mode = 1
+	}
+	amxBF16(steps, &a[0], &b[0], &c[0], ldc, alpha, beta, n, mode)
+}
+
+func amxTile(steps int, a, b, c []float32, ldc int, alpha, beta float32) {
+	amxRun(steps, a, b, c, ldc, alpha, beta, 1)
+}
+
+// amxImpl is avx512Impl's variant for two bfloat16 operands on CPUs with
+// AMX-BF16 (Sapphire Rapids and later) where the OS lets this process use
+// the tile registers (amxPermit, asked at init): a TDPBF16PS multiplies a 16x32 block of
+// A by a 32x16 block of B into 16x16 float32 accumulators, 16384 flops an
+// instruction, and the 32x32 tile of C is four of them. B is packed as the
+// dot kernels' B is (pairs of k, 32 columns), A as rows of pairs. kc = 512
+// k values gives 32 KiB A and B micro-panels, as avx512DotImpl's B; mc is
+// 16 micro-panels. There are no edge kernels: an edge tile is a full one
+// computed into the scratch tile, whose valid part is merged into C, with
+// the same bits (see genAMX).
+var amxImpl = &impl{
+	name: "amx-bf16",
+	mr:   32, nr: 32,
+	kc: 512, mc: 512, nc: 4096,
+	pairs:     true,
+	tiles:     true,
+	tile:      amxTile,
+	run:       amxRun,
+	zip:       asmHelpers{}.zip,
+	trPairs:   asmHelpers{}.trPairs,
+	transpose: asmHelpers{}.transpose,
+}
+
 func init() {
 	// HasAVX2 and HasAVX512F include the OS's consent to save the wider
 	// registers; F16C and FMA are checked separately. AVX-512BW is needed
@@ -491,6 +542,12 @@ func init() {
 			// where the OS saves the Z registers.
 			if cpu.X86.HasAVX512BF16 {
 				avx512Impl.dot = avx512DotImpl
+			}
+			// CPUID's AMX bits say nothing of the OS: amxPermit asks
+			// it (one system call, here rather than on first use so
+			// that every path to the kernels finds the permission).
+			if cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16 && amxPermit() {
+				avx512Impl.dot = amxImpl
 			}
 		}
 	}

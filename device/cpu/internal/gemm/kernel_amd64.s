@@ -8032,3 +8032,157 @@ dotPeakAVX512_loop:
 dotPeakAVX512_done:
 	VZEROUPPER
 	RET
+
+// amxCfg is the tile configuration: palette 1, tmm0-7 each 16 rows of
+// 64 bytes (16 float32, or 16 pairs of bfloat16).
+DATA amxCfg<>+0(SB)/8, $0x0000000000000001
+DATA amxCfg<>+8(SB)/8, $0
+DATA amxCfg<>+16(SB)/8, $0x0040004000400040
+DATA amxCfg<>+24(SB)/8, $0x0040004000400040
+DATA amxCfg<>+32(SB)/8, $0
+DATA amxCfg<>+40(SB)/8, $0
+DATA amxCfg<>+48(SB)/8, $0x1010101010101010
+DATA amxCfg<>+56(SB)/8, $0
+GLOBL amxCfg<>(SB), RODATA|NOPTR, $64
+
+// func amxBF16(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int)
+//
+// amxBF16 computes n 32x32 tiles of C (see genAMX in gen.go).
+// Registers: SI A micro-panel, DI B, DX C tile, R9 64, R10 scratch,
+// R11 ldc in bytes, R13 an A micro-panel's bytes; AX and CX walk A
+// and B, R12 counts.
+TEXT ·amxBF16(SB), 0, $4160-64
+	MOVQ steps+0(FP), R13
+	SHLQ $7, R13
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R11
+	SHLQ $2, R11
+	VBROADCASTSS alpha+40(FP), Z30
+	VBROADCASTSS beta+44(FP), Z31
+	MOVQ $64, R9
+	LEAQ 63(SP), R10
+	ANDQ $-64, R10
+	CMPQ n+48(FP), $0
+	JLE amxBF16_ret
+	LEAQ amxCfg<>(SB), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+amxBF16_tile:
+	CMPQ mode+56(FP), $1
+	JEQ amxBF16_loadc
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero tmm3
+	JMP amxBF16_kstart
+amxBF16_loadc:
+	MOVQ R11, BX
+	SHLQ $4, BX
+	ADDQ DX, BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x1a // tileloadd tmm0, [rdx+r11*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x4c; BYTE $0x1a; BYTE $0x40 // tileloadd tmm1, [rdx+r11*1+64]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x1b // tileloadd tmm2, [rbx+r11*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x1b; BYTE $0x40 // tileloadd tmm3, [rbx+r11*1+64]
+amxBF16_kstart:
+	MOVQ SI, AX
+	MOVQ DI, CX
+	MOVQ steps+0(FP), R12
+	SHRQ $4, R12
+	JZ amxBF16_store
+amxBF16_k:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x08 // tileloadd tmm4, [rax+r9*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x09 // tileloadd tmm6, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xbc; BYTE $0x09; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm7, [rcx+r9*1+1024]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1, tmm4, tmm7
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x08; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm5, [rax+r9*1+1024]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps tmm2, tmm5, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3, tmm5, tmm7
+	ADDQ $2048, AX
+	ADDQ $2048, CX
+	DECQ R12
+	JNZ amxBF16_k
+amxBF16_store:
+	CMPQ mode+56(FP), $2
+	JEQ amxBF16_scratch
+	MOVQ R11, BX
+	SHLQ $4, BX
+	ADDQ DX, BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x1a // tilestored [rdx+r11*1], tmm0
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x1a; BYTE $0x40 // tilestored [rdx+r11*1+64], tmm1
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x1b // tilestored [rbx+r11*1], tmm2
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x1b; BYTE $0x40 // tilestored [rbx+r11*1+64], tmm3
+	JMP amxBF16_next
+amxBF16_scratch:
+	MOVQ $128, R8
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tilestored [r10+r8*1], tmm0
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tilestored [r10+r8*1+64], tmm1
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x02; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored [r10+r8*1+2048], tmm2
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x02; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored [r10+r8*1+2112], tmm3
+	MOVQ R10, AX
+	MOVQ DX, BX
+	MOVQ $32, R12
+	VXORPS X0, X0, X0
+	VUCOMISS beta+44(FP), X0
+	JEQ amxBF16_set
+amxBF16_merge:
+	VMULPS (AX), Z30, Z0
+	VMULPS 64(AX), Z30, Z1
+	VMULPS (BX), Z31, Z2
+	VMULPS 64(BX), Z31, Z3
+	VADDPS Z2, Z0, Z0
+	VADDPS Z3, Z1, Z1
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	ADDQ $128, AX
+	ADDQ R11, BX
+	DECQ R12
+	JNZ amxBF16_merge
+	JMP amxBF16_next
+amxBF16_set:
+	VMULPS (AX), Z30, Z0
+	VMULPS 64(AX), Z30, Z1
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	ADDQ $128, AX
+	ADDQ R11, BX
+	DECQ R12
+	JNZ amxBF16_set
+amxBF16_next:
+	ADDQ R13, SI
+	MOVQ R11, AX
+	SHLQ $5, AX
+	ADDQ AX, DX
+	DECQ n+48(FP)
+	JNZ amxBF16_tile
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+amxBF16_ret:
+	VZEROUPPER
+	RET
+
+// func amxPeak(n int)
+TEXT ·amxPeak(SB), NOSPLIT, $0-8
+	MOVQ n+0(FP), CX
+	TESTQ CX, CX
+	JLE amxPeak_ret
+	LEAQ amxCfg<>(SB), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero tmm3
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xe0 // tilezero tmm4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xe8 // tilezero tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xf0 // tilezero tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xf8 // tilezero tmm7
+amxPeak_loop:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xcd // tdpbf16ps tmm1, tmm5, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xd4 // tdpbf16ps tmm2, tmm4, tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3, tmm5, tmm7
+	DECQ CX
+	JNZ amxPeak_loop
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+amxPeak_ret:
+	RET

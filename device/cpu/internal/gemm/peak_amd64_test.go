@@ -14,7 +14,7 @@ type peakLoop struct {
 }
 
 // peakLoops returns the loops this CPU can run, narrowest first, the
-// bfloat16 dot-product loop last.
+// bfloat16 dot-product loops last (AMX's after VDPBF16PS's).
 func peakLoops() []peakLoop {
 	var l []peakLoop
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
@@ -25,6 +25,9 @@ func peakLoops() []peakLoop {
 	}
 	if cpu.X86.HasAVX512BF16 {
 		l = append(l, peakLoop{"avx512-bf16dot", 16 * 16 * 4, dotPeakAVX512, true})
+	}
+	if avx512Impl.dot == amxImpl {
+		l = append(l, peakLoop{"amx-bf16", 4 * 16 * 16 * 32 * 2, amxPeak, true})
 	}
 	return l
 }
