@@ -1013,9 +1013,7 @@ func tileAddr(base, index string, disp int) string {
 //	  round(alpha*t) + round(beta*c), C not read when beta is 0.
 //
 // Modes 0 and 1 are what training uses (every product there has alpha 1
-// and beta 0 or 1). Mode 2 is slow: the vector loads of the scratch wait
-// for the tile stores to it, about 3 µs a tile on a Sapphire Rapids class
-// Xeon, three quarters of the tile's time. An edge tile is computed by the
+// and beta 0 or 1). An edge tile is computed by the
 // same code on a copy of its part of C (see job.tile), so it has a full
 // tile's bits in every mode.
 //
@@ -1130,29 +1128,28 @@ func genAMX(w *bytes.Buffer) {
 	p("\tVXORPS X0, X0, X0")
 	p("\tVUCOMISS beta+44(FP), X0")
 	p("\tJEQ %s_set", name) // beta == 0 (either sign; NaN is unordered and reads C)
-	p("%s_merge:", name)
-	p("\tVMULPS (AX), Z30, Z0")
-	p("\tVMULPS 64(AX), Z30, Z1")
-	p("\tVMULPS (BX), Z31, Z2")
-	p("\tVMULPS 64(BX), Z31, Z3")
-	p("\tVADDPS Z2, Z0, Z0")
-	p("\tVADDPS Z3, Z1, Z1")
-	p("\tVMOVUPS Z0, (BX)")
-	p("\tVMOVUPS Z1, 64(BX)")
-	p("\tADDQ $128, AX")
-	p("\tADDQ R11, BX")
-	p("\tDECQ R12")
-	p("\tJNZ %s_merge", name)
+	// A scratch row (AX) times alpha, plus C's row (BX) times beta when
+	// readC, into C's row.
+	rows := func(label string, readC bool) {
+		p("%s_%s:", name, label)
+		p("\tVMULPS (AX), Z30, Z0")
+		p("\tVMULPS 64(AX), Z30, Z1")
+		if readC {
+			p("\tVMULPS (BX), Z31, Z2")
+			p("\tVMULPS 64(BX), Z31, Z3")
+			p("\tVADDPS Z2, Z0, Z0")
+			p("\tVADDPS Z3, Z1, Z1")
+		}
+		p("\tVMOVUPS Z0, (BX)")
+		p("\tVMOVUPS Z1, 64(BX)")
+		p("\tADDQ $128, AX")
+		p("\tADDQ R11, BX")
+		p("\tDECQ R12")
+		p("\tJNZ %s_%s", name, label)
+	}
+	rows("merge", true)
 	p("\tJMP %s_next", name)
-	p("%s_set:", name)
-	p("\tVMULPS (AX), Z30, Z0")
-	p("\tVMULPS 64(AX), Z30, Z1")
-	p("\tVMOVUPS Z0, (BX)")
-	p("\tVMOVUPS Z1, 64(BX)")
-	p("\tADDQ $128, AX")
-	p("\tADDQ R11, BX")
-	p("\tDECQ R12")
-	p("\tJNZ %s_set", name)
+	rows("set", false)
 	p("%s_next:", name)
 	p("\tADDQ R13, SI")
 	p("\tMOVQ R11, AX")
