@@ -488,11 +488,7 @@ func reducePieces(sb *Buffer, it *iter, acc []float64, n, perPiece, plo, phi int
 			v := src.read(r*it.L, 1, it.L)
 			switch it.sa {
 			case 0:
-				var sum float64
-				for _, x := range v {
-					sum += float64(x)
-				}
-				a[base] += sum
+				a[base] += sumWiden(v)
 			case 1:
 				addWiden(a[base:base+it.L], v)
 			default:
