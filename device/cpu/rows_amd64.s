@@ -82,8 +82,8 @@ sbLoop:
 	VADDPD       X1, X0, X0 // + q[k+2]
 	VPERMILPD    $1, X0, X1
 	VADDSD       X1, X0, X0 // q[0] + q[1]
+	VMOVSD       X0, ret+16(FP)
 	VZEROUPPER
-	MOVSD        X0, ret+16(FP)
 	RET
 
 // func sumBlocksAVX2(src *float32, n int) float64
@@ -135,6 +135,6 @@ sb2Loop:
 	VADDPD       X1, X0, X0 // + q[k+2]
 	VPERMILPD    $1, X0, X1
 	VADDSD       X1, X0, X0 // q[0] + q[1]
+	VMOVSD       X0, ret+16(FP)
 	VZEROUPPER
-	MOVSD        X0, ret+16(FP)
 	RET
