@@ -30,21 +30,3 @@ func addWiden(dst []float64, src []float32) {
 		dst[j] += float64(src[j])
 	}
 }
-
-//go:noescape
-func sumBlocksAVX512(src *float32, n int) float64
-
-//go:noescape
-func sumBlocksAVX2(src *float32, n int) float64
-
-// sumBlocks returns sumBlocksGo(src) from the SIMD loops where this CPU has
-// them; len(src) is a multiple of sumBlock.
-func sumBlocks(src []float32) float64 {
-	switch simdRows {
-	case simdAVX512:
-		return sumBlocksAVX512(&src[0], len(src))
-	case simdAVX2:
-		return sumBlocksAVX2(&src[0], len(src))
-	}
-	return sumBlocksGo(src)
-}

@@ -11,6 +11,3 @@ func addWiden(dst []float64, src []float32) {
 		dst[j] += float64(x)
 	}
 }
-
-// sumBlocks is sumBlocksGo: there are no SIMD loops here.
-func sumBlocks(src []float32) float64 { return sumBlocksGo(src) }

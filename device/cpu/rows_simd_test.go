@@ -110,38 +110,3 @@ func TestExpandRepeatsRows(t *testing.T) {
 		}
 	}
 }
-
-// TestSumWidenMatchesGo checks the block sums at every SIMD level this CPU
-// runs against sumBlocksGo bit for bit (NaN against NaN, whose payload the
-// order of additions may choose), over lengths around the block and values
-// over many binades, so that the float64 additions round and a partial
-// taken out of order would show.
-func TestSumWidenMatchesGo(t *testing.T) {
-	levels := levelsUpTo(simdRows)
-	if len(levels) == 1 {
-		t.Skip("no AVX2 on this CPU: only the Go loop runs")
-	}
-	defer func(l simdLevel) { simdRows = l }(simdRows)
-	rng := rand.New(rand.NewPCG(5, 5))
-	special := []float32{0, float32(math.Copysign(0, -1)), 1e-41, -1e-45, float32(math.Inf(1)), float32(math.NaN()), math.MaxFloat32}
-	for _, n := range []int{0, 1, 31, 32, 33, 63, 64, 65, 96, 576, 1000, 4099} {
-		for _, withSpecial := range []bool{false, true} {
-			src := make([]float32, n)
-			for i := range src {
-				src[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(80)-40)))
-				if withSpecial && rng.IntN(16) == 0 {
-					src[i] = special[rng.IntN(len(special))]
-				}
-			}
-			simdRows = simdGo
-			want := sumWiden(src)
-			for _, l := range levels[1:] {
-				simdRows = l
-				got := sumWiden(src)
-				if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
-					t.Fatalf("n=%d %v: sum %v (%#x), want %v (%#x)", n, l, got, math.Float64bits(got), want, math.Float64bits(want))
-				}
-			}
-		}
-	}
-}
