@@ -754,3 +754,68 @@ func TestSubmatrixBits(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedBits checks that a C whose rows are a multiple of 1024 floats
+// apart, which the AMX path computes in a buffer of its own and copies back
+// (job.staged), gets the bits a C 1040 floats apart gets, leaves the
+// columns past n alone and, with beta 0, does not read C (NaN stays out).
+func TestStagedBits(t *testing.T) {
+	const m, n = 70, 100
+	for _, ps := range []struct {
+		k           int
+		alpha, beta float32
+	}{{300, 1, 0}, {300, 0.5, 2}, {1100, 1, 1}, {1100, 1, 0}} {
+		for _, v := range variants() {
+			for _, tr := range transCombos {
+				t.Run(fmt.Sprintf("%s/%v%v/k=%d/beta=%v", v.name, tr.a, tr.b, ps.k, ps.beta), func(t *testing.T) {
+					v.use(t)
+					sta, stb := f16, f32
+					if v.dot {
+						sta, stb = bf16, bf16
+					}
+					rng := rand.New(rand.NewPCG(13, 14))
+					ar, ac := m, ps.k
+					if tr.a {
+						ar, ac = ps.k, m
+					}
+					br, bc := ps.k, n
+					if tr.b {
+						br, bc = n, ps.k
+					}
+					a, _ := newOperand(rng, sta, ar, ac, 0, 0)
+					b, _ := newOperand(rng, stb, br, bc, 0, 0)
+					c0, _ := newC(rng, m, n, 0, ps.beta == 0)
+					run := func(ldc int) []float32 {
+						c := make([]float32, m*ldc)
+						for i := range c {
+							c[i] = math.Float32frombits(cSentry)
+						}
+						for i := range m {
+							copy(c[i*ldc:i*ldc+n], c0[i*n:])
+						}
+						Gemm(tr.a, tr.b, m, n, ps.k, ps.alpha, a, b, ps.beta, c, ldc)
+						return c
+					}
+					staged, plain := run(1024), run(1040)
+					for i := range m {
+						for j := range 1024 {
+							got := math.Float32bits(staged[i*1024+j])
+							if j >= n {
+								if got != cSentry {
+									t.Fatalf("C[%d,%d] past n written: %#x", i, j, got)
+								}
+								continue
+							}
+							if want := math.Float32bits(plain[i*1040+j]); got != want {
+								t.Fatalf("C[%d,%d] = %v with ldc 1024, %v with ldc 1040", i, j, staged[i*1024+j], plain[i*1040+j])
+							}
+							if got&0x7f800000 == 0x7f800000 && got&0x7fffff != 0 {
+								t.Fatalf("C[%d,%d] is NaN", i, j)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}

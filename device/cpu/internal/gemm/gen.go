@@ -1051,7 +1051,7 @@ func genAMX(w *bytes.Buffer) {
 	p("// %s computes n 32x32 tiles of C (see genAMX in gen.go).", name)
 	p("// Registers: SI A micro-panel, DI B, DX C tile, R9 64, R10 scratch,")
 	p("// R11 ldc in bytes, R13 an A micro-panel's bytes; AX and CX walk A")
-	p("// and B, R12 counts.")
+	p("// and B, R12 counts, R8 walks the next tile's C (prefetches).")
 	// Not NOSPLIT: the 4 KiB scratch frame needs the stack check.
 	p("TEXT ·%s(SB), 0, $4160-64", name)
 	p("\tMOVQ steps+0(FP), R13")
@@ -1090,16 +1090,38 @@ func genAMX(w *bytes.Buffer) {
 	p("\tMOVQ SI, AX")
 	p("\tMOVQ DI, CX")
 	p("\tMOVQ steps+0(FP), R12")
+	// R8: the next tile's C, 32 rows below, two rows of which each k step
+	// prefetches (all 32 over kc = 512; a prefetch past C cannot fault).
+	p("\tMOVQ R11, R8")
+	p("\tSHLQ $5, R8")
+	p("\tADDQ DX, R8")
 	p("\tSHRQ $4, R12")
 	p("\tJZ %s_store", name)
 	p("%s_k:", name)
+	for range 2 {
+		p("\tPREFETCHT0 (R8)")
+		p("\tPREFETCHT0 64(R8)")
+		p("\tADDQ R11, R8")
+	}
+	// A's tiles two k steps ahead (32 lines a step, eight after each
+	// tile instruction) are prefetched into L1: they stream from L2 while
+	// B's stay in L1. Past the micro-panel's end they are the next tile's.
+	pf := func(q int) {
+		for i := q * 8; i < q*8+8; i++ {
+			p("\tPREFETCHT0 %d(AX)", 4096+64*i)
+		}
+	}
 	load(4, "AX", "R9", 0)
 	load(6, "CX", "R9", 0)
+	pf(0)
 	dp(0, 4, 6)
 	load(7, "CX", "R9", 1024)
+	pf(1)
 	dp(1, 4, 7)
 	load(5, "AX", "R9", 1024)
+	pf(2)
 	dp(2, 5, 6)
+	pf(3)
 	dp(3, 5, 7)
 	p("\tADDQ $2048, AX")
 	p("\tADDQ $2048, CX")
