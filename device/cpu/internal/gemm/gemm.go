@@ -391,7 +391,7 @@ func (j *job) packA(buf *buffers, dst []float32, p0, np, q0, nq int) {
 		copyMode, sp, sq = true, 1, j.a.LD
 	}
 	if j.im.tiles {
-		j.im.packTiles(buf, true, dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr, j.steps(nq))
+		j.im.packTiles(buf, dst, &j.a, copyMode, sp, sq, p0, np, q0, nq, j.im.mr, j.steps(nq))
 		return
 	}
 	if j.im.pairs {
@@ -407,7 +407,15 @@ func (j *job) packB(buf *buffers, dst []float32, p0, np, q0, nq int) {
 		copyMode, sp, sq = false, j.b.LD, 1
 	}
 	if j.im.tiles {
-		j.im.packTiles(buf, false, dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, j.im.nr, j.steps(nq))
+		// The dot kernels' layout (a pair's 32 columns contiguous), the
+		// pairs past the data zero up to a whole tile's 16.
+		nr, steps := j.im.nr, j.steps(nq)
+		j.im.packPairs(dst, &j.b, copyMode, sp, sq, p0, np, q0, nq, nr, steps)
+		if used := ceilDiv(nq, 2); used < steps {
+			for pp := 0; pp < np; pp += nr {
+				clear(dst[pp*steps+used*nr : pp*steps+steps*nr])
+			}
+		}
 		return
 	}
 	if j.im.pairs {
@@ -707,19 +715,17 @@ func (im *impl) packPairs(dst []float32, op *Operand, copyMode bool, sp, sq, p0,
 	}
 }
 
-// packTiles is packPairs for an AMX implementation (im.tiles), for op(A)
-// (rowsFirst) or op(B). Its micro-panels hold 32 rows (A) or columns (B) by
-// steps pairs of k as 2*steps/16 tiles of 16x16 32-bit words, each 1 KiB
-// and contiguous: tile (g, h) covers pairs 16g..16g+15 and rows or columns
-// 16h..16h+15, at words (2g+h)*256. A's tiles are row-major (a row's 16
-// pairs contiguous: what TDPBF16PS takes as its first source), B's are
-// pair-major (a pair's 16 columns contiguous: its second source). The pairs
-// past ceil(nq/2) and the rows or columns past np are zero. Contiguous
-// tiles load as 16 consecutive cache lines; rows of a longer panel a power
-// of two apart fell into few cache sets. zip and trPairs build a B tile in
-// one call each; an A tile is a copy of 16 row pieces when k is contiguous
-// in op's storage, else zip's tile transposed (buf.z holds it).
-func (im *impl) packTiles(buf *buffers, rowsFirst bool, dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r, steps int) {
+// packTiles is packPairs for op(A) of an AMX implementation (im.tiles).
+// Its micro-panels hold 32 rows by steps pairs of k as 2*steps/16 tiles of
+// 16x16 32-bit words, each 1 KiB and contiguous: tile (g, h) covers pairs
+// 16g..16g+15 and rows 16h..16h+15, at words (2g+h)*256, row-major (a
+// row's 16 pairs contiguous: what TDPBF16PS takes as its first source).
+// The pairs past ceil(nq/2) and the rows past np are zero. Contiguous tiles
+// load as 16 consecutive cache lines; rows of a longer panel a power of two
+// apart fell into few cache sets. A tile is a copy of 16 row pieces when k
+// is contiguous in op's storage, else zip's tile transposed (buf.z holds
+// it). op(B) is packed as for the dot kernels (see packB).
+func (im *impl) packTiles(buf *buffers, dst []float32, op *Operand, copyMode bool, sp, sq, p0, np, q0, nq, r, steps int) {
 	full, used := nq/2, ceilDiv(nq, 2)
 	z := buf.get(&buf.z, 256)
 	for pp := 0; pp < np; pp += r {
@@ -736,11 +742,7 @@ func (im *impl) packTiles(buf *buffers, rowsFirst bool, dst []float32, op *Opera
 					continue
 				}
 				src := op.U16[op.Off+(p0+pp+16*h)*sp+(q0+32*g)*sq:]
-				// out is what t holds pair-major: t itself for B, z for A
-				// by zip.
-				out := t
-				switch {
-				case rowsFirst && !copyMode:
+				if !copyMode {
 					// k contiguous: each row's pairs are a copy.
 					hv := halves(t)
 					for x := 0; x < wh; x++ {
@@ -753,27 +755,20 @@ func (im *impl) packTiles(buf *buffers, rowsFirst bool, dst []float32, op *Opera
 					}
 					clear(t[16*wh:])
 					continue
-				case rowsFirst:
-					out = z
-					im.zip(out, 16, src, sq, pf, wh)
-				case copyMode:
-					im.zip(out, 16, src, sq, pf, wh)
-				default:
-					im.trPairs(out, 16, src, sp, wh, pf)
 				}
+				// The tile pair-major in z (zip), then transposed into t.
+				im.zip(z, 16, src, sq, pf, wh)
 				if pu > pf {
-					last := words(out[16*pf : 16*pf+wh])
+					last := words(z[16*pf : 16*pf+wh])
 					for x := range last {
 						last[x] = uint32(src[x*sp+(nq-1-32*g)*sq])
 					}
 				}
 				for q := 0; q < pu; q++ {
-					clear(out[16*q+wh : 16*q+16])
+					clear(z[16*q+wh : 16*q+16])
 				}
-				clear(out[16*pu:])
-				if rowsFirst {
-					im.transpose(t, 16, z, 16, 16, 16)
-				}
+				clear(z[16*pu:])
+				im.transpose(t, 16, z, 16, 16, 16)
 			}
 		}
 	}

@@ -995,10 +995,13 @@ func tileAddr(base, index string, disp int) string {
 
 // genAMX writes amxBF16: C = alpha*(A·B) + beta*C over n consecutive 32x32
 // tiles of C, one below the other, with AMX-BF16. Its panels are those of
-// amxImpl (see packTiles): a micro-panel of A or B is steps/16 pairs of
-// 1 KiB tiles, each 16 rows of 64 bytes, A's rows 0-15 then 16-31 (or B's
-// columns 0-15 then 16-31) for 16 pairs of k; the next A micro-panel
-// follows, and every C tile uses the same B. steps is a multiple of 16.
+// amxImpl: an A micro-panel (see packTiles) is steps/16 pairs of 1 KiB
+// tiles, each 16 rows of 64 bytes, A's rows 0-15 then 16-31 for 16 pairs
+// of k, and the next A micro-panel follows; B's micro-panel is the dot
+// kernels' (a pair's 32 columns in 128 bytes, see packB), so its tiles
+// are loaded with a stride of 128, columns 0-15 from its first 64 bytes
+// and 16-31 from the next. Every C tile uses the same B. steps is a
+// multiple of 16.
 //
 // Tile registers: tmm0-3 accumulate the tile's four 16x16 quarters; tmm4
 // and tmm5 hold A's rows 0-15 and 16-31 for 16 pairs of k, tmm6 and tmm7
@@ -1049,7 +1052,8 @@ func genAMX(w *bytes.Buffer) {
 	p("// func %s(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int)", name)
 	p("//")
 	p("// %s computes n 32x32 tiles of C (see genAMX in gen.go).", name)
-	p("// Registers: SI A micro-panel, DI B, DX C tile, R9 64, R10 scratch,")
+	p("// Registers: SI A micro-panel, DI B, DX C tile, R9 64 (A's tile")
+	p("// rows), BX 128 (B's) in the k loop, R10 scratch,")
 	p("// R11 ldc in bytes, R13 an A micro-panel's bytes; AX and CX walk A")
 	p("// and B, R12 counts, R8 walks the next tile's C (prefetches).")
 	// Not NOSPLIT: the 4 KiB scratch frame needs the stack check.
@@ -1089,6 +1093,7 @@ func genAMX(w *bytes.Buffer) {
 	p("%s_kstart:", name)
 	p("\tMOVQ SI, AX")
 	p("\tMOVQ DI, CX")
+	p("\tMOVQ $128, BX")
 	p("\tMOVQ steps+0(FP), R12")
 	// R8: the next tile's C, 32 rows below, two rows of which each k step
 	// prefetches (all 32 over kc = 512; a prefetch past C cannot fault).
@@ -1112,10 +1117,10 @@ func genAMX(w *bytes.Buffer) {
 		}
 	}
 	load(4, "AX", "R9", 0)
-	load(6, "CX", "R9", 0)
+	load(6, "CX", "BX", 0)
 	pf(0)
 	dp(0, 4, 6)
-	load(7, "CX", "R9", 1024)
+	load(7, "CX", "BX", 64)
 	pf(1)
 	dp(1, 4, 7)
 	load(5, "AX", "R9", 1024)

@@ -8048,7 +8048,8 @@ GLOBL amxCfg<>(SB), RODATA|NOPTR, $64
 // func amxBF16(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int)
 //
 // amxBF16 computes n 32x32 tiles of C (see genAMX in gen.go).
-// Registers: SI A micro-panel, DI B, DX C tile, R9 64, R10 scratch,
+// Registers: SI A micro-panel, DI B, DX C tile, R9 64 (A's tile
+// rows), BX 128 (B's) in the k loop, R10 scratch,
 // R11 ldc in bytes, R13 an A micro-panel's bytes; AX and CX walk A
 // and B, R12 counts, R8 walks the next tile's C (prefetches).
 TEXT ·amxBF16(SB), 0, $4160-64
@@ -8087,6 +8088,7 @@ amxBF16_loadc:
 amxBF16_kstart:
 	MOVQ SI, AX
 	MOVQ DI, CX
+	MOVQ $128, BX
 	MOVQ steps+0(FP), R12
 	MOVQ R11, R8
 	SHLQ $5, R8
@@ -8101,7 +8103,7 @@ amxBF16_k:
 	PREFETCHT0 64(R8)
 	ADDQ R11, R8
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x08 // tileloadd tmm4, [rax+r9*1]
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x09 // tileloadd tmm6, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x19 // tileloadd tmm6, [rcx+rbx*1]
 	PREFETCHT0 4096(AX)
 	PREFETCHT0 4160(AX)
 	PREFETCHT0 4224(AX)
@@ -8111,7 +8113,7 @@ amxBF16_k:
 	PREFETCHT0 4480(AX)
 	PREFETCHT0 4544(AX)
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xbc; BYTE $0x09; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm7, [rcx+r9*1+1024]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x19; BYTE $0x40 // tileloadd tmm7, [rcx+rbx*1+64]
 	PREFETCHT0 4608(AX)
 	PREFETCHT0 4672(AX)
 	PREFETCHT0 4736(AX)
