@@ -731,7 +731,12 @@ func (im *impl) packTiles(buf *buffers, dst []float32, op *Operand, copyMode boo
 	for pp := 0; pp < np; pp += r {
 		w := min(r, np-pp)
 		d := dst[pp*steps : pp*steps+r*steps]
-		for g := 0; g < steps/16; g++ {
+		g0 := 0
+		if !copyMode && w == r && im.tileRows != nil {
+			g0 = min(full/16, steps/16)
+			im.tileRows(d, op.U16[op.Off+(p0+pp)*sp+q0:], sp, g0)
+		}
+		for g := g0; g < steps/16; g++ {
 			pf := min(max(full-16*g, 0), 16) // full pairs in this tile
 			pu := min(max(used-16*g, 0), 16) // pairs with data
 			for h := range 2 {

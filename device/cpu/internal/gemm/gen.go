@@ -72,6 +72,7 @@ func main() {
 	// registers (see genAMX).
 	genAMX(&w)
 	genAMXPeak(&w)
+	genTileRows(&w)
 	if err := os.WriteFile("kernel_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -1215,5 +1216,43 @@ func genAMXPeak(w *bytes.Buffer) {
 	p("\tJNZ %s_loop", name)
 	emit(tilerelease, "tilerelease")
 	p("%s_ret:", name)
+	p("\tRET")
+}
+
+// genTileRows writes tileRowsBF16, the copy that packs whole groups of an
+// AMX A micro-panel whose k is contiguous in storage (see packTiles).
+func genTileRows(w *bytes.Buffer) {
+	p := printer(w)
+	const name = "tileRowsBF16"
+	p("")
+	p("// func %s(dst *float32, src *uint16, lds int, groups int)", name)
+	p("//")
+	p("// %s copies 32 rows of bfloat16 pairs, lds elements apart in src, a", name)
+	p("// group of 16 pairs (64 bytes) at a time: group g of row x goes to")
+	p("// dst's bytes g*2048 + x*64, which is the AMX A micro-panel's tile")
+	p("// (g, x/16), row x%%16.")
+	p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ lds+16(FP), R8")
+	p("\tSHLQ $1, R8")
+	p("\tMOVQ groups+24(FP), CX")
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_done", name)
+	p("%s_group:", name)
+	p("\tMOVQ SI, AX")
+	for x := 0; x < 32; x++ {
+		p("\tVMOVDQU64 (AX), Z%d", x%8)
+		p("\tVMOVDQU64 Z%d, %d(DI)", x%8, 64*x)
+		if x < 31 {
+			p("\tADDQ R8, AX")
+		}
+	}
+	p("\tADDQ $64, SI")
+	p("\tADDQ $2048, DI")
+	p("\tDECQ CX")
+	p("\tJNZ %s_group", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
 	p("\tRET")
 }

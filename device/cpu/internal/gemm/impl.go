@@ -85,6 +85,11 @@ type impl struct {
 	// the tile configuration is loaded once a column rather than once a tile.
 	tiles bool
 	run   func(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int)
+	// tileRows, where the implementation has it, packs the first groups
+	// whole groups of 16 pairs of an A micro-panel of 32 rows whose k is
+	// contiguous in storage (lds apart) in one call: what packTiles
+	// otherwise copies a 64-byte row piece at a time.
+	tileRows func(dst []float32, src []uint16, lds, groups int)
 }
 
 // kUnit is what kc is a multiple of: 8 keeps the packing transposes on

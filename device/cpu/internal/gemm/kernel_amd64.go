@@ -489,6 +489,19 @@ func dotPaysAVX512() bool {
 	return 2*float64(fma) >= 1.25*float64(dot)
 }
 
+//go:noescape
+func tileRowsBF16(dst *float32, src *uint16, lds int, groups int)
+
+// tileRows is amxImpl.tileRows: it checks the bounds tileRowsBF16 touches.
+func tileRows(dst []float32, src []uint16, lds, groups int) {
+	if groups <= 0 {
+		return
+	}
+	_ = dst[groups*512-1]
+	_ = src[31*lds+32*groups-1]
+	tileRowsBF16(&dst[0], &src[0], lds, groups)
+}
+
 // amxRun is amxImpl.run: it checks the panels and C and calls amxBF16.
 func amxRun(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int) {
 	_ = a[n*32*steps-1]
@@ -525,6 +538,7 @@ var amxImpl = &impl{
 	tiles:     true,
 	tile:      amxTile,
 	run:       amxRun,
+	tileRows:  tileRows,
 	zip:       asmHelpers{}.zip,
 	trPairs:   asmHelpers{}.trPairs,
 	transpose: asmHelpers{}.transpose,
