@@ -757,14 +757,18 @@ func TestSubmatrixBits(t *testing.T) {
 
 // TestStagedBits checks that a C whose rows are a multiple of 1024 floats
 // apart, which the AMX path computes in a buffer of its own and copies back
-// (job.staged), gets the bits a C 1040 floats apart gets, leaves the
-// columns past n alone and, with beta 0, does not read C (NaN stays out).
+// when k spans several k blocks (job.staged; stageMin is lowered so that
+// this small C qualifies), gets the bits a C 1040 floats apart gets, leaves
+// the columns past n alone and, with beta 0, does not read C (NaN stays
+// out).
 func TestStagedBits(t *testing.T) {
 	const m, n = 70, 100
+	defer func(s int) { stageMin = s }(stageMin)
+	stageMin = 0
 	for _, ps := range []struct {
 		k           int
 		alpha, beta float32
-	}{{300, 1, 0}, {300, 0.5, 2}, {1100, 1, 1}, {1100, 1, 0}} {
+	}{{300, 1, 0}, {600, 0.5, 2}, {1100, 1, 1}, {1100, 1, 0}} {
 		for _, v := range variants() {
 			for _, tr := range transCombos {
 				t.Run(fmt.Sprintf("%s/%v%v/k=%d/beta=%v", v.name, tr.a, tr.b, ps.k, ps.beta), func(t *testing.T) {
