@@ -15,9 +15,8 @@ import (
 var colBudget = 1 << 22
 
 // chunkImages is how many images of s a convolution unrolls at a time: as
-// many as keep both their columns (CKK x OHW each) and, for a 16-bit
-// output, its F32 accumulator (OC x OHW each) within the budget, and at
-// least one.
+// many as keep both their columns (CKK x OHW each) and the outputs their
+// GEMMs write (OC x OHW each) within the budget, and at least one.
 func (g *Graph) chunkImages(dt dtype.DType, s device.ConvShape, oc int) int {
 	budget := colBudget
 	if c, ok := g.dev.(device.ConvChunker); ok {
@@ -51,24 +50,19 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	chunk := g.chunkImages(dt, s, oc)
 	y := g.alloc(dt, n, oc, s.OH, s.OW)
 	biasSt := device.Strides{Shape: []int{n, oc, ohw}, A: []int{0, 1, 0}}
-	var ones, acc *tensor.Tensor
+	var ones *tensor.Tensor
 	if b != nil {
 		ones = tensor.New(g.dev, dt, device.Workspace, ohw)
 		defer ones.Release()
 		g.dev.Fill(ones.Buffer(), 1)
 	}
-	if dt != dtype.F32 {
-		// A 16-bit y is accumulated a chunk at a time in F32 and rounded
-		// once by a Copy: a GEMM storing 16-bit C would round the bias, then
-		// widen it again to add the product, at a pass over y each.
-		acc = tensor.New(g.dev, dtype.F32, device.Workspace, chunk*oc*ohw)
-		defer acc.Release()
-	}
+	// A 16-bit y is written by the GEMMs themselves, which accumulate in
+	// F32 and round once: b is already in dt, so the bias GEMM stores it
+	// exactly, and the product's GEMM widens it back exactly as its first
+	// addend (beta 1). The bits are those of an F32 accumulator rounded by
+	// a Copy, without the accumulator and the Copy's pass over it.
 	g.eachChunk(dt, s, chunk, buf(x), true, func(col *tensor.Tensor, cs device.ConvShape) {
 		dst, off := y.Buffer(), cs.N0*oc*ohw
-		if acc != nil {
-			dst, off = acc.Buffer(), 0
-		}
 		beta := float32(0)
 		if b != nil {
 			// dst[i] (OC, OHW) = b (OC, 1) @ ones (1, OHW): the bias
@@ -83,9 +77,6 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 		// dst[i] (OC, OHW) += w (OC, CKK) @ col[i] (CKK, OHW), for each image i
 		g.dev.Gemm(dst, buf(w), col.Buffer(), device.GemmParams{M: oc, N: ohw, K: ckk, Alpha: 1, Beta: beta,
 			Batch: cs.NB, StrideB: ckk * ohw, StrideC: oc * ohw, OffC: off})
-		if acc != nil {
-			g.dev.Copy(y.Buffer(), cs.N0*oc*ohw, acc.Buffer(), 0, cs.NB*oc*ohw)
-		}
 	})
 	out := g.result(y)
 	if !g.recording(x, w, b) {
