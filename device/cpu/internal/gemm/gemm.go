@@ -548,7 +548,7 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 			im.run(kc, pa[:n*mr*kc], bp, c[jr:], ldc, j.alpha, beta, n)
 			ir = n * mr
 			if out >= 0 {
-				j.round(c[jr:], ldc, out+jr, ir, bits)
+				j.round(c[jr:], ldc, out+jr, ir, nr, bits)
 			}
 		}
 		for ; ir < mcur; ir += mr {
@@ -569,37 +569,38 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 				wide(kc, ap, bp, c[off:], ldc, j.alpha, beta, j.out.F32[at:], ld)
 				continue
 			}
-			dst, ldd := bits, nr // the scratch tile when C is stored in F32
-			if j.out.F32 == nil {
-				dst, ldd = j.out.U16[at:], ld
-			}
 			if full && half != nil {
+				dst, ldd := bits, nr // the scratch tile when C is stored in F32
+				if j.out.F32 == nil {
+					dst, ldd = j.out.U16[at:], ld
+				}
 				half(kc, ap, bp, c[off:], ldc, j.alpha, beta, dst, ldd)
-			} else {
-				j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
-				dtype.EncodeRows(j.narrow, dst, ldd, c[off:], ldc, mv, nv)
+				if j.out.F32 != nil {
+					dtype.DecodeRows(j.narrow, j.out.F32[at:], ld, bits, nr, mr, nr)
+				}
+				continue
 			}
-			if j.out.F32 != nil {
-				dtype.DecodeRows(j.narrow, j.out.F32[at:], ld, bits, nr, mv, nv)
-			}
+			j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
+			j.round(c[off:], ldc, at, mv, nv, bits)
 		}
 	}
 }
 
-// round stores rows x nr of the float32 C at c (rows ldc apart) into the
-// 16-bit C at offset at, rounded to j.narrow, as macro stores a tile that
-// no kernel rounds: directly into U16, or through bits (one mr x nr tile
-// at a time) when C is stored widened in F32.
-func (j *job) round(c []float32, ldc, at, rows int, bits []uint16) {
+// round stores rows x cols of the float32 C at c (rows ldc apart) into the
+// 16-bit C at offset at, rounded to j.narrow, as macro stores what no kernel
+// rounded: directly into U16, or through bits (at most mr x nr at a time)
+// when C is stored widened in F32.
+func (j *job) round(c []float32, ldc, at, rows, cols int, bits []uint16) {
 	nr, ld := j.im.nr, j.out.LD
 	if j.out.F32 == nil {
-		dtype.EncodeRows(j.narrow, j.out.U16[at:], ld, c, ldc, rows, nr)
+		dtype.EncodeRows(j.narrow, j.out.U16[at:], ld, c, ldc, rows, cols)
 		return
 	}
 	mr := j.im.mr
 	for ir := 0; ir < rows; ir += mr {
-		dtype.EncodeRows(j.narrow, bits, nr, c[ir*ldc:], ldc, mr, nr)
-		dtype.DecodeRows(j.narrow, j.out.F32[at+ir*ld:], ld, bits, nr, mr, nr)
+		h := min(mr, rows-ir)
+		dtype.EncodeRows(j.narrow, bits, nr, c[ir*ldc:], ldc, h, cols)
+		dtype.DecodeRows(j.narrow, j.out.F32[at+ir*ld:], ld, bits, nr, h, cols)
 	}
 }
 
