@@ -57,24 +57,23 @@ func (d *Device) gemm(name string, cb *Buffer, a, b device.Buffer, p device.Gemm
 	if p.TransB {
 		ldb = k
 	}
+	bt := gemm.Batch{Count: nb, StrideA: p.StrideA, StrideB: p.StrideB, StrideC: p.StrideC}
+	ao, bo := operand(ab, p.OffA, max(lda, 1)), operand(bb, p.OffB, max(ldb, 1))
 	if out != dtype.F32 {
 		// A 16-bit result: the GEMM rounds each block of its float32
 		// accumulator into dst as it finishes it (and widens dst's old
 		// values block by block when Beta reads them).
-		for i := range nb {
-			oa, ob, oc := p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
-			c := gemm.Out16{BF16: out == dtype.BF16, Off: oc, LD: max(n, 1)}
-			if cb.dt == dtype.F32 {
-				c.F32 = cb.f32
-			} else {
-				c.U16 = cb.u16
-			}
-			gemm.Gemm16(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, c)
+		c := gemm.Out16{BF16: out == dtype.BF16, Off: p.OffC, LD: max(n, 1)}
+		if cb.dt == dtype.F32 {
+			c.F32 = cb.f32
+		} else {
+			c.U16 = cb.u16
 		}
+		gemm.Gemm16Batch(p.TransA, p.TransB, m, n, k, p.Alpha, ao, bo, p.Beta, c, bt)
 		return
 	}
-	for i := range nb {
-		oa, ob, oc := p.OffA+i*p.StrideA, p.OffB+i*p.StrideB, p.OffC+i*p.StrideC
-		gemm.Gemm(p.TransA, p.TransB, m, n, k, p.Alpha, operand(ab, oa, max(lda, 1)), operand(bb, ob, max(ldb, 1)), p.Beta, cb.f32[oc:oc+m*n], max(n, 1))
-	}
+	// A batch of products (a convolution's images) is shared out among the
+	// cores whole where that pays (gemm.GemmBatch), with the bits of one
+	// product after another.
+	gemm.GemmBatch(p.TransA, p.TransB, m, n, k, p.Alpha, ao, bo, p.Beta, cb.f32[p.OffC:], max(n, 1), bt)
 }

@@ -79,6 +79,13 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 // start checks j's operands against its shape and runs it: on the calling
 // goroutine, or shared with helpers when grid finds that pays.
 func start(j job) {
+	j.prepare()
+	run(j)
+}
+
+// prepare checks j's operands against its shape and chooses its
+// implementation and k blocking.
+func (j *job) prepare() {
 	m, n, k := j.m, j.n, j.k
 	ar, ac := m, k
 	if j.transA {
@@ -93,6 +100,11 @@ func start(j job) {
 	j.im = implFor(&j.a, &j.b)
 	j.kc = blockLen(k, j.im.kc, j.im.kUnit())
 	j.staged = j.narrow == dtype.F32 && j.im.tiles && j.ldc%1024 == 0 && k > j.kc && m*n > stageMin
+}
+
+// run computes the prepared j, as start does.
+func run(j job) {
+	m, n, k := j.m, j.n, j.k
 	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
 	if pm*pn > 1 {
 		j.parallel(pm*pn, pm, pn) // a copy: only this path puts the job on the heap

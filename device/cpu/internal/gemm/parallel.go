@@ -72,13 +72,15 @@ const stripsPerWorker = 4
 // allocated per call and never reused: a helper may receive it after all
 // its pieces are taken, and must then find it unchanged.
 type task struct {
-	j      job
-	strips bool // column strips; else rectangles of a pm x pn grid
-	pm, pn int
-	pieces int
-	next   atomic.Int64   // the next piece to claim
-	left   atomic.Int64   // pieces not yet finished, for polling
-	done   sync.WaitGroup // the same, for blocking
+	j        job
+	strips   bool // column strips; else rectangles of a pm x pn grid
+	pm, pn   int
+	batch    Batch // with Count > 0, pieces are strips of a batch's products,
+	perEntry int   // this many per product
+	pieces   int
+	next     atomic.Int64   // the next piece to claim
+	left     atomic.Int64   // pieces not yet finished, for polling
+	done     sync.WaitGroup // the same, for blocking
 }
 
 // parallel computes C with up to workers goroutines: the caller and
@@ -88,6 +90,12 @@ func (j job) parallel(workers, pm, pn int) {
 	t.strips, t.pieces = j.cut(workers, pm, pn)
 	t.left.Store(int64(t.pieces))
 	t.done.Add(t.pieces)
+	t.finish(workers)
+}
+
+// finish computes t's pieces with up to workers goroutines, the caller
+// and workers-1 helpers, and returns when all are done.
+func (t *task) finish(workers int) {
 	helpers.offer(t, workers-1)
 	buf := bufPool.Get().(*buffers)
 	t.work(buf)
@@ -125,12 +133,15 @@ func (j *job) cut(workers, pm, pn int) (strips bool, pieces int) {
 func (t *task) work(buf *buffers) {
 	j := &t.j
 	aPacked := false // whether buf.a holds all of op(A), packed on a first strip
+	aEntry := -1     // with a batch, the product whose op(A) that is
 	for {
 		i := int(t.next.Add(1) - 1)
 		if i >= t.pieces {
 			return
 		}
-		if t.strips {
+		if t.batch.Count > 0 {
+			t.runPiece(buf, &aPacked, &aEntry, i)
+		} else if t.strips {
 			nt := ceilDiv(j.n, j.im.nr)
 			n0 := i * nt / t.pieces * j.im.nr
 			n1 := min(j.n, (i+1)*nt/t.pieces*j.im.nr)
