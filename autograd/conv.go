@@ -110,14 +110,21 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 		}
 		g.eachChunk(dt, s, chunk, buf(x), dw != nil, func(col *tensor.Tensor, cs device.ConvShape) {
 			if dw != nil {
-				for i := range cs.NB {
-					// dw (OC, CKK) += dy[n] (OC, OHW) @ col[i]ᵀ (OHW, CKK)
-					beta := float32(1)
-					if cs.N0+i == 0 {
-						beta = 0
-					}
+				// dw (OC, CKK) += dy[n] (OC, OHW) @ col[i]ᵀ (OHW, CKK) for
+				// each image in order, the batch's first overwriting dw.
+				// The others are one batched call into a shared C
+				// (StrideC 0, Beta 1), which a backend runs in order; the
+				// CPU shares it out as column strips of dw, each adding
+				// every image, with the bits of one call per image.
+				i0 := 0
+				if cs.N0 == 0 {
+					g.dev.Gemm(dw.Buffer(), dy.Buffer(), col.Buffer(), device.GemmParams{TransB: true, M: oc, N: ckk, K: ohw, Alpha: 1})
+					i0 = 1
+				}
+				if i0 < cs.NB {
 					g.dev.Gemm(dw.Buffer(), dy.Buffer(), col.Buffer(), device.GemmParams{TransB: true, M: oc, N: ckk, K: ohw,
-						Alpha: 1, Beta: beta, OffA: (cs.N0 + i) * oc * ohw, OffB: i * ckk * ohw})
+						Alpha: 1, Beta: 1, Batch: cs.NB - i0, StrideA: oc * ohw, StrideB: ckk * ohw,
+						OffA: (cs.N0 + i0) * oc * ohw, OffB: i0 * ckk * ohw})
 				}
 			}
 			if dx != nil {

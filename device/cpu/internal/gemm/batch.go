@@ -25,16 +25,19 @@ type Batch struct {
 // products' C do not overlap, GemmBatch shares the whole batch out as one
 // task instead: column strips of the products (or whole products, when
 // there are enough to go round evenly), each computed as a
-// single-goroutine call would, a shared op(A) packed once per worker. The
-// bits are those of calling Gemm for each product in turn (which goroutine
-// computes a strip does not change them); so are they when C overlaps
-// (StrideC 0 accumulating into one C with beta 1), which runs the products
-// in order.
+// single-goroutine call would, a shared op(A) packed once per worker.
+// Products that all add onto one C (StrideC 0 and beta 1: a convolution's
+// weight gradient summed over images) are shared out as one column strip
+// of C per worker, each adding every product onto its columns in order.
+// Either way the bits are those of calling Gemm for each product in turn
+// (which goroutine computes a strip does not change them); a C that
+// overlaps otherwise runs its products in order, one call each.
 func GemmBatch(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c []float32, ldc int, bt Batch) {
 	if bt.Count < 0 {
 		panic(fmt.Sprintf("gemm: batch of %d products", bt.Count))
 	}
-	if !batched(m, n, k, alpha, ldc, bt) {
+	mode := modeOf(m, n, k, alpha, beta, ldc, bt)
+	if mode == inOrder {
 		for i := range bt.Count {
 			ai, bi := a, b
 			ai.Off += i * bt.StrideA
@@ -51,7 +54,7 @@ func GemmBatch(transA, transB bool, m, n, k int, alpha float32, a, b Operand, be
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, b: b, c: c, ldc: ldc,
-	}, bt)
+	}, bt, mode)
 }
 
 // Gemm16Batch is Gemm16 for each of bt.Count products, as GemmBatch is
@@ -61,7 +64,8 @@ func Gemm16Batch(transA, transB bool, m, n, k int, alpha float32, a, b Operand, 
 	if bt.Count < 0 {
 		panic(fmt.Sprintf("gemm: batch of %d products", bt.Count))
 	}
-	if !batched(m, n, k, alpha, c.LD, bt) || (c.U16 != nil) == (c.F32 != nil) {
+	mode := modeOf(m, n, k, alpha, beta, c.LD, bt)
+	if mode == inOrder || (c.U16 != nil) == (c.F32 != nil) {
 		for i := range bt.Count {
 			ai, bi, ci := a, b, c
 			ai.Off += i * bt.StrideA
@@ -82,31 +86,50 @@ func Gemm16Batch(transA, transB bool, m, n, k int, alpha float32, a, b Operand, 
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, b: b, out: c, narrow: dt,
-	}, bt)
+	}, bt, mode)
 }
 
-// batched reports whether a batch is shared out among the workers as one
-// task: it has two products or more, their C do not overlap, and it is
-// large enough to be worth a helper. Otherwise, and for
-// the cases Gemm and Gemm16 settle without a product (an empty C, alpha 0,
+// batchMode is how a batch runs.
+type batchMode uint8
+
+const (
+	inOrder    batchMode = iota // one call per product, in order
+	disjoint                    // one task: strips of products whose C do not overlap
+	accumulate                  // one task: strips of one C that every product adds onto
+)
+
+// modeOf chooses how a batch runs. One task needs two products or more,
+// enough work to be worth a helper and a C of every product that does not
+// overlap another's, or a single C that each product adds onto (StrideC 0,
+// beta 1: a weight gradient summed over images). Otherwise, and for the
+// cases Gemm and Gemm16 settle without a product (an empty C, alpha 0,
 // k 0) or reject, the products run one after another.
-func batched(m, n, k int, alpha float32, ldc int, bt Batch) bool {
+func modeOf(m, n, k int, alpha, beta float32, ldc int, bt Batch) batchMode {
 	workers := runtime.GOMAXPROCS(0)
 	if forceWorkers > 0 {
 		workers = forceWorkers
 	}
 	if workers < 2 || bt.Count < 2 || m <= 0 || n <= 0 || k <= 0 || alpha == 0 || ldc < n {
-		return false
+		return inOrder
 	}
-	if bt.StrideC < (m-1)*ldc+n {
-		return false // overlapping C: the products must run in order
+	if forceWorkers == 0 && float64(bt.Count)*float64(m)*float64(n)*float64(k) < 2*spawnCost {
+		return inOrder
 	}
-	return forceWorkers > 0 || float64(bt.Count)*float64(m)*float64(n)*float64(k) >= 2*spawnCost
+	switch {
+	case bt.StrideC >= (m-1)*ldc+n:
+		return disjoint
+	case bt.StrideC == 0 && beta == 1 && ceilDiv(n, 16) >= 2*workers:
+		// (At least two of the widest kernel's columns of 32, or four of
+		// 16, per worker; a narrower C, such as the 9 columns of a 3x3
+		// single-channel filter's gradient, is one strip.)
+		return accumulate
+	}
+	return inOrder // C overlapping otherwise: the products must run in order
 }
 
 // startBatch checks the first and the last product's operands and shares
-// the products out among the workers, whole.
-func startBatch(j job, bt Batch) {
+// the products out among the workers as one task.
+func startBatch(j job, bt Batch, mode batchMode) {
 	last := j
 	last.a.Off += (bt.Count - 1) * bt.StrideA
 	last.b.Off += (bt.Count - 1) * bt.StrideB
@@ -116,13 +139,23 @@ func startBatch(j job, bt Batch) {
 	if forceWorkers > 0 {
 		workers = forceWorkers
 	}
-	// Whole products when there are enough of them to go round evenly,
-	// else column strips of them, about stripsPerWorker per worker.
-	per := min(ceilDiv(j.n, j.im.nr), max(1, ceilDiv(stripsPerWorker*workers, bt.Count)))
-	if bt.Count >= 2*stripsPerWorker*workers {
-		per = 1
+	nt := ceilDiv(j.n, j.im.nr)
+	t := &task{j: j, batch: bt}
+	switch {
+	case mode == accumulate:
+		// One strip of C per worker, each adding every product onto its
+		// columns in order: a strip packs each product's op(A) again, so
+		// more strips would cost more packing.
+		t.accum, t.perEntry = true, min(nt, workers)
+		t.pieces = t.perEntry
+	case bt.Count >= 2*stripsPerWorker*workers:
+		// Whole products, enough of them to go round evenly.
+		t.perEntry, t.pieces = 1, bt.Count
+	default:
+		// Column strips of the products, about stripsPerWorker per worker.
+		t.perEntry = min(nt, max(1, ceilDiv(stripsPerWorker*workers, bt.Count)))
+		t.pieces = bt.Count * t.perEntry
 	}
-	t := &task{j: j, batch: bt, perEntry: per, pieces: bt.Count * per}
 	t.left.Store(int64(t.pieces))
 	t.done.Add(t.pieces)
 	t.finish(workers)
@@ -142,27 +175,36 @@ func (j *job) entry(i int, bt Batch) job {
 }
 
 // runPiece computes piece i of a batched task: a column strip of one
-// product, as a single goroutine's Gemm call would compute it. The strips
-// keep a shared op(A) packed (*aPacked) from one to the next when it fits
-// their budget, as a parallel Gemm's strips do; *aEntry is the product
-// whose op(A) that is.
+// product, as a single goroutine's Gemm call would compute it, or with an
+// accumulating batch a column strip of the shared C with every product
+// added onto it in order. The strips keep a shared op(A) packed (*aPacked)
+// from one to the next when it fits their budget, as a parallel Gemm's
+// strips do; *aEntry is the product whose op(A) that is.
 func (t *task) runPiece(buf *buffers, aPacked *bool, aEntry *int, i int) {
 	p, s := i/t.perEntry, i%t.perEntry
-	e := t.j.entry(p, t.batch)
-	if t.batch.StrideA != 0 && p != *aEntry {
-		*aPacked = false
+	if t.accum {
+		p, s = 0, i
 	}
-	*aEntry = p
-	nt := ceilDiv(e.n, e.im.nr)
-	n0 := s * nt / t.perEntry * e.im.nr
-	n1 := min(e.n, (s+1)*nt/t.perEntry*e.im.nr)
-	if n0 >= n1 {
-		return
+	for ; p < t.batch.Count; p++ {
+		e := t.j.entry(p, t.batch)
+		if t.batch.StrideA != 0 && p != *aEntry {
+			*aPacked = false
+		}
+		*aEntry = p
+		nt := ceilDiv(e.n, e.im.nr)
+		n0 := s * nt / t.perEntry * e.im.nr
+		n1 := min(e.n, (s+1)*nt/t.perEntry*e.im.nr)
+		if n0 >= n1 {
+			return
+		}
+		if roundUp(e.m, e.im.mr)*e.steps(e.k) <= stripBudget {
+			e.runStrip(buf, aPacked, n0, n1)
+		} else {
+			*aPacked = false
+			e.runRect(buf, 0, e.m, n0, n1)
+		}
+		if !t.accum {
+			return
+		}
 	}
-	if roundUp(e.m, e.im.mr)*e.steps(e.k) <= stripBudget {
-		e.runStrip(buf, aPacked, n0, n1)
-		return
-	}
-	*aPacked = false
-	e.runRect(buf, 0, e.m, n0, n1)
 }

@@ -16,6 +16,7 @@ type batchCase struct {
 	m, n, k, count   int
 	sharedA, sharedB bool
 	beta             float32
+	accum            bool // one C that every product adds onto (StrideC 0, beta 1)
 }
 
 // operands returns the batch's A and B in storage st (each product's
@@ -44,6 +45,10 @@ func (bc batchCase) operands(rng *rand.Rand, st storage) (a, b Operand, bt Batch
 	ldc = bc.n + 3
 	bt.StrideC = bc.m*ldc + 5
 	c = make([]float32, bc.count*bt.StrideC)
+	if bc.accum {
+		bt.StrideC = 0
+		c = c[:bc.m*ldc+5]
+	}
 	for i := range c {
 		c[i] = math.Float32frombits(cSentry)
 		if bc.beta != 0 {
@@ -67,13 +72,15 @@ func TestGemmBatch(t *testing.T) {
 		{transB: true, m: 12, n: 32, k: 1, count: 9, sharedB: true},        // a bias broadcast: k = 1
 		{transA: true, transB: true, m: 7, n: 5, k: 30, count: 4, beta: 1}, // beta reads C
 		{m: 30, n: 20, k: 9, count: 8, sharedA: true, sharedB: true, beta: 1},
+		{transB: true, m: 64, n: 72, k: 40, count: 5, beta: 1, accum: true},   // a weight gradient over images
+		{m: 20, n: 100, k: 30, count: 3, sharedA: true, beta: 1, accum: true}, // strips keeping a shared op(A)
 	}
 	impls := []*impl{active, smallBlocking(active)}
 	for _, im := range impls {
 		for _, bc := range cases {
 			for _, st := range storages {
 				for _, w := range []int{2, 3} {
-					name := fmt.Sprintf("%s/%dx%dx%d*%d/%v/shared=%v,%v/beta=%v/w=%d", im.name, bc.m, bc.n, bc.k, bc.count, st, bc.sharedA, bc.sharedB, bc.beta, w)
+					name := fmt.Sprintf("%s/%dx%dx%d*%d/%v/shared=%v,%v/beta=%v/accum=%v/w=%d", im.name, bc.m, bc.n, bc.k, bc.count, st, bc.sharedA, bc.sharedB, bc.beta, bc.accum, w)
 					t.Run(name, func(t *testing.T) {
 						withImpl(t, im)
 						for _, out := range []string{"f32", "u16", "wide"} {
@@ -153,27 +160,38 @@ func checkBatch(t *testing.T, bc batchCase, st storage, out string, w int) {
 	}
 }
 
-// TestGemmBatchShared checks that a batch is in fact shared out (the path
+// TestGemmBatchShared checks that a batch is in fact shared out (the paths
 // TestGemmBatch compares) exactly when it has two products or more and
-// their C do not overlap, and that an overlapping C accumulates in order.
+// their C do not overlap or all add onto one C, and that an overlapping C
+// otherwise runs its products in order.
 func TestGemmBatchShared(t *testing.T) {
 	withWorkers(t, 2)
-	if !batched(8, 8, 8, 1, 8, Batch{Count: 4, StrideC: 64}) {
-		t.Error("4 disjoint products on 2 workers are not shared out")
+	for _, c := range []struct {
+		beta float32
+		n    int
+		bt   Batch
+		want batchMode
+	}{
+		{0, 8, Batch{Count: 4, StrideC: 64}, disjoint},
+		{1, 8, Batch{Count: 2, StrideC: 64}, disjoint},
+		{0, 8, Batch{Count: 1, StrideC: 64}, inOrder},
+		{0, 8, Batch{Count: 4, StrideC: 63}, inOrder},
+		{1, 8, Batch{Count: 4, StrideC: 0}, inOrder}, // 8 columns: one strip
+		{1, 64, Batch{Count: 4, StrideC: 0}, accumulate},
+		{0, 64, Batch{Count: 4, StrideC: 0}, inOrder},
+		{1, 64, Batch{Count: 4, StrideC: 64}, inOrder},
+	} {
+		if got := modeOf(8, c.n, 8, 1, c.beta, c.n, c.bt); got != c.want {
+			t.Errorf("beta %v, %+v: mode %d, want %d", c.beta, c.bt, got, c.want)
+		}
 	}
-	if batched(8, 8, 8, 1, 8, Batch{Count: 1, StrideC: 64}) {
-		t.Error("a single product is shared out as a batch")
-	}
-	if batched(8, 8, 8, 1, 8, Batch{Count: 4, StrideC: 63}) {
-		t.Error("products whose C overlap are shared out")
-	}
-	// StrideC 0 with beta 1: C = sum over products, in order.
+	// StrideC 0 with beta 0: each product overwrites C, the last one stays.
 	a := Operand{F32: []float32{1, 2, 3, 4}, LD: 1}
 	b := Operand{F32: []float32{1}, LD: 1}
 	c := []float32{10}
-	GemmBatch(false, false, 1, 1, 1, 1, a, b, 1, c, 1, Batch{Count: 4, StrideA: 1})
-	if c[0] != 20 {
-		t.Errorf("accumulating batch into one C: %v, want 20", c[0])
+	GemmBatch(false, false, 1, 1, 1, 1, a, b, 0, c, 1, Batch{Count: 4, StrideA: 1})
+	if c[0] != 4 {
+		t.Errorf("batch of 4 overwriting one C: %v, want 4", c[0])
 	}
 }
 

@@ -275,14 +275,17 @@ func BenchmarkTile(b *testing.B) {
 	}
 }
 
-// BenchmarkGemmBatch runs a convolution chunk's products, the filters
-// shared and each image's columns its own, as one batch (GemmBatch) and
-// one product after another (Gemm per image), for as many images as a
-// chunk holds in float32 and in bfloat16 on a 1 MiB L2 (3 and 6).
+// BenchmarkGemmBatch runs a convolution chunk's products as one batch
+// (GemmBatch) and one product after another (Gemm per image), for as many
+// images as a chunk holds in float32 and in bfloat16 on a 1 MiB L2 (3 and
+// 6): the forward and input-gradient products, the filters shared and
+// each image's columns and output its own, and the weight gradient, each
+// image adding its product onto the one C.
 func BenchmarkGemmBatch(b *testing.B) {
 	shapes := []benchShape{
 		{"conv-fwd-NN-64x576x288", false, false, 64, 576, 288},
 		{"conv-dX-TN-288x576x64", true, false, 288, 576, 64},
+		{"conv-dW-NT-64x288x576", false, true, 64, 288, 576}, // each image adds onto one C
 	}
 	for _, s := range shapes {
 		for _, st := range []storage{f32, bf16} {
@@ -292,19 +295,28 @@ func BenchmarkGemmBatch(b *testing.B) {
 						rng := rand.New(rand.NewPCG(1, 1))
 						ar, ac := stored(s.transA, s.m, s.k)
 						br, bc := stored(s.transB, s.k, s.n)
-						a := benchOperand(rng, st, ar, ac)
+						accum := s.transB // the weight gradient: dy[i] and col[i] per image, one C
+						na := 1
+						if accum {
+							na = count
+						}
+						a := benchOperand(rng, st, na*ar, ac)
 						bb := benchOperand(rng, st, count*br, bc)
 						c := make([]float32, count*s.m*s.n)
 						bt := Batch{Count: count, StrideB: br * bc, StrideC: s.m * s.n}
+						beta := float32(0)
+						if accum {
+							bt.StrideA, bt.StrideC, beta = ar*ac, 0, 1
+						}
 						run := func() {
 							if mode == "batch" {
-								GemmBatch(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, 0, c, s.n, bt)
+								GemmBatch(s.transA, s.transB, s.m, s.n, s.k, 1, a, bb, beta, c, s.n, bt)
 								return
 							}
 							for i := range count {
-								bi := bb
-								bi.Off = i * bt.StrideB
-								Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, bi, 0, c[i*bt.StrideC:], s.n)
+								ai, bi := a, bb
+								ai.Off, bi.Off = i*bt.StrideA, i*bt.StrideB
+								Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, ai, bi, beta, c[i*bt.StrideC:], s.n)
 							}
 						}
 						run()

@@ -77,6 +77,7 @@ type task struct {
 	pm, pn   int
 	batch    Batch // with Count > 0, pieces are strips of a batch's products,
 	perEntry int   // this many per product
+	accum    bool  // or strips of one C, each adding all the products in turn
 	pieces   int
 	next     atomic.Int64   // the next piece to claim
 	left     atomic.Int64   // pieces not yet finished, for polling
