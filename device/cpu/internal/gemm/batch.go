@@ -15,6 +15,21 @@ type Batch struct {
 	StrideA, StrideB, StrideC int
 }
 
+// at returns product i's A and B, given the first product's.
+func (bt Batch) at(i int, a, b Operand) (Operand, Operand) {
+	a.Off += i * bt.StrideA
+	b.Off += i * bt.StrideB
+	return a, b
+}
+
+// workerCount is how many goroutines a parallel call may use.
+func workerCount() int {
+	if forceWorkers > 0 {
+		return forceWorkers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
 // GemmBatch is Gemm for each of bt.Count products, the operands of product
 // i offset by i strides: what a convolution runs per image, the filters
 // shared (StrideA 0) and each image's columns and output its own.
@@ -39,9 +54,7 @@ func GemmBatch(transA, transB bool, m, n, k int, alpha float32, a, b Operand, be
 	mode := modeOf(m, n, k, alpha, beta, ldc, bt)
 	if mode == inOrder {
 		for i := range bt.Count {
-			ai, bi := a, b
-			ai.Off += i * bt.StrideA
-			bi.Off += i * bt.StrideB
+			ai, bi := bt.at(i, a, b)
 			off := min(i*bt.StrideC, len(c))
 			Gemm(transA, transB, m, n, k, alpha, ai, bi, beta, c[off:], ldc)
 		}
@@ -67,9 +80,8 @@ func Gemm16Batch(transA, transB bool, m, n, k int, alpha float32, a, b Operand, 
 	mode := modeOf(m, n, k, alpha, beta, c.LD, bt)
 	if mode == inOrder || (c.U16 != nil) == (c.F32 != nil) {
 		for i := range bt.Count {
-			ai, bi, ci := a, b, c
-			ai.Off += i * bt.StrideA
-			bi.Off += i * bt.StrideB
+			ai, bi := bt.at(i, a, b)
+			ci := c
 			ci.Off += i * bt.StrideC
 			Gemm16(transA, transB, m, n, k, alpha, ai, bi, beta, ci)
 		}
@@ -105,10 +117,7 @@ const (
 // cases Gemm and Gemm16 settle without a product (an empty C, alpha 0,
 // k 0) or reject, the products run one after another.
 func modeOf(m, n, k int, alpha, beta float32, ldc int, bt Batch) batchMode {
-	workers := runtime.GOMAXPROCS(0)
-	if forceWorkers > 0 {
-		workers = forceWorkers
-	}
+	workers := workerCount()
 	if workers < 2 || bt.Count < 2 || m <= 0 || n <= 0 || k <= 0 || alpha == 0 || ldc < n {
 		return inOrder
 	}
@@ -131,14 +140,10 @@ func modeOf(m, n, k int, alpha, beta float32, ldc int, bt Batch) batchMode {
 // the products out among the workers as one task.
 func startBatch(j job, bt Batch, mode batchMode) {
 	last := j
-	last.a.Off += (bt.Count - 1) * bt.StrideA
-	last.b.Off += (bt.Count - 1) * bt.StrideB
+	last.a, last.b = bt.at(bt.Count-1, j.a, j.b)
 	last.prepare()
 	j.prepare()
-	workers := runtime.GOMAXPROCS(0)
-	if forceWorkers > 0 {
-		workers = forceWorkers
-	}
+	workers := workerCount()
 	nt := ceilDiv(j.n, j.im.nr)
 	t := &task{j: j, batch: bt}
 	switch {
@@ -164,8 +169,7 @@ func startBatch(j job, bt Batch, mode batchMode) {
 // entry returns product i of a batched job.
 func (j *job) entry(i int, bt Batch) job {
 	e := *j
-	e.a.Off += i * bt.StrideA
-	e.b.Off += i * bt.StrideB
+	e.a, e.b = bt.at(i, j.a, j.b)
 	if e.narrow == dtype.F32 {
 		e.c = j.c[i*bt.StrideC:]
 	} else {
@@ -191,9 +195,7 @@ func (t *task) runPiece(buf *buffers, aPacked *bool, aEntry *int, i int) {
 			*aPacked = false
 		}
 		*aEntry = p
-		nt := ceilDiv(e.n, e.im.nr)
-		n0 := s * nt / t.perEntry * e.im.nr
-		n1 := min(e.n, (s+1)*nt/t.perEntry*e.im.nr)
+		n0, n1 := e.strip(s, t.perEntry)
 		if n0 >= n1 {
 			return
 		}

@@ -108,9 +108,7 @@ func checkBatch(t *testing.T, bc batchCase, st storage, out string, w int) {
 	switch out {
 	case "f32":
 		for i := range bt.Count {
-			ai, bi := a, b
-			ai.Off += i * bt.StrideA
-			bi.Off += i * bt.StrideB
+			ai, bi := bt.at(i, a, b)
 			Gemm(bc.transA, bc.transB, bc.m, bc.n, bc.k, 1.5, ai, bi, bc.beta, want[i*bt.StrideC:], ldc)
 		}
 		withWorkers(t, w)
@@ -123,9 +121,7 @@ func checkBatch(t *testing.T, bc batchCase, st storage, out string, w int) {
 			got[i] = want[i]
 		}
 		for i := range bt.Count {
-			ai, bi := a, b
-			ai.Off += i * bt.StrideA
-			bi.Off += i * bt.StrideB
+			ai, bi := bt.at(i, a, b)
 			Gemm16(bc.transA, bc.transB, bc.m, bc.n, bc.k, 1.5, ai, bi, bc.beta, Out16{F32: want, BF16: bf, Off: i * bt.StrideC, LD: ldc})
 		}
 		withWorkers(t, w)
@@ -138,9 +134,7 @@ func checkBatch(t *testing.T, bc batchCase, st storage, out string, w int) {
 		}
 		g16 := append([]uint16(nil), w16...)
 		for i := range bt.Count {
-			ai, bi := a, b
-			ai.Off += i * bt.StrideA
-			bi.Off += i * bt.StrideB
+			ai, bi := bt.at(i, a, b)
 			Gemm16(bc.transA, bc.transB, bc.m, bc.n, bc.k, 1.5, ai, bi, bc.beta, Out16{U16: w16, BF16: bf, Off: i * bt.StrideC, LD: ldc})
 		}
 		withWorkers(t, w)

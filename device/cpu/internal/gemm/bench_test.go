@@ -314,8 +314,7 @@ func BenchmarkGemmBatch(b *testing.B) {
 								return
 							}
 							for i := range count {
-								ai, bi := a, bb
-								ai.Off, bi.Off = i*bt.StrideA, i*bt.StrideB
+								ai, bi := bt.at(i, a, bb)
 								Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, ai, bi, beta, c[i*bt.StrideC:], s.n)
 							}
 						}

@@ -130,6 +130,13 @@ func (j *job) cut(workers, pm, pn int) (strips bool, pieces int) {
 	return false, pm * pn
 }
 
+// strip returns the columns [n0, n1) of strip i of C cut into strips
+// whole micro-tiles wide (empty when there are more strips than tiles).
+func (j *job) strip(i, strips int) (n0, n1 int) {
+	nt := ceilDiv(j.n, j.im.nr)
+	return i * nt / strips * j.im.nr, min(j.n, (i+1)*nt/strips*j.im.nr)
+}
+
 // work claims and computes pieces of t until none is left.
 func (t *task) work(buf *buffers) {
 	j := &t.j
@@ -143,9 +150,7 @@ func (t *task) work(buf *buffers) {
 		if t.batch.Count > 0 {
 			t.runPiece(buf, &aPacked, &aEntry, i)
 		} else if t.strips {
-			nt := ceilDiv(j.n, j.im.nr)
-			n0 := i * nt / t.pieces * j.im.nr
-			n1 := min(j.n, (i+1)*nt/t.pieces*j.im.nr)
+			n0, n1 := j.strip(i, t.pieces)
 			j.runStrip(buf, &aPacked, n0, n1)
 		} else {
 			// Rectangles are whole micro-tiles apart, so every
