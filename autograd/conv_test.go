@@ -6,23 +6,40 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/tensor"
 )
 
-// TestConvChunking checks that splitting a batch into im2col chunks changes
-// nothing: output and gradients are bitwise equal with one image per chunk.
+// TestConvChunking checks that splitting a batch into im2col chunks, and
+// keeping the columns for the backward pass or unrolling them again there,
+// change nothing: output and gradients are bitwise equal with one image per
+// chunk and with the columns kept or not (ConvColumnBudget), in F32 and
+// under BF16 autocast.
 func TestConvChunking(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		for _, low := range []dtype.DType{dtype.F32, dtype.BF16} {
+			testConvChunking(t, dev, low)
+		}
+	})
+}
+
+func testConvChunking(t *testing.T, dev device.Device, low dtype.DType) {
+	{
 		rng := rand.New(rand.NewPCG(4, 4))
 		xh := tensor.UniformHost(rng, -1, 1, 5, 3, 6, 6)
 		wh := tensor.UniformHost(rng, -1, 1, 4, 3, 3, 3)
 		bh := tensor.UniformHost(rng, -1, 1, 4)
-		run := func() [][]float32 {
-			g := autograd.NewGraph(dev)
+		// 5 images of 27x36 columns
+		colBytes := device.Bytes(low, 5*27*36)
+		run := func(budget int64) [][]float32 {
+			g := autograd.NewGraph(dev, autograd.ConvColumnBudget(budget))
 			defer g.Release()
+			if low != dtype.F32 {
+				amp.Autocast(g, low)
+			}
 			x := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, xh), true)
 			w := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, wh), true)
 			b := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, bh), true)
@@ -30,19 +47,27 @@ func TestConvChunking(t *testing.T) {
 			defer w.Value.Release()
 			defer b.Value.Release()
 			y := g.Conv2d(x, w, b, 1, 1)
+			kept := autograd.KeptColumns(g)
+			if want := map[bool]int64{true: colBytes, false: 0}[budget >= colBytes]; kept != want {
+				t.Fatalf("%v, budget %d: %d bytes of columns kept, want %d", low, budget, kept, want)
+			}
 			g.Backward(g.Sum(g.Mul(y, y)))
 			return [][]float32{y.Value.ToHost(), x.Grad.ToHost(), w.Grad.ToHost(), b.Grad.ToHost()}
 		}
-		whole := run()
+		whole := run(colBytes)
+		cases := map[string][][]float32{"one chunk, columns unrolled again": run(colBytes - 1)}
 		restore := autograd.SetColBudget(1) // one image per chunk
-		chunked := run()
+		cases["image by image, columns kept"] = run(1 << 30)
+		cases["image by image, columns unrolled again"] = run(0)
 		restore()
-		for i := range whole {
-			for j := range whole[i] {
-				if math.Float32bits(whole[i][j]) != math.Float32bits(chunked[i][j]) {
-					t.Fatalf("tensor %d element %d: %v in one chunk, %v image by image", i, j, whole[i][j], chunked[i][j])
+		for name, got := range cases {
+			for i := range whole {
+				for j := range whole[i] {
+					if math.Float32bits(whole[i][j]) != math.Float32bits(got[i][j]) {
+						t.Fatalf("%v: tensor %d element %d: %v in one chunk with the columns kept, %v %s", low, i, j, whole[i][j], got[i][j], name)
+					}
 				}
 			}
 		}
-	})
+	}
 }

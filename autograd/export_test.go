@@ -7,3 +7,7 @@ func SetColBudget(n int) (restore func()) {
 	colBudget = n
 	return func() { colBudget = old }
 }
+
+// KeptColumns is how many bytes of convolution columns g keeps for its
+// backward pass.
+func KeptColumns(g *Graph) int64 { return g.keptCols }
