@@ -28,7 +28,7 @@ var colBudget = 1 << 22
 // products large. On 2 Zen 5 cores the MNIST CNN (60 steps, batch 128)
 // ran 1.07x faster in F32 and 1.06x under BF16 autocast with a budget that
 // holds both its convolutions' columns (88 MB in F32, 44 MB in 16 bits),
-// level under F16, with peak memory 1.7x and 1.6x; ResNet-20 kept its
+// 0.97x under F16, with peak memory 1.7x and 1.6x; ResNet-20 kept its
 // first three convolutions' columns under 256 MiB and ran no faster, with
 // peak memory 1.7x in F32 and 2.4x in BF16. Hence the default.
 func ConvColumnBudget(bytes int64) Option {
