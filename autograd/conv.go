@@ -94,18 +94,15 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	// addend (beta 1). The bits are those of an F32 accumulator rounded by
 	// a Copy, without the accumulator and the Copy's pass over it.
 	// kept holds the whole batch's columns, for the weight gradient, when
-	// the graph's budget allows (SetConvColumnBudget).
+	// the graph's budget allows (ConvColumnBudget).
+	rec := g.recording(x, w, b)
 	var kept *tensor.Tensor
-	if g.recording(x, w, b) && w.requiresGrad && g.keepColumns(device.Bytes(dt, n*ckk*ohw)) {
+	if rec && w.requiresGrad && g.keepColumns(device.Bytes(dt, n*ckk*ohw)) {
 		kept = g.alloc(dt, n, ckk, ohw)
 		g.dev.Im2Col(kept.Buffer(), buf(x), s)
 	}
-	g.eachChunk(dt, s, chunk, buf(x), kept == nil, func(col *tensor.Tensor, cs device.ConvShape) {
+	g.eachChunk(dt, s, chunk, buf(x), true, kept, func(col *tensor.Tensor, offB int, cs device.ConvShape) {
 		dst, off := y.Buffer(), cs.N0*oc*ohw
-		offB := 0
-		if kept != nil {
-			col, offB = kept, cs.N0*ckk*ohw
-		}
 		beta := float32(0)
 		if b != nil {
 			// dst[i] (OC, OHW) = b (OC, 1) @ ones (1, OHW): the bias
@@ -122,7 +119,7 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 			Batch: cs.NB, StrideB: ckk * ohw, StrideC: oc * ohw, OffB: offB, OffC: off})
 	})
 	out := g.result(y)
-	if !g.recording(x, w, b) {
+	if !rec {
 		return out
 	}
 	g.save(x.Value, w.Value, kept)
@@ -151,11 +148,7 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 			dcol.SetCategory(device.Workspace)
 			defer dcol.Release()
 		}
-		g.eachChunk(dt, s, chunk, buf(x), dw != nil && kept == nil, func(col *tensor.Tensor, cs device.ConvShape) {
-			offB := 0 // col's image cs.N0
-			if kept != nil {
-				col, offB = kept, cs.N0*ckk*ohw
-			}
+		g.eachChunk(dt, s, chunk, buf(x), dw != nil, kept, func(col *tensor.Tensor, offB int, cs device.ConvShape) {
 			if dw != nil {
 				// dw (OC, CKK) += dy[n] (OC, OHW) @ col[i]ᵀ (OHW, CKK) for
 				// each image in order, the batch's first overwriting dw.
@@ -191,22 +184,30 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	return out
 }
 
-// eachChunk calls fn for each chunk of images of x, with the chunk unrolled
-// into a workspace when unroll is set (otherwise fn gets nil and uses only
-// the chunk's geometry).
-func (g *Graph) eachChunk(dt dtype.DType, s device.ConvShape, chunk int, x device.Buffer, unroll bool, fn func(col *tensor.Tensor, cs device.ConvShape)) {
-	var col *tensor.Tensor
+// eachChunk calls fn for each chunk of images of x with the chunk's columns
+// when cols is set: those of kept (the whole batch's, unrolled already) if
+// it is not nil, else the chunk unrolled into a workspace; offB is where
+// the chunk's first image starts in col. Without cols fn gets nil and uses
+// only the chunk's geometry.
+func (g *Graph) eachChunk(dt dtype.DType, s device.ConvShape, chunk int, x device.Buffer, cols bool, kept *tensor.Tensor,
+	fn func(col *tensor.Tensor, offB int, cs device.ConvShape)) {
+	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
+	unroll := cols && kept == nil
+	col := kept
 	if unroll {
-		col = tensor.New(g.dev, dt, device.Workspace, chunk, s.C*s.KH*s.KW, s.OH*s.OW)
+		col = tensor.New(g.dev, dt, device.Workspace, chunk, ckk, ohw)
 		defer col.Release()
 	}
 	for n0 := 0; n0 < s.N; n0 += chunk {
 		cs := s
 		cs.N0, cs.NB = n0, min(chunk, s.N-n0)
+		offB := 0
 		if unroll {
 			g.dev.Im2Col(col.Buffer(), x, cs)
+		} else if kept != nil {
+			offB = n0 * ckk * ohw
 		}
-		fn(col, cs)
+		fn(col, offB, cs)
 	}
 }
 

@@ -190,24 +190,23 @@ type node struct {
 
 // Graph is the tape of one forward and backward pass.
 type Graph struct {
-	dev     device.Device
-	tape    []*node
-	owned   []*tensor.Tensor
-	policy  CastPolicy
-	noGrad  int
-	casts   []castEntry // parameters' copies in other dtypes in use, see as
-	rng     drawSource
-	saveCat device.Category
-	// keptCols is how many bytes of convolution columns the graph keeps
-	// for the backward pass, within colKeep (see ConvColumnBudget).
-	keptCols, colKeep int64
-	sawGrad           bool
-	replay            bool // a checkpointed segment's recomputation: state updates already happened
-	backDone          bool
-	released          bool
-	busy              atomic.Bool // held while the bookkeeping above changes; see enter
-	ready             *readiness  // OnGradReady's bookkeeping; nil without a hook
-	obs               Observer    // told where each op's work ends (and a backward's begins); see observe.go
+	dev      device.Device
+	tape     []*node
+	owned    []*tensor.Tensor
+	policy   CastPolicy
+	noGrad   int
+	casts    []castEntry // parameters' copies in other dtypes in use, see as
+	rng      drawSource
+	saveCat  device.Category
+	keptCols int64 // bytes of convolution columns kept for backward, within colKeep
+	colKeep  int64 // ConvColumnBudget
+	sawGrad  bool
+	replay   bool // a checkpointed segment's recomputation: state updates already happened
+	backDone bool
+	released bool
+	busy     atomic.Bool // held while the bookkeeping above changes; see enter
+	ready    *readiness  // OnGradReady's bookkeeping; nil without a hook
+	obs      Observer    // told where each op's work ends (and a backward's begins); see observe.go
 
 	// The graph's arenas: the structs of its tensors, Vars and tape
 	// nodes, and the first stretch of its tape and ownership list, come
