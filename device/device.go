@@ -97,6 +97,18 @@ type NarrowGemmer interface {
 	GemmNarrow(dst, a, b Buffer, p GemmParams, via dtype.DType)
 }
 
+// UnscalingGemmer is an optional interface of a NarrowGemmer, found by
+// type assertion: the weight gradient of a loss-scaled step, unscaled as it
+// is stored. GemmNarrowUnscale is GemmNarrow followed by multiplying each
+// result by inv, as the loss scaler's UnscaleCheck would (the same bits),
+// and reports whether any unscaled result is Inf or NaN. The CPU does the
+// multiply in its kernels' registers as they store the result, so the
+// scaler needs no later pass over that gradient. It takes a single product
+// (Batch 0 or 1) with Beta 0.
+type UnscalingGemmer interface {
+	GemmNarrowUnscale(dst, a, b Buffer, p GemmParams, via dtype.DType, inv float32) (nonFinite bool)
+}
+
 // StepCaster is an optional fast path a backend may offer, found by type
 // assertion: the optimiser steps of Kernels that also write the updated
 // parameter, rounded to low's dtype (F16 or BF16), into low in the same

@@ -581,4 +581,5 @@ func (d *Device) checkLenOf(kernel string, op fmt.Stringer, n int, bufs ...*Buff
 }
 
 var _ device.StepCaster = (*Device)(nil)
+var _ device.UnscalingGemmer = (*Device)(nil)
 var _ device.HostViewer = (*Device)(nil)

@@ -2,7 +2,11 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/mixprec/mixprec/device/cpu/internal/gemm"
+)
 
 // simdOptim selects the optimiser loops: AVX-512, else AVX2, else Go. Tests
 // lower it to check each against the Go loops.
@@ -18,9 +22,6 @@ func sgdPlainAVX512(p, gr *float32, n int, lr float32)
 func adamAVX512(p, gr, m, v *float32, n int, k *adamConsts)
 
 //go:noescape
-func unscaleAVX512(s *float32, n int, inv float32) (nonFinite bool)
-
-//go:noescape
 func sgdMomentumAVX2(p, gr, m *float32, n int, mom, damp, lr float32)
 
 //go:noescape
@@ -28,9 +29,6 @@ func sgdPlainAVX2(p, gr *float32, n int, lr float32)
 
 //go:noescape
 func adamAVX2(p, gr, m, v *float32, n int, k *adamConsts)
-
-//go:noescape
-func unscaleAVX2(s *float32, n int, inv float32) (nonFinite bool)
 
 // sgdMomentumSIMD runs the first n - n%lanes elements of sgdMomentum's
 // loop and returns how many it did.
@@ -85,8 +83,10 @@ func unscaleSIMD(s []float32, inv float32) (done int, nonFinite bool) {
 	if n == 0 {
 		return 0, false
 	}
+	// The loops live with the GEMM, whose weight-gradient products unscale
+	// as they store (gemm.Out16.Unscale).
 	if l == simdAVX512 {
-		return n, unscaleAVX512(&s[0], n, inv)
+		return n, gemm.UnscaleAVX512(&s[0], n, inv)
 	}
-	return n, unscaleAVX2(&s[0], n, inv)
+	return n, gemm.UnscaleAVX2(&s[0], n, inv)
 }

@@ -89,6 +89,7 @@ var tests = []struct {
 	{"Copy", elementwise, testCopy},
 	{"Gemm", linAlg, testGemm},
 	{"GemmNarrow", linAlg, testGemmNarrow},
+	{"GemmNarrowUnscale", linAlg, testGemmNarrowUnscale},
 	{"Axpby", elementwise, testAxpby},
 	{"Binary", elementwise, testBinary},
 	{"Unary", elementwise, testUnary},

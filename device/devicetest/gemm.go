@@ -223,3 +223,59 @@ func checkGemmNarrow(e *env, ng device.NarrowGemmer, via dtype.DType, src [2]dty
 	ng.GemmNarrow(wide, ab, bb, p, via)
 	e.exact("GemmNarrow against Gemm into a 16-bit dst", e.get(wide), e.get(narrow))
 }
+
+// testGemmNarrowUnscale checks device.UnscalingGemmer where a backend has
+// it: each single-product Gemm case with beta 0, through F16 and BF16, must
+// give the bits of GemmNarrow with C's elements then multiplied by inv (by
+// a power of two and by a factor that rounds), report no Inf or NaN among
+// finite results, and leave the rest of dst as it was; an Inf in A, or a
+// factor that overflows, must be reported.
+func testGemmNarrowUnscale(t *testing.T, dev device.Device) {
+	ug, ok := dev.(device.UnscalingGemmer)
+	ng, ok2 := dev.(device.NarrowGemmer)
+	if !ok || !ok2 {
+		t.Skip("the backend does not implement the optional device.UnscalingGemmer")
+	}
+	for _, via := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, c := range gemmCases() {
+			if c.p.Batches() > 1 || c.p.Beta != 0 {
+				continue
+			}
+			for _, inv := range []float32{0x1p-16, 1.0 / 3} {
+				name := fmt.Sprintf("%v/%s/inv%g", via, c.name, inv)
+				run(t, dev, name, func(e *env) { checkGemmNarrowUnscale(e, ug, ng, via, c.p, inv) })
+			}
+		}
+		p := device.GemmParams{M: 9, N: 37, K: 5, Alpha: 1}
+		run(t, dev, fmt.Sprintf("%v/nonfinite", via), func(e *env) {
+			a := e.uniform(p.M*p.K, -1, 1)
+			a[3*p.K+2] = float32(math.Inf(1))
+			wide := e.put(dtype.F32, make([]float32, p.M*p.N))
+			ab, bb := e.put(via, a), e.put(via, e.uniform(p.K*p.N, -1, 1))
+			if !ug.GemmNarrowUnscale(wide, ab, bb, p, via, 0x1p-16) {
+				e.t.Fatalf("an Inf in A: GemmNarrowUnscale reports none")
+			}
+			if !ug.GemmNarrowUnscale(wide, e.put(via, e.uniform(p.M*p.K, 1, 2)), bb, p, via, 0x1p127) {
+				e.t.Fatalf("finite results unscaled past float32's range: GemmNarrowUnscale reports no Inf")
+			}
+		})
+	}
+}
+
+func checkGemmNarrowUnscale(e *env, ug device.UnscalingGemmer, ng device.NarrowGemmer, via dtype.DType, p device.GemmParams, inv float32) {
+	a := e.uniform(p.OffA+p.M*p.K+2, -1, 1)
+	b := e.uniform(p.OffB+p.K*p.N+2, -1, 1)
+	c0 := e.uniform(p.OffC+p.M*p.N+2, -1, 1)
+	ab, bb := e.put(via, a), e.put(via, b)
+	want := e.put(dtype.F32, append([]float32(nil), c0...))
+	ng.GemmNarrow(want, ab, bb, p, via)
+	w := e.get(want)
+	for i := range p.M * p.N {
+		w[p.OffC+i] *= inv
+	}
+	got := e.put(dtype.F32, append([]float32(nil), c0...))
+	if ug.GemmNarrowUnscale(got, ab, bb, p, via, inv) {
+		e.t.Fatalf("GemmNarrowUnscale reports an Inf or NaN among finite results")
+	}
+	e.exact("GemmNarrowUnscale against GemmNarrow, then each result times inv", e.get(got), w)
+}

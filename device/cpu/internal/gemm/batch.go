@@ -77,6 +77,9 @@ func Gemm16Batch(transA, transB bool, m, n, k int, alpha float32, a, b Operand, 
 	if bt.Count < 0 {
 		panic(fmt.Sprintf("gemm: batch of %d products", bt.Count))
 	}
+	if c.Unscale != 0 && bt.Count > 1 {
+		panic(fmt.Sprintf("gemm: Unscale in a batch of %d products; it unscales one", bt.Count))
+	}
 	mode := modeOf(m, n, k, alpha, beta, c.LD, bt)
 	if mode == inOrder || (c.U16 != nil) == (c.F32 != nil) {
 		for i := range bt.Count {

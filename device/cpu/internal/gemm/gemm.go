@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mixprec/mixprec/dtype"
@@ -78,9 +79,9 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 
 // start checks j's operands against its shape and runs it: on the calling
 // goroutine, or shared with helpers when grid finds that pays.
-func start(j job) {
+func start(j job) (nonFinite bool) {
 	j.prepare()
-	run(j)
+	return run(j)
 }
 
 // prepare checks j's operands against its shape and chooses its
@@ -102,17 +103,18 @@ func (j *job) prepare() {
 	j.staged = j.narrow == dtype.F32 && j.im.tiles && j.ldc%1024 == 0 && k > j.kc && m*n > stageMin
 }
 
-// run computes the prepared j, as start does.
-func run(j job) {
+// run computes the prepared j, as start does, and reports whether
+// j.out.Unscale met an Inf or NaN.
+func run(j job) (nonFinite bool) {
 	m, n, k := j.m, j.n, j.k
 	pm, pn := grid(m, n, k, j.im.mr, j.im.nr)
 	if pm*pn > 1 {
-		j.parallel(pm*pn, pm, pn) // a copy: only this path puts the job on the heap
-		return
+		return j.parallel(pm*pn, pm, pn) // a copy: only this path puts the job on the heap
 	}
 	buf := bufPool.Get().(*buffers)
 	j.runRect(buf, 0, m, 0, n)
 	bufPool.Put(buf)
+	return j.nonFinite != 0
 }
 
 // Sgemm is Gemm for float32 operands with offset 0, in the argument order of
@@ -129,12 +131,21 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // of a mixed-precision step, widened into the parameter's float32
 // gradient) has that value without a 16-bit array and a widening pass
 // over it; when beta reads C, its float32 values are read as they are.
+//
+// Unscale, when not 0 (with F32 only, beta 0 and a single product), also
+// multiplies each widened result by it before it is stored: the loss
+// scaler's unscaling of a weight gradient, without a later pass over
+// memory. The binary16 main tiles do it in registers (impl.tileUnscale),
+// other tiles just after their store, while the lines are in L1. The bits
+// are those of the plain store followed by Unscale over C, and Gemm16 then
+// reports whether any unscaled result is Inf or NaN.
 type Out16 struct {
-	U16  []uint16
-	F32  []float32
-	BF16 bool
-	Off  int
-	LD   int
+	U16     []uint16
+	F32     []float32
+	BF16    bool
+	Off     int
+	LD      int
+	Unscale float32
 }
 
 // len is how many elements C's storage has.
@@ -154,15 +165,18 @@ func (c *Out16) len() int { return len(c.U16) + len(c.F32) }
 // ones; now they are within a few percent, BenchmarkGemm16). The bits are
 // those of widening C, calling Gemm on the float32 copy and rounding it
 // once.
-func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c Out16) {
+func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c Out16) (nonFinite bool) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
 	if m == 0 || n == 0 {
-		return
+		return false
 	}
 	if (c.U16 != nil) == (c.F32 != nil) {
 		panic("gemm: exactly one of a 16-bit C's U16 and F32 must be set")
+	}
+	if c.Unscale != 0 && (c.F32 == nil || beta != 0) {
+		panic(fmt.Sprintf("gemm: Unscale %v needs a C stored in F32 and beta 0 (beta %v)", c.Unscale, beta))
 	}
 	if c.LD < n || c.Off < 0 || c.len() < c.Off+(m-1)*c.LD+n {
 		panic(fmt.Sprintf("gemm: 16-bit C is %dx%d with LD=%d Off=%d, has %d elements", m, n, c.LD, c.Off, c.len()))
@@ -188,14 +202,17 @@ func Gemm16(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta 
 			if c.F32 != nil {
 				dtype.Encode(dt, bits, row)
 				dtype.Decode(dt, c.F32[at:at+n], bits)
+				if c.Unscale != 0 && Unscale(c.F32[at:at+n], c.Unscale) {
+					nonFinite = true
+				}
 			} else {
 				dtype.Encode(dt, c.U16[at:at+n], row)
 			}
 		}
 		bufPool.Put(buf)
-		return
+		return nonFinite
 	}
-	start(job{
+	return start(job{
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, b: b, out: c, narrow: dt,
@@ -390,6 +407,8 @@ type job struct {
 	// block is rounded into out; narrow is out's dtype, F32 otherwise.
 	out    Out16
 	narrow dtype.DType
+
+	nonFinite uint32 // set (atomically) when out.Unscale met an Inf or NaN
 }
 
 // steps is how many kernel steps kcur values of k take: kcur, or pairs of
@@ -480,7 +499,9 @@ func (j *job) runRect(buf *buffers, m0, m1, n0, n1 int) {
 				if pc == 0 {
 					j.widen(c, ldc, ic, mcur, jc, ncur)
 				}
-				j.macro(pa, pb, tmp, c, ldc, mcur, ncur, j.steps(kcur), beta, j.rounded(pc+kcur, ic, jc), bits)
+				if j.macro(pa, pb, tmp, c, ldc, mcur, ncur, j.steps(kcur), beta, j.rounded(pc+kcur, ic, jc), bits) {
+					atomic.StoreUint32(&j.nonFinite, 1) // Out16.Unscale met an Inf or NaN
+				}
 				if pc+kcur == j.k {
 					j.unstage(c, ldc, ic, mcur, jc, ncur)
 				}
@@ -526,7 +547,9 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 				if pc == 0 {
 					j.widen(c, ldc, ic, mcur, jc, ncur)
 				}
-				j.macro(block[ic*steps:], pb, tmp, c, ldc, mcur, ncur, steps, beta, j.rounded(pc+kcur, ic, jc), bits)
+				if j.macro(block[ic*steps:], pb, tmp, c, ldc, mcur, ncur, steps, beta, j.rounded(pc+kcur, ic, jc), bits) {
+					atomic.StoreUint32(&j.nonFinite, 1)
+				}
 				if pc+kcur == j.k {
 					j.unstage(c, ldc, ic, mcur, jc, ncur)
 				}
@@ -545,10 +568,11 @@ func (j *job) runStrip(buf *buffers, aPacked *bool, n0, n1 int) {
 // same element in the 16-bit C's storage: this is the last k block, and
 // each tile is rounded into C once computed (through bits, an mr x nr
 // scratch tile, when C is stored widened in F32).
-func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta float32, out int, bits []uint16) {
+func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta float32, out int, bits []uint16) (nonFinite bool) {
 	im := j.im
 	mr, nr := im.mr, im.nr
 	ld := j.out.LD
+	inv := j.out.Unscale
 	for jr := 0; jr < ncur; jr += nr {
 		nv := min(nr, ncur-jr)
 		bp := pb[jr*kc : jr*kc+nr*kc]
@@ -561,6 +585,7 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 			ir = n * mr
 			if out >= 0 {
 				j.round(c[jr:], ldc, out+jr, ir, nr, bits)
+				nonFinite = j.unscale(out+jr, ir, nr) || nonFinite
 			}
 		}
 		for ; ir < mcur; ir += mr {
@@ -577,8 +602,13 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 			if j.narrow == dtype.BF16 {
 				half, wide = im.tileBF16, im.tileBF16Wide
 			}
+			if full && j.out.F32 != nil && inv != 0 && im.tileUnscale != nil && j.narrow == dtype.F16 {
+				nonFinite = im.tileUnscale(kc, ap, bp, c[off:], ldc, j.alpha, beta, j.out.F32[at:], ld, inv) || nonFinite
+				continue
+			}
 			if full && j.out.F32 != nil && wide != nil {
 				wide(kc, ap, bp, c[off:], ldc, j.alpha, beta, j.out.F32[at:], ld)
+				nonFinite = j.unscale(at, mr, nr) || nonFinite
 				continue
 			}
 			if full && half != nil {
@@ -589,13 +619,16 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 				half(kc, ap, bp, c[off:], ldc, j.alpha, beta, dst, ldd)
 				if j.out.F32 != nil {
 					dtype.DecodeRows(j.narrow, j.out.F32[at:], ld, bits, nr, mr, nr)
+					nonFinite = j.unscale(at, mr, nr) || nonFinite
 				}
 				continue
 			}
 			j.tile(ap, bp, tmp, c[off:], ldc, mv, nv, kc, beta)
 			j.round(c[off:], ldc, at, mv, nv, bits)
+			nonFinite = j.unscale(at, mv, nv) || nonFinite
 		}
 	}
+	return nonFinite
 }
 
 // round stores rows x cols of the float32 C at c (rows ldc apart) into the

@@ -115,6 +115,27 @@ func check16(t *testing.T, name string, im *impl, workers int, out dtype.DType, 
 			t.Fatalf("%s: C stored in F32: C[%d] = %v, want %v (the 16-bit result widened)", name, i, w32[i], wide[i])
 		}
 	}
+	if beta == 0 {
+		// Unscaled as stored: the widened results times the factor, C's
+		// rows alone (the sentries and the gaps past n keep their values).
+		for _, inv := range []float32{0x1p-16, 1.0 / 3} {
+			u32 := make([]float32, len(c16))
+			dtype.Decode(out, u32, c16)
+			for i := range m {
+				Unscale(wide[off+i*ld:off+i*ld+n], inv)
+			}
+			nf := Gemm16(transA, transB, m, n, k, alpha, a, b, 0, Out16{F32: u32, BF16: out == dtype.BF16, Off: off, LD: ld, Unscale: inv})
+			for i := range wide {
+				if math.Float32bits(u32[i]) != math.Float32bits(wide[i]) {
+					t.Fatalf("%s: C unscaled by %g as stored: C[%d] = %v, want %v (widened, then unscaled)", name, inv, i, u32[i], wide[i])
+				}
+			}
+			if nf {
+				t.Fatalf("%s: C unscaled by %g: Gemm16 reports an Inf or NaN among finite results", name, inv)
+			}
+			dtype.Decode(out, wide, want)
+		}
+	}
 }
 
 // TestGemm16NonFinite checks the rounded stores on results that are
@@ -166,6 +187,63 @@ func TestGemm16NonFinite(t *testing.T) {
 			}
 			if nonFinite < 2*n {
 				t.Fatalf("%s/%v: only %d non-finite results; the test lost its specials", im.name, out, nonFinite)
+			}
+			// Unscaled as stored, the specials are found, and the bits are
+			// those of Unscale after the store.
+			uns := make([]float32, m*n)
+			if !Gemm16(false, false, m, n, k, 1, Operand{F32: a, LD: k}, Operand{F32: b, LD: n}, 0, Out16{F32: uns, BF16: out == dtype.BF16, LD: n, Unscale: 0x1p-10}) {
+				t.Fatalf("%s/%v: Gemm16 unscaling C found no Inf or NaN among %d", im.name, out, nonFinite)
+			}
+			if !Unscale(wide, 0x1p-10) {
+				t.Fatalf("%s/%v: Unscale found no Inf or NaN among %d", im.name, out, nonFinite)
+			}
+			for i := range wide {
+				if math.Float32bits(uns[i]) != math.Float32bits(wide[i]) {
+					t.Fatalf("%s/%v: C unscaled as stored: C[%d] = %#08x, want %#08x", im.name, out, i, math.Float32bits(uns[i]), math.Float32bits(wide[i]))
+				}
+			}
+		}
+	}
+}
+
+// TestGemm16UnscaleOverflow checks that a finite result that the factor
+// takes past float32's range counts as Inf, on one worker and several,
+// and that results that stay finite do not.
+func TestGemm16UnscaleOverflow(t *testing.T) {
+	const m, n, k = 40, 96, 16
+	rng := rand.New(rand.NewPCG(9, 16))
+	a, _ := newOperand(rng, f32, m, k, 1, 2)
+	b, _ := newOperand(rng, f32, k, n, 0, 1)
+	for _, workers := range []int{1, 2, 3} {
+		withWorkers(t, workers)
+		for _, c := range []struct {
+			inv  float32
+			want bool
+		}{{0x1p-16, false}, {0x1p100, false}, {0x1p127, true}} {
+			got := Gemm16(false, false, m, n, k, 1, a, b, 0, Out16{F32: make([]float32, m*n), LD: n, Unscale: c.inv})
+			if got != c.want {
+				t.Fatalf("workers %d, unscale %g: Gemm16 reports non-finite %v, want %v", workers, c.inv, got, c.want)
+			}
+		}
+	}
+}
+
+// TestGemm16UnscaleFullTiles puts one Inf in a product made of full tiles
+// alone (24 x 64: whole 12x32 and 6x16 tiles), away from any tile's first
+// row, so that only an unscaling kernel's own check can find it; then a
+// NaN, then nothing.
+func TestGemm16UnscaleFullTiles(t *testing.T) {
+	const m, n, k = 24, 64, 8
+	for _, im := range impls {
+		withImpl(t, im)
+		for _, special := range []float32{float32(math.Inf(-1)), float32(math.NaN()), 0.5} {
+			rng := rand.New(rand.NewPCG(13, 16))
+			a, _ := newOperand(rng, f32, m, k, 0, 0)
+			b, _ := newOperand(rng, f32, k, n, 0, 0)
+			a.F32[17*k+3] = special // row 17: the sixth of its 12-row tile, the fifth of its 6-row one
+			want := !(special == 0.5)
+			if got := Gemm16(false, false, m, n, k, 1, a, b, 0, Out16{F32: make([]float32, m*n), LD: n, Unscale: 0x1p-8}); got != want {
+				t.Fatalf("%s: A holding %v: Gemm16 reports non-finite %v, want %v", im.name, special, got, want)
 			}
 		}
 	}

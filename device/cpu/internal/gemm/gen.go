@@ -32,6 +32,8 @@ func main() {
 	// And storing binary16 widened back to float32: a Gemm16 tile whose C
 	// is kept in float32 (Out16.F32).
 	genKernel(&w, kernelSpec{name: "kernAVX512x12x32HW", mr: 12, nr: 32, strideA: 12, strideB: 32, vecBits: 512, unroll: 4, half: true, widen: true})
+	// And unscaling those values too (Out16.Unscale).
+	genKernel(&w, kernelSpec{name: "kernAVX512x12x32HWU", mr: 12, nr: 32, strideA: 12, strideB: 32, vecBits: 512, unroll: 4, half: true, widen: true, unscale: true})
 	for _, mr := range []int{6, 4, 2} {
 		for _, nr := range []int{16, 8} {
 			genKernel(&w, kernelSpec{name: fmt.Sprintf("kernAVX2x%dx%d", mr, nr), mr: mr, nr: nr, strideA: 6, strideB: 16, vecBits: 256, unroll: 4})
@@ -41,6 +43,7 @@ func main() {
 	// AVX-512 ones do (F16C rounds and widens eight lanes at a time).
 	genKernel(&w, kernelSpec{name: "kernAVX2x6x16H", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true})
 	genKernel(&w, kernelSpec{name: "kernAVX2x6x16HW", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true, widen: true})
+	genKernel(&w, kernelSpec{name: "kernAVX2x6x16HWU", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true, widen: true, unscale: true})
 	// And rounding to bfloat16 (integer arithmetic, as dtype's AVX2
 	// converter does, with its constants in bf16Consts).
 	genKernel(&w, kernelSpec{name: "kernAVX2x6x16B", mr: 6, nr: 16, strideA: 6, strideB: 16, vecBits: 256, unroll: 4, half: true, bf16: true})
@@ -113,6 +116,10 @@ type kernelSpec struct {
 	widen bool
 	// bf16, with half, rounds to bfloat16 instead of binary16 (AVX2 only).
 	bf16 bool
+	// unscale, with widen (binary16), multiplies each widened value by
+	// inv before storing it, as Out16.Unscale asks, and returns whether
+	// any product is Inf or NaN: a weight gradient unscaled in registers.
+	unscale bool
 }
 
 func genKernel(w *bytes.Buffer, s kernelSpec) {
@@ -151,7 +158,18 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 		if s.dot || (s.bf16 && s.vecBits != 256) {
 			log.Fatalf("%s: the 16-bit store is written for the float32 kernels, bfloat16 for AVX2", s.name)
 		}
+		if s.unscale && (!s.widen || s.bf16) {
+			log.Fatalf("%s: unscale is written for the binary16-widening store", s.name)
+		}
 		switch {
+		case s.unscale:
+			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int, inv float32) (nonFinite bool)", s.name)
+			p("//")
+			p("// %s is %sHW multiplying each widened binary16 value by inv", s.name, base)
+			p("// before storing it into out, and reporting whether any of those")
+			p("// products is Inf or NaN (x-x is NaN exactly for them; the differences")
+			p("// are OR-ed into the tile's first accumulator once it is stored). A")
+			p("// weight gradient's tile so leaves the kernel unscaled (Out16.Unscale).")
 		case s.bf16 && s.widen:
 			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
 			p("//")
@@ -200,9 +218,12 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 		p("// in Go, so an element's bits do not depend on which kernel computed it;")
 	}
 	p("// beta == 0 stores without reading c.")
-	if s.half {
+	switch {
+	case s.unscale:
+		p("TEXT ·%s(SB), NOSPLIT, $0-73", s.name)
+	case s.half:
 		p("TEXT ·%s(SB), NOSPLIT, $0-64", s.name)
-	} else {
+	default:
 		p("TEXT ·%s(SB), NOSPLIT, $0-48", s.name)
 	}
 	p("\tMOVQ kc+0(FP), CX")
@@ -290,6 +311,16 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	}
 	p("\tVBROADCASTSS alpha+40(FP), %s", alpha)
 	p("\tVBROADCASTSS beta+44(FP), %s", beta)
+	// The unscaling store keeps inv in the broadcast register the k loop
+	// used second, and the OR of the stored values' differences in the
+	// first accumulator once that has been stored.
+	inv, flag := bc(1), acc(0, 0)
+	if s.unscale {
+		if nb < 2 || inv == tmp {
+			log.Fatalf("%s: no broadcast register left for inv", s.name)
+		}
+		p("\tVBROADCASTSS inv+64(FP), %s", inv)
+	}
 	// beta == 0 (either sign) means C is not read, so NaNs in it vanish.
 	p("\tMOVL beta+44(FP), R8")
 	p("\tANDL $0x7fffffff, R8")
@@ -334,6 +365,22 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 			half, wide = "X2", "Y2"
 		}
 		p("\tVCVTPS2PH $0, %s, %s", acc(i, v), half)
+		if s.unscale {
+			or := "VPORD"
+			if s.vecBits == 256 {
+				or = "VPOR"
+			}
+			p("\tVCVTPH2PS %s, %s", half, wide)
+			p("\tVMULPS %s, %s, %s", inv, wide, wide)
+			p("\tVMOVUPS %s, %d(R9)", wide, v*lanes*4)
+			if i == 0 && v == 0 {
+				p("\tVSUBPS %s, %s, %s", wide, wide, flag)
+				return
+			}
+			p("\tVSUBPS %s, %s, %s", wide, wide, wide)
+			p("\t%s %s, %s, %s", or, wide, flag, flag)
+			return
+		}
 		if s.widen {
 			p("\tVCVTPH2PS %s, %s", half, wide)
 			p("\tVMOVUPS %s, %d(R9)", wide, v*lanes*4)
@@ -347,6 +394,20 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 			p("\tADDQ R11, R9")
 		}
 	}
+	// ret reports the unscaling store's check and returns.
+	ret := func() {
+		if s.unscale {
+			if s.vecBits == 256 {
+				p("\tVPTEST %s, %s", flag, flag)
+			} else {
+				p("\tVPTESTMD %s, %s, K1", flag, flag)
+				p("\tKORTESTW K1, K1")
+			}
+			p("\tSETNE nonFinite+72(FP)")
+		}
+		p("\tVZEROUPPER")
+		p("\tRET")
+	}
 	for i := 0; i < s.mr; i++ {
 		for v := 0; v < nv; v++ {
 			p("\tVMULPS %s, %s, %s", alpha, acc(i, v), acc(i, v))
@@ -356,8 +417,7 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 		}
 		next()
 	}
-	p("\tVZEROUPPER")
-	p("\tRET")
+	ret()
 	p("%s_store0:", s.name)
 	for i := 0; i < s.mr; i++ {
 		for v := 0; v < nv; v++ {
@@ -366,8 +426,7 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 		}
 		next()
 	}
-	p("\tVZEROUPPER")
-	p("\tRET")
+	ret()
 }
 
 // genBF16Consts writes the constants that the bfloat16-rounding kernels'

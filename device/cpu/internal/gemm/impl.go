@@ -26,6 +26,10 @@ type impl struct {
 	// and a widening pass would give. A Gemm16 into Out16.F32 with F16
 	// uses it as tileHalf is used.
 	tileWide tileWideFn
+	// tileUnscale, where the implementation has it, is tileWide also
+	// multiplying each widened value by inv (Out16.Unscale) and reporting
+	// whether any product is Inf or NaN.
+	tileUnscale tileUnscaleFn
 
 	// tileBF16 and tileBF16Wide, where the implementation has them, are
 	// tileHalf and tileWide rounding to bfloat16.
@@ -109,6 +113,9 @@ type tileHalfFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32, ou
 
 // tileWideFn is a tileHalfFn storing each binary16 value widened to float32.
 type tileWideFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []float32, ldo int)
+
+// tileUnscaleFn is a tileWideFn that unscales; see impl.tileUnscale.
+type tileUnscaleFn func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []float32, ldo int, inv float32) bool
 
 // goImpl is the pure-Go implementation: the fallback off amd64 and the
 // reference the assembly is tested against. Its 4x4 tile's sixteen

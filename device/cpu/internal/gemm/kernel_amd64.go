@@ -32,6 +32,12 @@ func kernAVX512x12x32H(kc int, a, b, c *float32, ldc int, alpha, beta float32, o
 //go:noescape
 func kernAVX512x12x32HW(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)
 
+// kernAVX512x12x32HWU is kernAVX512x12x32HW multiplying each widened value
+// by inv before it stores it (Out16.Unscale), reporting any Inf or NaN.
+//
+//go:noescape
+func kernAVX512x12x32HWU(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int, inv float32) (nonFinite bool)
+
 //go:noescape
 func kernAVX512x12x16(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
@@ -58,6 +64,9 @@ func kernAVX2x6x16H(kc int, a, b, c *float32, ldc int, alpha, beta float32, out 
 
 //go:noescape
 func kernAVX2x6x16HW(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)
+
+//go:noescape
+func kernAVX2x6x16HWU(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int, inv float32) (nonFinite bool)
 
 // kernAVX2x6x16B and kernAVX2x6x16BW round to bfloat16 instead.
 //
@@ -210,6 +219,18 @@ func tileWideFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc in
 		_ = c[(mr-1)*ldc+nr-1]
 		_ = out[(mr-1)*ldo+nr-1]
 		kern(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, &out[0], ldo)
+	}
+}
+
+// tileUnscaleFunc wraps a kernel storing binary16 widened and unscaled as
+// tileUnscale does.
+func tileUnscaleFunc(mr, nr, sa, sb int, kern func(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int, inv float32) bool) tileUnscaleFn {
+	return func(kc int, a, b, c []float32, ldc int, alpha, beta float32, out []float32, ldo int, inv float32) bool {
+		_ = a[(kc-1)*sa+mr-1]
+		_ = b[(kc-1)*sb+nr-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		_ = out[(mr-1)*ldo+nr-1]
+		return kern(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, &out[0], ldo, inv)
 	}
 }
 
@@ -397,6 +418,8 @@ var avx2Impl = &impl{
 	tileHalf: tileHalfFunc(6, 16, 6, 16, kernAVX2x6x16H),
 	tileWide: tileWideFunc(6, 16, 6, 16, kernAVX2x6x16HW),
 
+	tileUnscale: tileUnscaleFunc(6, 16, 6, 16, kernAVX2x6x16HWU),
+
 	tileBF16:     tileHalfFunc(6, 16, 6, 16, kernAVX2x6x16B),
 	tileBF16Wide: tileWideFunc(6, 16, 6, 16, kernAVX2x6x16BW),
 
@@ -424,8 +447,11 @@ var avx512Impl = &impl{
 	tile:     tileFunc(12, 32, 12, 32, kernAVX512x12x32),
 	tileHalf: tileHalfFunc(12, 32, 12, 32, kernAVX512x12x32H),
 	tileWide: tileWideFunc(12, 32, 12, 32, kernAVX512x12x32HW),
-	rows:     []int{4, 8, 12},
-	cols:     []int{16, 32},
+
+	tileUnscale: tileUnscaleFunc(12, 32, 12, 32, kernAVX512x12x32HWU),
+
+	rows: []int{4, 8, 12},
+	cols: []int{16, 32},
 	edge: [][]tileFn{
 		{tileFunc(4, 16, 12, 32, kernAVX512x4x16), tileFunc(4, 32, 12, 32, kernAVX512x4x32)},
 		{tileFunc(8, 16, 12, 32, kernAVX512x8x16), tileFunc(8, 32, 12, 32, kernAVX512x8x32)},

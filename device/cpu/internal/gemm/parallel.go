@@ -86,12 +86,13 @@ type task struct {
 
 // parallel computes C with up to workers goroutines: the caller and
 // workers-1 helpers, pm x pn being grid's choice of rectangles.
-func (j job) parallel(workers, pm, pn int) {
+func (j job) parallel(workers, pm, pn int) (nonFinite bool) {
 	t := &task{j: j, pm: pm, pn: pn}
 	t.strips, t.pieces = j.cut(workers, pm, pn)
 	t.left.Store(int64(t.pieces))
 	t.done.Add(t.pieces)
 	t.finish(workers)
+	return atomic.LoadUint32(&t.j.nonFinite) != 0
 }
 
 // finish computes t's pieces with up to workers goroutines, the caller
