@@ -91,6 +91,7 @@ type GradScaler struct {
 	warnedSkips    bool // the current run of skips has been reported
 	warnedLow      bool // the current stretch of scale below 1 has been reported
 	pending        []Warning
+	asStored       bool // UnscaleAsStored
 }
 
 // DefaultMinScale is the default floor of the loss scale, 2^-14.
@@ -145,6 +146,19 @@ func WarnAfterSkips(n int) ScalerOption { return func(g *GradScaler) { g.warnSki
 // Enabled turns the scaler on or off; a disabled scaler passes everything
 // through (Scale returns the loss, Step steps).
 func Enabled(on bool) ScalerOption { return func(g *GradScaler) { g.enabled = on } }
+
+// UnscaleAsStored has Scale tell the graph the loss's scale, so that the
+// gradients a product writes whole (each Linear's weight gradient under
+// autocast, on the CPU) are unscaled as they are stored, while in cache,
+// and Unscale passes over only the others (autograd.Graph.UnscaleAsStored).
+// The bits, the steps and the skips are those of unscaling afterwards; what
+// differs is that between Backward and Unscale some gradients already hold
+// unscaled values, so a loop that reads gradients in between (to log their
+// norm before unscaling, say) must not ask for it. Reading them after
+// Unscale, to clip them, is as usual. It applies only while the scale is a
+// power of two (always, with the default factors) and not on a graph with
+// an OnGradReady hook (data-parallel training).
+func UnscaleAsStored(on bool) ScalerOption { return func(g *GradScaler) { g.asStored = on } }
 
 // For configures the scaler for training in dt: enabled for F16, disabled
 // (with a Note saying why) for BF16 and F32.
@@ -222,6 +236,11 @@ func (s *GradScaler) Scale(g *autograd.Graph, loss *autograd.Var) *autograd.Var 
 	if !s.enabled {
 		return loss
 	}
+	if s.asStored {
+		if f, _ := math.Frexp(float64(s.scale)); f == 0.5 {
+			g.UnscaleAsStored(float32(1 / float64(s.scale)))
+		}
+	}
 	return g.Scale(loss, s.scale)
 }
 
@@ -261,11 +280,18 @@ func (s *GradScaler) Unscale(opt Optimizer) error {
 	byDev := map[device.Device][]device.Buffer{}
 	var order []device.Device
 	for _, p := range opt.Params() {
+		if p.Grad != nil && p.Grad.DType() != dtype.F32 {
+			return fmt.Errorf("amp: cannot unscale %v gradients (parameter %s): keep parameters in f32 and let autocast cast them", p.Grad.DType(), p.Name)
+		}
+	}
+	found := false
+	for _, p := range opt.Params() {
 		if p.Grad == nil {
 			continue
 		}
-		if p.Grad.DType() != dtype.F32 {
-			return fmt.Errorf("amp: cannot unscale %v gradients (parameter %s): keep parameters in f32 and let autocast cast them", p.Grad.DType(), p.Name)
+		if done, nf := autograd.Unscaled(p, inv); done { // by the product that stored it
+			found = found || nf
+			continue
 		}
 		d := p.Grad.Device()
 		if _, ok := byDev[d]; !ok {
@@ -273,7 +299,6 @@ func (s *GradScaler) Unscale(opt Optimizer) error {
 		}
 		byDev[d] = append(byDev[d], p.Grad.Buffer())
 	}
-	found := false
 	for _, d := range order {
 		if d.UnscaleCheck(byDev[d], inv) {
 			found = true

@@ -39,7 +39,7 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 	}
 	keys := rec.keys
 	g.pushMulti(OpCheckpoint, outs, in, func(dys []*tensor.Tensor) {
-		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute, replay: true, ready: g.ready.forRecompute(), obs: g.obs}
+		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute, replay: true, ready: g.ready.forRecompute(), obs: g.obs, unscale: g.unscale}
 		defer rc.Release()
 		leaves := make([]*Var, len(in))
 		for i, v := range in {

@@ -61,6 +61,16 @@ type Var struct {
 	uses         int          // for such a copy: how many ops took it (Graph.as)
 	graph        *Graph       // the graph that made it; nil for parameters
 	host         *tensor.Host // a parameter's initial values until To
+	unscaled     gradMark     // a parameter's gradient unscaled as stored (UnscaleAsStored)
+}
+
+// gradMark records that a parameter's gradient grad was multiplied by inv
+// as a product stored it (Graph.UnscaleAsStored), and whether an unscaled
+// value was Inf or NaN. It holds while the parameter's Grad is still grad.
+type gradMark struct {
+	grad      *tensor.Tensor
+	inv       float32
+	nonFinite bool
 }
 
 // Shape is the shape of Value (or of a parameter not yet on a device).
@@ -163,6 +173,7 @@ func (v *Var) ZeroGrad() {
 
 // FreeGrad releases a parameter's gradient memory (PyTorch's set_to_none).
 func (v *Var) FreeGrad() {
+	v.unscaled = gradMark{}
 	if v.Grad != nil {
 		v.Grad.Release()
 		v.Grad = nil
@@ -206,6 +217,7 @@ type Graph struct {
 	released bool
 	busy     atomic.Bool // held while the bookkeeping above changes; see enter
 	ready    *readiness  // OnGradReady's bookkeeping; nil without a hook
+	unscale  float32     // UnscaleAsStored's factor; 0 without
 	obs      Observer    // told where each op's work ends (and a backward's begins); see observe.go
 
 	// The graph's arenas: the structs of its tensors, Vars and tape
@@ -632,6 +644,15 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 		if g.ready != nil {
 			defer g.ready.arrived(v)
 		}
+		if v.unscaled.grad != nil && v.unscaled.grad == v.Grad {
+			// The gradient so far was unscaled as stored; this one is not:
+			// scale it back first (exactly, by a power of two) and add.
+			g.dev.Axpby(v.Grad.Buffer(), v.Grad.Buffer(), t.Buffer(), 1/v.unscaled.inv, 1)
+			v.unscaled = gradMark{}
+			t.Release()
+			return
+		}
+		v.unscaled = gradMark{}
 		switch {
 		case v.Grad == nil && t.DType() == v.DType() && !t.IsView():
 			// The first gradient of the step: take the buffer over rather

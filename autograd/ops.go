@@ -548,8 +548,14 @@ func (g *Graph) Linear(x0, w0, b0 *Var) *Var {
 				if p, ng := g.narrowGrad(w); p != nil {
 					// Rounded to dt and widened, as the cast's backward would.
 					dw := g.alloc(p.DType(), ws...)
-					ng.GemmNarrow(dw.Buffer(), dy.Buffer(), buf(x), dwp, dt)
-					g.accum(p, dw)
+					if ug := g.unscaling(p); ug != nil {
+						nf := ug.GemmNarrowUnscale(dw.Buffer(), dy.Buffer(), buf(x), dwp, dt, g.unscale)
+						g.accum(p, dw)
+						p.unscaled = gradMark{p.Grad, g.unscale, nf}
+					} else {
+						ng.GemmNarrow(dw.Buffer(), dy.Buffer(), buf(x), dwp, dt)
+						g.accum(p, dw)
+					}
 				} else {
 					dw := g.alloc(dt, ws...)
 					g.dev.Gemm(dw.Buffer(), dy.Buffer(), buf(x), dwp)

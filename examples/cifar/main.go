@@ -158,7 +158,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	total := train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps)
 	schedule := train.NewSchedule(recipe, f.LR, perEpoch, total)
 
-	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()))
+	// The loop reads no gradient between Backward and Unscale, so the weight
+	// gradients may be unscaled as the GEMM stores them.
+	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()), amp.UnscaleAsStored(true))
 	step := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: f.AMP.DType(),
 		Segments: f.Checkpoint.Segments(len(net.Layers))} // auto: one segment per stage
 	if dp != nil {

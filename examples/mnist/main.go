@@ -147,7 +147,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return nn.CheckpointSequential(g, net.Layers, segments, x)
 	}
-	scaler := amp.NewGradScaler(amp.For(lowType))
+	// The loop reads no gradient between Backward and Unscale, so the weight
+	// gradients may be unscaled as the GEMM stores them.
+	scaler := amp.NewGradScaler(amp.For(lowType), amp.UnscaleAsStored(true))
 	if st.Eval != "" {
 		return evaluate(stdout, f, dataset, dev, net, testSet, st.Eval)
 	}
