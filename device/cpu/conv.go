@@ -11,14 +11,30 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-// forPlanes runs fn(i) for i in [0, planes), each plane about size elements.
+// forPlanes runs fn(i) for i in [0, planes), each plane about size
+// elements. fn goes to the helpers in a pooled planeRunner rather than a
+// closure of its own.
 func (d *Device) forPlanes(planes, size int, fn func(i int)) {
-	d.parallelGrain(planes, max(1, grain/max(size, 1)), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			fn(i)
-		}
-	})
+	pr := planeRunners.Get().(*planeRunner)
+	pr.fn = fn
+	d.parallelRunner(planes, planeGrain(size), pr)
+	pr.fn = nil
+	planeRunners.Put(pr)
 }
+
+// planeGrain is how many planes of size elements make a parallel piece.
+func planeGrain(size int) int { return max(1, grain/max(size, 1)) }
+
+// planeRunner runs forPlanes' fn over a piece of planes (pieceRunner).
+type planeRunner struct{ fn func(i int) }
+
+func (p *planeRunner) runPieces(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		p.fn(i)
+	}
+}
+
+var planeRunners = sync.Pool{New: func() any { return new(planeRunner) }}
 
 // ConvChunkBytes is the im2col chunk this backend prefers
 // (device.ConvChunker): twice a core's L2 cache, between 1 and 8 MiB, or 1
@@ -95,27 +111,54 @@ func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
 	hw, ohw, kk := s.H*s.W, s.OH*s.OW, s.KH*s.KW
 	d.checkLen("Im2Col", s.N*s.C*hw, xb)
 	d.checkLen("Im2Col", s.NB*s.C*kk*ohw, cb)
-	taps := convTaps(s)
+	j := convJobs.Get().(*convJob)
+	*j = convJob{cb: cb, xb: xb, s: s, taps: convTapsFor(s)}
+	d.parallelRunner(s.NB*s.C, planeGrain(kk*ohw), j)
+	*j = convJob{}
+	convJobs.Put(j)
+}
+
+// convJob is an Im2Col or Col2Im call's planes, run by the device's
+// parallel pieces (pieceRunner) from a pool: the convolution of a step is
+// many such calls, chunk by chunk, and a closure per call would be an
+// allocation per call. For Im2Col xb is the input and cb the columns; for
+// Col2Im (col2im set) xb is the input's gradient.
+type convJob struct {
+	col2im bool
+	cb, xb *Buffer
+	s      device.ConvShape
+	taps   []convTap
+	plan   *c2iPlan
+}
+
+var convJobs = sync.Pool{New: func() any { return new(convJob) }}
+
+func (j *convJob) runPieces(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		if j.col2im {
+			j.col2imPlane(i)
+		} else {
+			j.im2colPlane(i)
+		}
+	}
+}
+
+// im2colPlane unrolls plane i of the images [N0, N0+NB).
+func (j *convJob) im2colPlane(i int) {
+	s, cb, xb := &j.s, j.cb, j.xb
+	hw, kk, ohw := s.H*s.W, s.KH*s.KW, s.OH*s.OW
+	p := (s.N0*s.C + i) * hw
 	switch {
 	case cb.dt == xb.dt && cb.dt == dtype.F32:
-		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
-			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], s, taps, rowsF32)
-		})
+		unrollPlane(cb.f32[i*kk*ohw:(i+1)*kk*ohw], xb.f32[p:p+hw], *s, j.taps, rowsF32)
 	case cb.dt == xb.dt:
-		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
-			p := (s.N0*s.C + i) * hw
-			unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], s, taps, rowsU16)
-		})
+		unrollPlane(cb.u16[i*kk*ohw:(i+1)*kk*ohw], xb.u16[p:p+hw], *s, j.taps, rowsU16)
 	default:
-		d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
-			p := (s.N0*s.C + i) * hw
-			plane := read(xb, p, p+hw)
-			w := writeView(cb, i*kk*ohw, (i+1)*kk*ohw)
-			unrollPlane(w.v, plane.v, s, taps, rowsF32)
-			plane.done()
-			commit(cb, i*kk*ohw, w)
-		})
+		plane := read(xb, p, p+hw)
+		w := writeView(cb, i*kk*ohw, (i+1)*kk*ohw)
+		unrollPlane(w.v, plane.v, *s, j.taps, rowsF32)
+		plane.done()
+		commit(cb, i*kk*ohw, w)
 	}
 }
 
@@ -126,8 +169,38 @@ func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
 // along, columns StrideW apart.
 type convTap struct{ oh0, oh1, lo, hi, src int }
 
+// convTapsFor returns convTaps(s), worked out once per plane geometry
+// (convTapCache); callers only read it.
+func convTapsFor(s device.ConvShape) []convTap {
+	key := s
+	key.N, key.C, key.N0, key.NB = 0, 0, 0, 0 // a plane's geometry only
+	convTapCache.Lock()
+	taps, ok := convTapCache.m[key]
+	convTapCache.Unlock()
+	if ok {
+		return taps
+	}
+	taps = convTaps(s)
+	convTapCache.Lock()
+	if convTapCache.m == nil {
+		convTapCache.m = map[device.ConvShape][]convTap{}
+	}
+	if len(convTapCache.m) < maxC2IPlans {
+		convTapCache.m[key] = taps
+	}
+	convTapCache.Unlock()
+	return taps
+}
+
+// convTapCache holds the taps of the geometries seen, as c2iPlans holds
+// plans, and stops growing at as many.
+var convTapCache struct {
+	sync.Mutex
+	m map[device.ConvShape][]convTap
+}
+
 // convTaps returns the taps of s in (kh, kw) order, worked out once per
-// call rather than per plane: small images have many planes.
+// geometry rather than per plane: small images have many planes.
 func convTaps(s device.ConvShape) []convTap {
 	taps := make([]convTap, s.KH*s.KW)
 	for kh := range s.KH {
@@ -276,42 +349,50 @@ func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
 	hw, ohw, kk := s.H*s.W, s.OH*s.OW, s.KH*s.KW
 	d.checkLen("Col2Im", s.N*s.C*hw, db)
 	d.checkLen("Col2Im", s.NB*s.C*kk*ohw, cb)
-	taps := convTaps(s)
-	var plan *c2iPlan
+	j := convJobs.Get().(*convJob)
+	*j = convJob{col2im: true, cb: cb, xb: db, s: s, taps: convTapsFor(s)}
 	if simdConv && s.StrideW == 1 && s.W <= 64 && cb.dt == dtype.F32 {
-		plan = c2iPlanFor(s, taps)
+		j.plan = c2iPlanFor(s, j.taps)
 	}
-	d.forPlanes(s.NB*s.C, kk*ohw, func(i int) {
-		n, c := s.N0+i/s.C, i%s.C
-		acc := writeView(db, (n*s.C+c)*hw, (n*s.C+c+1)*hw)
-		if plan != nil && col2imSIMD(acc.v, cb.f32[i*kk*ohw:(i+1)*kk*ohw], plan) {
-			commit(db, (n*s.C+c)*hw, acc)
-			return
+	d.parallelRunner(s.NB*s.C, planeGrain(kk*ohw), j)
+	*j = convJob{}
+	convJobs.Put(j)
+}
+
+// col2imPlane sums plane i of the images [N0, N0+NB) back from its
+// columns.
+func (j *convJob) col2imPlane(i int) {
+	s, cb, db := &j.s, j.cb, j.xb
+	hw, kk, ohw := s.H*s.W, s.KH*s.KW, s.OH*s.OW
+	n, c := s.N0+i/s.C, i%s.C
+	acc := writeView(db, (n*s.C+c)*hw, (n*s.C+c+1)*hw)
+	if j.plan != nil && col2imSIMD(acc.v, cb.f32[i*kk*ohw:(i+1)*kk*ohw], j.plan) {
+		commit(db, (n*s.C+c)*hw, acc)
+		return
+	}
+	clear(acc.v)
+	for k, t := range j.taps {
+		if t.oh0 == t.oh1 {
+			continue
 		}
-		clear(acc.v)
-		for k, t := range taps {
-			if t.oh0 == t.oh1 {
-				continue
-			}
-			row := (i*kk + k) * ohw
-			r := read(cb, row+t.oh0*s.OW, row+t.oh1*s.OW)
-			if s.StrideW == 1 {
-				// Rows are passed from their start, so that every tap adds
-				// into them in the same sixteen-element steps.
-				col0 := t.src % s.W
-				addRows(acc.v[t.src-col0:], r.v[t.lo:], col0, t.hi-t.lo, t.oh1-t.oh0, s.StrideH*s.W, s.OW)
-			} else {
-				for oh := range t.oh1 - t.oh0 {
-					out := acc.v[t.src+oh*s.StrideH*s.W:]
-					for j, v := range r.v[oh*s.OW+t.lo : oh*s.OW+t.hi] {
-						out[j*s.StrideW] += v
-					}
+		row := (i*kk + k) * ohw
+		r := read(cb, row+t.oh0*s.OW, row+t.oh1*s.OW)
+		if s.StrideW == 1 {
+			// Rows are passed from their start, so that every tap adds
+			// into them in the same sixteen-element steps.
+			col0 := t.src % s.W
+			addRows(acc.v[t.src-col0:], r.v[t.lo:], col0, t.hi-t.lo, t.oh1-t.oh0, s.StrideH*s.W, s.OW)
+		} else {
+			for oh := range t.oh1 - t.oh0 {
+				out := acc.v[t.src+oh*s.StrideH*s.W:]
+				for j, v := range r.v[oh*s.OW+t.lo : oh*s.OW+t.hi] {
+					out[j*s.StrideW] += v
 				}
 			}
-			r.done()
 		}
-		commit(db, (n*s.C+c)*hw, acc)
-	})
+		r.done()
+	}
+	commit(db, (n*s.C+c)*hw, acc)
 }
 
 // c2iEntry is one kernel tap's contribution to one row of a Col2Im plane:

@@ -316,7 +316,20 @@ func (d *Device) parallel(n int, fn func(lo, hi int)) {
 // left, and the caller then waits only for pieces a helper has begun. On a
 // loaded machine, where a helper may take longer to wake than the kernel
 // takes to run, the caller simply does more of the pieces itself.
-func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
+func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) { d.parallelTask(n, g, fn, nil) }
+
+// pieceRunner is a parallel kernel whose state lives in a struct rather
+// than a closure: parallelRunner passes it to the helpers as an interface,
+// which, unlike a closure that escapes to them, a kernel can take from a
+// pool, so that a kernel called many times a step (a convolution's im2col,
+// chunk by chunk) allocates nothing.
+type pieceRunner interface{ runPieces(lo, hi int) }
+
+// parallelRunner is parallelGrain for r.
+func (d *Device) parallelRunner(n, g int, r pieceRunner) { d.parallelTask(n, g, nil, r) }
+
+// parallelTask is parallelGrain for fn, or for r when fn is nil.
+func (d *Device) parallelTask(n, g int, fn func(lo, hi int), r pieceRunner) {
 	if n <= 0 {
 		return
 	}
@@ -325,7 +338,11 @@ func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 	w := min(d.workers, pieces)
 	if w <= 1 {
 		for lo := 0; lo < n; lo += g {
-			fn(lo, min(lo+g, n))
+			if fn != nil {
+				fn(lo, min(lo+g, n))
+			} else {
+				r.runPieces(lo, min(lo+g, n))
+			}
 		}
 		return
 	}
@@ -333,7 +350,7 @@ func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 		panic(fmt.Sprintf("cpu: parallel work of %d pieces of %d; at most %d", pieces, g, maxPieces))
 	}
 	t := tasks.Get().(*task)
-	t.fn, t.n, t.g = fn, n, g
+	t.fn, t.r, t.n, t.g = fn, r, n, g
 	t.done.Add(pieces)
 	t.claims.Store(uint64(pieces) << 32) // publishes the fields above
 	k := w - 1
@@ -347,9 +364,9 @@ func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 	t.work()
 	t.done.Wait()
 	// A helper may still receive t from the queue, or hold it, after its
-	// pieces are gone (see task). Dropping fn keeps such a stale task from
-	// holding the kernel's buffers, and the Device, alive.
-	t.fn = nil
+	// pieces are gone (see task). Dropping fn and r keeps such a stale task
+	// from holding the kernel's buffers, and the Device, alive.
+	t.fn, t.r = nil, nil
 	tasks.Put(t)
 }
 
@@ -361,7 +378,8 @@ func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) {
 // task from an earlier call either finds no piece left, or claims a piece
 // of the current call and runs it as any helper would.
 type task struct {
-	fn     func(lo, hi int)
+	fn     func(lo, hi int) // the pieces' kernel, or nil for r's
+	r      pieceRunner
 	n, g   int
 	claims atomic.Uint64  // pieces<<32 | the next piece to claim
 	done   sync.WaitGroup // pieces not yet finished
@@ -392,8 +410,12 @@ func (t *task) Work() { t.work() }
 // work claims and runs pieces of t until none is left.
 func (t *task) work() {
 	for p := t.claim(); p >= 0; p = t.claim() {
-		lo := p * t.g
-		t.fn(lo, min(lo+t.g, t.n))
+		lo, hi := p*t.g, min((p+1)*t.g, t.n)
+		if t.fn != nil {
+			t.fn(lo, hi)
+		} else {
+			t.r.runPieces(lo, hi)
+		}
 		t.done.Done()
 	}
 }

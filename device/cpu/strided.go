@@ -2,50 +2,81 @@ package cpu
 
 import (
 	"fmt"
-
-	"github.com/mixprec/mixprec/device"
+	"slices"
 )
 
 // iter walks an N-dimensional iteration space as rows of its innermost
 // dimension, after merging every pair of adjacent dimensions that all
 // operands traverse contiguously and dropping dimensions of size 1. The
 // destination is contiguous over the space; operands a and b have strides.
+// The outer dimensions are held inline up to iterDims of them (every
+// tensor of the examples), so that making an iter allocates nothing; more
+// go to slices of their own.
 type iter struct {
-	L      int   // length of a row
-	sa, sb int   // strides of a and b along a row
-	dims   []int // outer dimensions, outermost first
-	oa, ob []int // strides of a and b along the outer dimensions
-	rows   int   // number of rows
+	L      int // length of a row
+	sa, sb int // strides of a and b along a row
+	rows   int // number of rows
+	nd     int // outer dimensions
+	// The outer dimensions, outermost first, and a's and b's strides
+	// along them: in the arrays up to iterDims, else in big.
+	dims, oa, ob [iterDims]int
+	big          *[3][]int
+}
+
+// iterDims is how many outer dimensions an iter holds inline.
+const iterDims = 8
+
+// outer returns it's outer dimensions and a's and b's strides along them.
+func (it *iter) outer() (dims, oa, ob []int) {
+	if it.big != nil {
+		return it.big[0], it.big[1], it.big[2]
+	}
+	return it.dims[:it.nd], it.oa[:it.nd], it.ob[:it.nd]
 }
 
 func newIter(shape, a, b []int) iter {
 	if len(a) != len(shape) || len(b) != len(shape) {
 		panic(fmt.Sprintf("cpu: strides %v and %v do not match shape %v", a, b, shape))
 	}
-	dst := device.ContiguousStrides(shape)
-	var sh, sa, sb, sd []int
+	// The merged dimensions (shape, destination, a and b strides), on the
+	// stack for up to 2*iterDims of them.
+	var space [4][2 * iterDims]int
+	sh, sd, sa, sb := space[0][:0], space[1][:0], space[2][:0], space[3][:0]
+	dst := 1 // the destination's contiguous stride of dimension i
+	for _, n := range shape {
+		dst *= max(n, 1)
+	}
 	for i, n := range shape {
+		if n > 0 {
+			dst /= n
+		}
 		if n == 1 {
 			continue
 		}
 		k := len(sh) - 1
-		if k >= 0 && sd[k] == dst[i]*n && sa[k] == a[i]*n && sb[k] == b[i]*n {
+		if k >= 0 && sd[k] == dst*n && sa[k] == a[i]*n && sb[k] == b[i]*n {
 			sh[k] *= n
-			sd[k], sa[k], sb[k] = dst[i], a[i], b[i]
+			sd[k], sa[k], sb[k] = dst, a[i], b[i]
 			continue
 		}
 		sh = append(sh, n)
-		sd = append(sd, dst[i])
+		sd = append(sd, dst)
 		sa = append(sa, a[i])
 		sb = append(sb, b[i])
 	}
 	if len(sh) == 0 {
-		sh, sa, sb = []int{1}, []int{0}, []int{0}
+		sh, sa, sb = append(sh, 1), append(sa, 0), append(sb, 0)
 	}
 	k := len(sh) - 1
-	it := iter{L: sh[k], sa: sa[k], sb: sb[k], dims: sh[:k], oa: sa[:k], ob: sb[:k]}
-	it.rows = 1
-	for _, n := range it.dims {
+	it := iter{L: sh[k], sa: sa[k], sb: sb[k], rows: 1, nd: k}
+	if k <= iterDims {
+		copy(it.dims[:], sh[:k])
+		copy(it.oa[:], sa[:k])
+		copy(it.ob[:], sb[:k])
+	} else {
+		it.big = &[3][]int{slices.Clone(sh[:k]), slices.Clone(sa[:k]), slices.Clone(sb[:k])}
+	}
+	for _, n := range sh[:k] {
 		it.rows *= n
 	}
 	return it
@@ -53,12 +84,13 @@ func newIter(shape, a, b []int) iter {
 
 // bases returns where row r starts in a and b (the destination row starts at r*L).
 func (it *iter) bases(r int) (a, b int) {
-	for i := len(it.dims) - 1; i >= 0; i-- {
-		n := it.dims[i]
+	dims, oa, ob := it.outer()
+	for i := len(dims) - 1; i >= 0; i-- {
+		n := dims[i]
 		q := r % n
 		r /= n
-		a += q * it.oa[i]
-		b += q * it.ob[i]
+		a += q * oa[i]
+		b += q * ob[i]
 	}
 	return a, b
 }
