@@ -233,3 +233,39 @@ func TestSmallKernelsDoNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestConvKernelsDoNotAllocate: Im2Col and Col2Im, shared with a helper
+// over many planes, in F32 and with a 16-bit input, take their state from
+// a pool (convJob) and their taps from a cache, so that a convolution
+// unrolled chunk by chunk, many calls a step, allocates nothing.
+func TestConvKernelsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	withProcs(t, 2)
+	d := New()
+	defer d.Close()
+	s := device.ConvShape{N: 4, C: 8, H: 12, W: 12, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadH: 1, PadW: 1, OH: 12, OW: 12, NB: 4}
+	cols := s.NB * s.C * s.KH * s.KW * s.OH * s.OW
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16} {
+		x := d.Alloc(dt, s.N*s.C*s.H*s.W, device.Temp)
+		col := d.Alloc(dt, cols, device.Temp)
+		dx := d.Alloc(dtype.F32, s.N*s.C*s.H*s.W, device.Temp)
+		col32 := d.Alloc(dtype.F32, cols, device.Temp)
+		d.Fill(x, 0.5)
+		d.Fill(col32, 0.25)
+		for _, k := range []struct {
+			name string
+			run  func()
+		}{
+			{"Im2Col", func() { d.Im2Col(col, x, s) }},
+			{"Im2Col to f32", func() { d.Im2Col(col32, x, s) }},
+			{"Col2Im", func() { d.Col2Im(dx, col32, s) }},
+		} {
+			k.run()
+			if got := testing.AllocsPerRun(20, k.run); got != 0 {
+				t.Errorf("%s from %v on %d planes: %v allocations per call, want 0", k.name, dt, s.NB*s.C, got)
+			}
+		}
+	}
+}
