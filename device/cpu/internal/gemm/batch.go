@@ -148,7 +148,8 @@ func startBatch(j job, bt Batch, mode batchMode) {
 	j.prepare()
 	workers := workerCount()
 	nt := ceilDiv(j.n, j.im.nr)
-	t := &task{j: j, batch: bt}
+	t := newTask(j)
+	t.batch = bt
 	switch {
 	case mode == accumulate:
 		// One strip of C per worker, each adding every product onto its
@@ -164,8 +165,6 @@ func startBatch(j job, bt Batch, mode batchMode) {
 		t.perEntry = min(nt, max(1, ceilDiv(stripsPerWorker*workers, bt.Count)))
 		t.pieces = bt.Count * t.perEntry
 	}
-	t.left.Store(int64(t.pieces))
-	t.done.Add(t.pieces)
 	t.finish(workers)
 }
 

@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -68,9 +69,16 @@ const stripBudget = 1 << 17
 // only the loop overhead of the extra pieces.
 const stripsPerWorker = 4
 
-// task is one parallel Gemm call, shared with the helpers by pointer. It is
-// allocated per call and never reused: a helper may receive it after all
-// its pieces are taken, and must then find it unchanged.
+// task is one parallel Gemm call, shared with the helpers by pointer, and
+// reused from call to call (tasks) so that a parallel product allocates
+// nothing. A helper may receive a task after all its pieces are taken, even
+// after it has been reused for a later call. It reads the task's fields
+// only after claiming a piece on claims, which holds the call's number of
+// pieces and the next piece to claim: a helper holding a task from an
+// earlier call either finds no piece left, or claims a piece of the current
+// call and runs it as any helper would. Once it has run a piece it claims
+// only within that call (gen), since what it keeps between pieces (op(A)
+// packed by a first strip) belongs to that call.
 type task struct {
 	j        job
 	strips   bool // column strips; else rectangles of a pm x pn grid
@@ -79,25 +87,36 @@ type task struct {
 	perEntry int   // this many per product
 	accum    bool  // or strips of one C, each adding all the products in turn
 	pieces   int
-	next     atomic.Int64   // the next piece to claim
+	gen      atomic.Uint64  // the call's number, stored before claims
+	claims   atomic.Uint64  // pieces<<32 | the next piece to claim
 	left     atomic.Int64   // pieces not yet finished, for polling
 	done     sync.WaitGroup // the same, for blocking
 }
 
-// parallel computes C with up to workers goroutines: the caller and
-// workers-1 helpers, pm x pn being grid's choice of rectangles.
-func (j job) parallel(workers, pm, pn int) (nonFinite bool) {
-	t := &task{j: j, pm: pm, pn: pn}
-	t.strips, t.pieces = j.cut(workers, pm, pn)
-	t.left.Store(int64(t.pieces))
-	t.done.Add(t.pieces)
-	t.finish(workers)
-	return atomic.LoadUint32(&t.j.nonFinite) != 0
+// maxTaskPieces bounds a task's pieces, which claims holds in 32 bits.
+const maxTaskPieces = 1<<32 - 1
+
+var tasks = sync.Pool{New: func() any { return new(task) }}
+
+// newTask returns a task for a call with job j, its other fields zero.
+func newTask(j job) *task {
+	t := tasks.Get().(*task)
+	t.j = j
+	return t
 }
 
-// finish computes t's pieces with up to workers goroutines, the caller
-// and workers-1 helpers, and returns when all are done.
-func (t *task) finish(workers int) {
+// finish publishes t's pieces (t.pieces, the fields set), computes them with
+// up to workers goroutines, the caller and workers-1 helpers, and returns
+// when all are done, reporting whether Out16.Unscale met an Inf or NaN; t
+// goes back to the pool.
+func (t *task) finish(workers int) (nonFinite bool) {
+	if t.pieces > maxTaskPieces {
+		panic(fmt.Sprintf("gemm: %d pieces in one call; at most %d", t.pieces, maxTaskPieces))
+	}
+	t.gen.Add(1)
+	t.left.Store(int64(t.pieces))
+	t.done.Add(t.pieces)
+	t.claims.Store(uint64(t.pieces) << 32) // publishes the fields above
 	helpers.offer(t, workers-1)
 	buf := bufPool.Get().(*buffers)
 	t.work(buf)
@@ -115,6 +134,46 @@ func (t *task) finish(workers int) {
 		}
 	}
 	t.done.Wait()
+	nonFinite = atomic.LoadUint32(&t.j.nonFinite) != 0
+	// A helper may still receive t, or hold it, after its pieces are gone:
+	// dropping the job keeps such a stale task from holding the operands.
+	// (claims, left and done stay as they are: such a helper reads claims,
+	// and the next call stores it afresh.)
+	t.j, t.batch = job{}, Batch{}
+	t.strips, t.pm, t.pn, t.perEntry, t.accum, t.pieces = false, 0, 0, 0, false, 0
+	tasks.Put(t)
+	return nonFinite
+}
+
+// claim takes the next piece of t's current call and returns it with the
+// call's number; ok is false when none is left, or, with want > 0, when
+// the current call is not call want. A claims value with a piece left
+// belongs to the call whose number gen holds from before that value was
+// stored until after it is exhausted, so the gen read between loading c
+// and swapping it is c's call's whenever the swap succeeds.
+func (t *task) claim(want uint64) (piece int, gen uint64, ok bool) {
+	for {
+		c := t.claims.Load()
+		if c&maxTaskPieces >= c>>32 {
+			return 0, 0, false
+		}
+		g := t.gen.Load()
+		if want > 0 && g != want {
+			return 0, 0, false
+		}
+		if t.claims.CompareAndSwap(c, c+1) {
+			return int(c & maxTaskPieces), g, true
+		}
+	}
+}
+
+// parallel computes C with up to workers goroutines: the caller and
+// workers-1 helpers, pm x pn being grid's choice of rectangles.
+func (j job) parallel(workers, pm, pn int) (nonFinite bool) {
+	t := newTask(j)
+	t.pm, t.pn = pm, pn
+	t.strips, t.pieces = j.cut(workers, pm, pn)
+	return t.finish(workers)
 }
 
 // cut chooses between strips and grid's pm x pn rectangles for workers
@@ -143,11 +202,13 @@ func (t *task) work(buf *buffers) {
 	j := &t.j
 	aPacked := false // whether buf.a holds all of op(A), packed on a first strip
 	aEntry := -1     // with a batch, the product whose op(A) that is
+	gen := uint64(0) // the call of the pieces run so far (0: none yet)
 	for {
-		i := int(t.next.Add(1) - 1)
-		if i >= t.pieces {
+		i, g, ok := t.claim(gen)
+		if !ok {
 			return
 		}
+		gen = g
 		if t.batch.Count > 0 {
 			t.runPiece(buf, &aPacked, &aEntry, i)
 		} else if t.strips {
