@@ -48,7 +48,7 @@ func Unscaled(p *Var, inv float32) (done, nonFinite bool) {
 	}
 	if m.inv != inv {
 		b := p.Grad.Buffer()
-		p.Grad.Device().Axpby(b, b, b, 1/m.inv, 0)
+		p.Grad.Device().Axpby(b, b, nil, 1/m.inv, 0)
 		return false, false
 	}
 	return true, m.nonFinite

@@ -316,20 +316,22 @@ func (d *Device) parallel(n int, fn func(lo, hi int)) {
 // left, and the caller then waits only for pieces a helper has begun. On a
 // loaded machine, where a helper may take longer to wake than the kernel
 // takes to run, the caller simply does more of the pieces itself.
-func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) { d.parallelTask(n, g, fn, nil) }
+func (d *Device) parallelGrain(n, g int, fn func(lo, hi int)) { d.parallelRunner(n, g, pieceFunc(fn)) }
 
-// pieceRunner is a parallel kernel whose state lives in a struct rather
-// than a closure: parallelRunner passes it to the helpers as an interface,
-// which, unlike a closure that escapes to them, a kernel can take from a
-// pool, so that a kernel called many times a step (a convolution's im2col,
-// chunk by chunk) allocates nothing.
+// pieceRunner is a parallel kernel's pieces. A kernel called many times a
+// step (a convolution's im2col, chunk by chunk) keeps its state in a
+// struct it takes from a pool and passes that, so that it allocates
+// nothing; others pass a closure as a pieceFunc, which the helpers' use
+// puts on the heap.
 type pieceRunner interface{ runPieces(lo, hi int) }
 
-// parallelRunner is parallelGrain for r.
-func (d *Device) parallelRunner(n, g int, r pieceRunner) { d.parallelTask(n, g, nil, r) }
+// pieceFunc is a closure as a pieceRunner.
+type pieceFunc func(lo, hi int)
 
-// parallelTask is parallelGrain for fn, or for r when fn is nil.
-func (d *Device) parallelTask(n, g int, fn func(lo, hi int), r pieceRunner) {
+func (f pieceFunc) runPieces(lo, hi int) { f(lo, hi) }
+
+// parallelRunner is parallelGrain for r.
+func (d *Device) parallelRunner(n, g int, r pieceRunner) {
 	if n <= 0 {
 		return
 	}
@@ -338,11 +340,7 @@ func (d *Device) parallelTask(n, g int, fn func(lo, hi int), r pieceRunner) {
 	w := min(d.workers, pieces)
 	if w <= 1 {
 		for lo := 0; lo < n; lo += g {
-			if fn != nil {
-				fn(lo, min(lo+g, n))
-			} else {
-				r.runPieces(lo, min(lo+g, n))
-			}
+			r.runPieces(lo, min(lo+g, n))
 		}
 		return
 	}
@@ -350,7 +348,7 @@ func (d *Device) parallelTask(n, g int, fn func(lo, hi int), r pieceRunner) {
 		panic(fmt.Sprintf("cpu: parallel work of %d pieces of %d; at most %d", pieces, g, maxPieces))
 	}
 	t := tasks.Get().(*task)
-	t.fn, t.r, t.n, t.g = fn, r, n, g
+	t.r, t.n, t.g = r, n, g
 	t.done.Add(pieces)
 	t.claims.Store(uint64(pieces) << 32) // publishes the fields above
 	k := w - 1
@@ -364,21 +362,20 @@ func (d *Device) parallelTask(n, g int, fn func(lo, hi int), r pieceRunner) {
 	t.work()
 	t.done.Wait()
 	// A helper may still receive t from the queue, or hold it, after its
-	// pieces are gone (see task). Dropping fn and r keeps such a stale task
-	// from holding the kernel's buffers, and the Device, alive.
-	t.fn, t.r = nil, nil
+	// pieces are gone (see task). Dropping r keeps such a stale task from
+	// holding the kernel's buffers, and the Device, alive.
+	t.r = nil
 	tasks.Put(t)
 }
 
-// task is one parallelGrain call, shared with the helpers by pointer, and
+// task is one parallelRunner call, shared with the helpers by pointer, and
 // reused from call to call (tasks) so that a parallel kernel allocates
-// nothing but its closure. A helper reads a task's fields only after
+// nothing but its closure, if any. A helper reads a task's fields only after
 // claiming one of its pieces, and claims are made on claims, which holds
 // the number of pieces and the next one to claim: a helper that holds a
 // task from an earlier call either finds no piece left, or claims a piece
 // of the current call and runs it as any helper would.
 type task struct {
-	fn     func(lo, hi int) // the pieces' kernel, or nil for r's
 	r      pieceRunner
 	n, g   int
 	claims atomic.Uint64  // pieces<<32 | the next piece to claim
@@ -410,12 +407,8 @@ func (t *task) Work() { t.work() }
 // work claims and runs pieces of t until none is left.
 func (t *task) work() {
 	for p := t.claim(); p >= 0; p = t.claim() {
-		lo, hi := p*t.g, min((p+1)*t.g, t.n)
-		if t.fn != nil {
-			t.fn(lo, hi)
-		} else {
-			t.r.runPieces(lo, hi)
-		}
+		lo := p * t.g
+		t.r.runPieces(lo, min(lo+t.g, t.n))
 		t.done.Done()
 	}
 }

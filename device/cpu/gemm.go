@@ -41,8 +41,8 @@ func (d *Device) GemmNarrow(dst, a, b device.Buffer, p device.GemmParams, via dt
 }
 
 // GemmNarrowUnscale is GemmNarrow with each result then multiplied by inv
-// (device.UnscalingGemmer): the GEMM unscales each block of the result as
-// it finishes it (gemm.Out16.Unscale), on the core that computed it.
+// (device.UnscalingGemmer): the GEMM's kernels unscale each tile as they
+// store it (gemm.Out16.Unscale).
 func (d *Device) GemmNarrowUnscale(dst, a, b device.Buffer, p device.GemmParams, via dtype.DType, inv float32) bool {
 	cb := d.buf(dst, "GemmNarrowUnscale")
 	if cb.dt != dtype.F32 || via == dtype.F32 || p.Batches() > 1 || p.Beta != 0 || inv == 0 {
