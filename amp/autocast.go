@@ -66,6 +66,9 @@ var classes = map[autograd.Op]Class{
 	autograd.OpLinear: Low,
 	autograd.OpConv:   Low,
 	autograd.OpBMM:    Low,
+	// Fused causal attention: its products run in the low dtype, its
+	// softmax keeps F32 running statistics inside the kernel.
+	autograd.OpAttention: Low,
 
 	autograd.OpSoftmax:      F32,
 	autograd.OpLogSoftmax:   F32,
@@ -98,6 +101,12 @@ var classes = map[autograd.Op]Class{
 	autograd.OpDropout:    Promote,
 	autograd.OpReshape:    Promote,
 	autograd.OpCheckpoint: Promote,
+	autograd.OpPermute:    Promote,
+	autograd.OpSplit:      Promote,
+	autograd.OpGELUTanh:   Promote,
+	// An embedding runs in its weight's dtype (an F32 parameter: F32),
+	// as PyTorch's autocast leaves it.
+	autograd.OpEmbedding: Promote,
 }
 
 // ClassOf reports how autocast treats op.

@@ -45,6 +45,11 @@ const (
 	OpDropout
 	OpReshape
 	OpCheckpoint
+	OpEmbedding
+	OpAttention
+	OpPermute
+	OpSplit
+	OpGELUTanh
 
 	numOps
 )
@@ -52,7 +57,7 @@ const (
 var opNames = [numOps]string{"cast", "matmul", "linear", "conv", "bmm", "add", "sub", "mul", "div", "scale",
 	"relu", "gelu", "tanh", "sigmoid", "exp", "log", "pow", "sqrt", "sum", "mean", "softmax", "log_softmax",
 	"cross_entropy", "nll", "mse", "batch_norm", "layer_norm", "max_pool", "avg_pool", "dropout", "reshape",
-	"checkpoint"}
+	"checkpoint", "embedding", "attention", "permute", "split", "gelu_tanh"}
 
 func (op Op) String() string {
 	if op < numOps {
