@@ -71,6 +71,7 @@ const (
 	optimKernels
 	convPool
 	norm
+	transformer
 )
 
 // tests are the suite's subtests, each of one family, in the order Run
@@ -117,6 +118,14 @@ var tests = []struct {
 	{"BatchNorm", norm, testBatchNorm},
 	{"BatchNormGrad", norm, testBatchNormGrad},
 	{"Dropout", elementwise, testDropout},
+	{"Embedding", transformer, testEmbedding},
+	{"EmbeddingGrad", transformer, testEmbeddingGrad},
+	{"Softmax", transformer, testSoftmax},
+	{"SoftmaxGrad", transformer, testSoftmaxGrad},
+	{"LayerNorm", transformer, testLayerNorm},
+	{"LayerNormGrad", transformer, testLayerNormGrad},
+	{"Attention", transformer, testAttention},
+	{"AttentionGrad", transformer, testAttentionGrad},
 }
 
 // Run runs the whole suite, one subtest per kernel (or per part of the
@@ -175,6 +184,9 @@ func RunConvPool(t *testing.T, dev device.Device) { runFamily(t, dev, convPool) 
 
 // RunNorm runs Run's checks of device.NormKernels.
 func RunNorm(t *testing.T, dev device.Device) { runFamily(t, dev, norm) }
+
+// RunTransformer runs Run's checks of device.TransformerKernels.
+func RunTransformer(t *testing.T, dev device.Device) { runFamily(t, dev, transformer) }
 
 // Tolerance returns the (atol, rtol) of DESIGN.md §6 for results stored as
 // dt: F32 (1e-5, 1e-4), F16 (1e-3, 1e-2), BF16 (1e-3, 2e-2).

@@ -54,6 +54,19 @@ type Operand struct {
 // share the work with helper goroutines (see parallel.go) and returns once
 // all of C is written; no helper touches the call's operands after that.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c []float32, ldc int) {
+	gemm(transA, transB, m, n, k, alpha, a, b, beta, c, ldc, false)
+}
+
+// Serial is Gemm on the calling goroutine alone, whatever the product's
+// size: for a kernel that shares out many small products itself (fused
+// attention, one per batch entry and head) from goroutines that are
+// already the machine's cores, where a product's own helpers would only
+// queue behind them.
+func Serial(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c []float32, ldc int) {
+	gemm(transA, transB, m, n, k, alpha, a, b, beta, c, ldc, true)
+}
+
+func gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta float32, c []float32, ldc int, serial bool) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
@@ -70,11 +83,19 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Operand, beta fl
 		scaleC(c, m, n, ldc, beta)
 		return
 	}
-	start(job{
+	j := job{
 		transA: transA, transB: transB,
 		m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, b: b, c: c, ldc: ldc,
-	})
+	}
+	if !serial {
+		start(j)
+		return
+	}
+	j.prepare()
+	buf := bufPool.Get().(*buffers)
+	j.runRect(buf, 0, m, 0, n)
+	bufPool.Put(buf)
 }
 
 // start checks j's operands against its shape and runs it: on the calling

@@ -1,0 +1,176 @@
+package autograd_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/devicetest"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/internal/testdev"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// TestTransformerGradients checks the transformer ops' gradients against
+// finite differences, as TestGradients does for the others.
+func TestTransformerGradients(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		if _, ok := dev.(device.TransformerKernels); !ok {
+			t.Skipf("%s has no transformer kernels", dev.Name())
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		u := func(shape ...int) tensor.Host { return randHost(rng, -1, 1, shape...) }
+		pos := func(shape ...int) tensor.Host { return randHost(rng, 0.5, 1.5, shape...) }
+		ids := []int32{2, 0, 2, 3, 2, 1}
+		dropRNG := autograd.NewRNG(11)
+		att := func(a autograd.Attention, composed bool) fn {
+			return func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				if a.RNG != nil {
+					r := *dropRNG // every evaluation draws the same mask
+					a.RNG = &r
+				}
+				if composed {
+					return g.AttentionComposed(v[0], a)
+				}
+				return g.Attention(v[0], a)
+			}
+		}
+		cases := []struct {
+			name string
+			f    fn
+			in   []tensor.Host
+		}{
+			{"embedding", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Embedding(v[0], ids, 2, 3) }, []tensor.Host{u(4, 5)}},
+			{"layernorm", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.LayerNorm(v[0], v[1], v[2], 1e-5) },
+				[]tensor.Host{randHost(rng, -2, 3, 2, 3, 6), pos(6), u(6)}},
+			{"layernorm/no-bias", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.LayerNorm(v[0], v[1], nil, 1e-5) },
+				[]tensor.Host{u(5, 4), pos(4)}},
+			{"softmax", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Softmax(v[0]) }, []tensor.Host{randHost(rng, -3, 3, 3, 7)}},
+			{"bmm/NN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.NN) }, []tensor.Host{u(2, 3, 4), u(2, 4, 5)}},
+			{"bmm/NT", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.NT) }, []tensor.Host{u(2, 3, 4), u(2, 5, 4)}},
+			{"bmm/TN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.TN) }, []tensor.Host{u(2, 4, 3), u(2, 4, 5)}},
+			{"bmm/TT-4d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.TT) }, []tensor.Host{u(2, 2, 4, 3), u(2, 2, 5, 4)}},
+			{"permute", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				return g.Mul(g.Permute(v[0], 2, 0, 1), v[1])
+			}, []tensor.Host{u(2, 3, 4), u(4, 2, 3)}},
+			{"chunk/two-of-three", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				p := g.Chunk(v[0], 3)
+				return g.Mul(p[0], p[2]) // the middle part gets no gradient
+			}, []tensor.Host{u(6, 2)}},
+			{"attention/causal", att(autograd.Attention{Heads: 2, Causal: true}, false), []tensor.Host{u(2, 5, 12)}},
+			{"attention/full", att(autograd.Attention{Heads: 1, Scale: 0.7}, false), []tensor.Host{u(1, 4, 9)}},
+			{"attention/causal-dropout", att(autograd.Attention{Heads: 2, Causal: true, Dropout: 0.3, RNG: dropRNG}, false), []tensor.Host{u(2, 6, 12)}},
+			{"attention-composed/causal-dropout", att(autograd.Attention{Heads: 2, Causal: true, Dropout: 0.3, RNG: dropRNG}, true), []tensor.Host{u(2, 6, 12)}},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) { gradCheck(t, dev, c.f, c.in...) })
+		}
+		if s := dev.MemStats(); s.Live.Total != 0 {
+			t.Errorf("memory leaked after all checks: %v", s)
+		}
+	})
+}
+
+// TestAttentionMatchesComposed runs the fused attention and its composite
+// reference on the same inputs and dropout stream, in F32 and under
+// autocast, and compares outputs and the gradient of qkv.
+func TestAttentionMatchesComposed(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		if _, ok := dev.(device.TransformerKernels); !ok {
+			t.Skipf("%s has no transformer kernels", dev.Name())
+		}
+		cases := []struct {
+			b, t, h, d int
+			causal     bool
+			dropout    float32
+		}{
+			{2, 7, 2, 4, true, 0},
+			{1, 70, 3, 8, true, 0.2},
+			{2, 65, 2, 16, false, 0},
+			{1, 1, 1, 2, true, 0},
+		}
+		for _, low := range []dtype.DType{dtype.F32, dtype.BF16, dtype.F16} {
+			for _, c := range cases {
+				name := fmt.Sprintf("%v/%dx%dx%dx%d/causal=%v/dropout=%v", low, c.b, c.t, c.h, c.d, c.causal, c.dropout)
+				t.Run(name, func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(c.t), 1))
+					in := randHost(rng, -2, 2, c.b, c.t, 3*c.h*c.d)
+					dy := randHost(rng, -1, 1, c.b, c.t, c.h*c.d)
+					run := func(composed bool) (y, dq []float32) {
+						g := autograd.NewGraph(dev)
+						defer g.Release()
+						if low != dtype.F32 {
+							amp.Autocast(g, low)
+						}
+						x := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, in), true)
+						defer x.Value.Release()
+						a := autograd.Attention{Heads: c.h, Causal: c.causal, Dropout: c.dropout, RNG: autograd.NewRNG(5)}
+						var out *autograd.Var
+						if composed {
+							out = g.AttentionComposed(x, a)
+						} else {
+							out = g.Attention(x, a)
+						}
+						r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, dy), false)
+						defer r.Value.Release()
+						g.Backward(g.Sum(g.Mul(out, r)))
+						return out.Value.ToHost(), x.Grad.ToHost()
+					}
+					yf, gf := run(false)
+					yc, gc := run(true)
+					if low == dtype.F32 {
+						atol, rtol := devicetest.Tolerance(low)
+						compare(t, "y", yf, yc, atol, rtol)
+						compare(t, "dqkv", gf, gc, atol, rtol)
+						return
+					}
+					// Under autocast both round to the low dtype, at different
+					// places: the composite rounds its logits before the
+					// softmax and keeps the exact softmax gradient, the fused
+					// op rounds only the weights that multiply v and takes
+					// rowsum(dy·y) from its rounded y. Elementwise, a value near
+					// zero differs by those roundings of its larger terms, so
+					// the two are compared in norm: within a few units of the
+					// dtype's rounding of the whole.
+					_, rtol := devicetest.Tolerance(low)
+					normClose(t, "y", yf, yc, rtol/2)
+					normClose(t, "dqkv", gf, gc, rtol/2)
+				})
+			}
+		}
+	})
+}
+
+func compare(t *testing.T, what string, got, want []float32, atol, rtol float64) {
+	t.Helper()
+	bad := 0
+	for i := range want {
+		if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= atol+rtol*math.Abs(float64(want[i]))) {
+			if bad < 5 {
+				t.Errorf("%s[%d]: fused %v, composed %v", what, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d of %d differ", what, bad, len(want))
+	}
+}
+
+// normClose checks ||got-want|| <= tol·||want|| in the 2-norm.
+func normClose(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	var d, w float64
+	for i := range want {
+		e := float64(got[i]) - float64(want[i])
+		d += e * e
+		w += float64(want[i]) * float64(want[i])
+	}
+	if math.Sqrt(d) > tol*math.Sqrt(w) {
+		t.Errorf("%s: ||fused - composed|| = %.3g > %.3g = %v x ||composed||", what, math.Sqrt(d), tol*math.Sqrt(w), tol)
+	}
+}

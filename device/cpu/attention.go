@@ -1,0 +1,339 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/cpu/internal/gemm"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// Fused causal attention, after flash attention: each (batch, head) pair
+// is one piece of work, and within it the queries and keys go in blocks of
+// attBlock rows, so that a block's scores, probabilities and the head's
+// operands stay in the core's L1 and L2 caches. The scores are computed in
+// float32 by the packed GEMM (reading q, k and v where they lie in the
+// packed qkv rows: each head's matrix is T rows 3C apart), the softmax
+// keeps a running maximum and sum per row across key blocks (online
+// softmax), and the probabilities that multiply v are rounded to the
+// operands' dtype first, as a GPU's flash attention does, so that 16-bit
+// products stay 16-bit. Nothing of size T x T is kept between calls: the
+// backward pass recomputes each block's probabilities from q, k and the
+// rows' logsumexp.
+
+// attBlock is the side of a block of queries or keys.
+const attBlock = 64
+
+// attScratch is one goroutine's working memory for a (batch, head) piece.
+type attScratch struct {
+	s, p   []float32 // a block's scores and probabilities, float32
+	p16    []uint16  // the probabilities rounded to a 16-bit operand dtype
+	ds16   []uint16  // the scores' gradient rounded likewise
+	o      []float32 // the head's output (T, D), or dq in backward
+	dk, dv []float32 // the head's key and value gradients (T, D)
+	m, l   []float32 // running maximum and sum per query row
+	di     []float32 // rowsum(dy * y) per query row
+	row    []float32 // a row of dy widened
+	row2   []float32 // a row of y widened
+}
+
+var attScratchPool = sync.Pool{New: func() any { return new(attScratch) }}
+
+func grow32(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+func grow16(s []uint16, n int) []uint16 {
+	if cap(s) < n {
+		return make([]uint16, n)
+	}
+	return s[:n]
+}
+
+// attention is one Attention or AttentionGrad call's operands.
+type attention struct {
+	p      device.AttentionParams
+	c      int // H*D
+	qkv    *Buffer
+	y, lse *Buffer
+	dy     *Buffer // backward only
+	dqkv   *Buffer
+	dt     dtype.DType // the operands' dtype: the probabilities are rounded to it
+	drop   float32     // 1/(1-p.Dropout)
+}
+
+func (d *Device) attentionOf(op string, y, lse, qkv device.Buffer, p device.AttentionParams) *attention {
+	if !p.Valid() {
+		panic(fmt.Sprintf("cpu: %s: invalid %v", op, p))
+	}
+	a := &attention{p: p, c: p.H * p.D, qkv: d.buf(qkv, op), y: d.buf(y, op), lse: d.buf(lse, op)}
+	d.checkLen(op, p.QKV(), a.qkv)
+	d.checkLen(op, p.Out(), a.y)
+	d.checkLen(op, p.Rows(), a.lse)
+	if a.lse.dt != dtype.F32 {
+		panic(fmt.Sprintf("cpu: %s: lse is %v; want f32", op, a.lse.dt))
+	}
+	a.dt = a.qkv.dt
+	a.drop = 1 / (1 - p.Dropout)
+	return a
+}
+
+// Attention computes y and lse from qkv.
+func (d *Device) Attention(y, lse, qkv device.Buffer, p device.AttentionParams) {
+	a := d.attentionOf("Attention", y, lse, qkv, p)
+	d.parallelGrain(p.B*p.H, 1, func(lo, hi int) {
+		sc := attScratchPool.Get().(*attScratch)
+		for bh := lo; bh < hi; bh++ {
+			a.forward(sc, bh)
+		}
+		attScratchPool.Put(sc)
+	})
+}
+
+// operand is head h of batch b's matrix in qkv (which = 0 for q, 1 for k,
+// 2 for v), or in a (B, T, H, D) buffer with which < 0: T rows of D,
+// stride 3C or C.
+func (a *attention) operand(buf *Buffer, bh, which int) gemm.Operand {
+	b, h := bh/a.p.H, bh%a.p.H
+	if which < 0 {
+		return operand(buf, b*a.p.T*a.c+h*a.p.D, a.c)
+	}
+	return operand(buf, b*a.p.T*3*a.c+which*a.c+h*a.p.D, 3*a.c)
+}
+
+// keysFor is how many keys query block [i0, i1) sees: all T, or up to i1
+// when causal.
+func (a *attention) keysFor(i1 int) int {
+	if a.p.Causal {
+		return i1
+	}
+	return a.p.T
+}
+
+// scores sets sc.s (rows i1-i0, cols j1-j0, row stride attBlock) to the
+// scaled logits of queries [i0, i1) against keys [j0, j1), -Inf where the
+// causal mask hides a key.
+func (a *attention) scores(sc *attScratch, bh, i0, i1, j0, j1 int) {
+	q, k := a.operand(a.qkv, bh, 0), a.operand(a.qkv, bh, 1)
+	q.Off += i0 * q.LD
+	k.Off += j0 * k.LD
+	gemm.Serial(false, true, i1-i0, j1-j0, a.p.D, a.p.Scale, q, k, 0, sc.s, attBlock)
+	if !a.p.Causal || j1-1 <= i0 {
+		return
+	}
+	inf := float32(math.Inf(-1))
+	for i := i0; i < i1; i++ {
+		row := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+j1-j0]
+		for j := max(i+1, j0); j < j1; j++ {
+			row[j-j0] = inf
+		}
+	}
+}
+
+// dropMask applies dropout to a block's probabilities (scaled by 1/(1-p)
+// where kept), reading the mask from the call's random stream.
+func (a *attention) dropMask(p []float32, bh, i0, i1, j0, j1 int) {
+	for i := i0; i < i1; i++ {
+		row := p[(i-i0)*attBlock : (i-i0)*attBlock+j1-j0]
+		for j := j0; j < j1; j++ {
+			if device.Uniform(a.p.Key, a.p.DropIndex(bh, i, j)) < a.p.Dropout {
+				row[j-j0] = 0
+			} else {
+				row[j-j0] *= a.drop
+			}
+		}
+	}
+}
+
+// probOperand returns block probabilities p (row stride attBlock) as a
+// GEMM operand in the operands' dtype: p itself for F32, else rounded into
+// u16.
+func (a *attention) probOperand(p []float32, u16 []uint16, rows, cols int) gemm.Operand {
+	if a.dt == dtype.F32 {
+		return gemm.Operand{F32: p, LD: attBlock}
+	}
+	dtype.EncodeRows(a.dt, u16, attBlock, p, attBlock, rows, cols)
+	return gemm.Operand{U16: u16, BF16: a.dt == dtype.BF16, LD: attBlock}
+}
+
+func (sc *attScratch) size(t, dd int) {
+	sc.s = grow32(sc.s, attBlock*attBlock)
+	sc.p = grow32(sc.p, attBlock*attBlock)
+	sc.p16 = grow16(sc.p16, attBlock*attBlock)
+	sc.ds16 = grow16(sc.ds16, attBlock*attBlock)
+	sc.o = grow32(sc.o, t*dd)
+	sc.m = grow32(sc.m, t)
+	sc.l = grow32(sc.l, t)
+	sc.di = grow32(sc.di, t)
+	sc.row = grow32(sc.row, dd)
+	sc.row2 = grow32(sc.row2, dd)
+}
+
+// forward computes head bh's output rows and their logsumexp.
+func (a *attention) forward(sc *attScratch, bh int) {
+	t, dd := a.p.T, a.p.D
+	sc.size(t, dd)
+	clear(sc.o)
+	v := a.operand(a.qkv, bh, 2)
+	for i0 := 0; i0 < t; i0 += attBlock {
+		i1 := min(i0+attBlock, t)
+		m, l := sc.m[i0:i1], sc.l[i0:i1]
+		for i := range m {
+			m[i], l[i] = float32(math.Inf(-1)), 0
+		}
+		for j0 := 0; j0 < a.keysFor(i1); j0 += attBlock {
+			j1 := min(j0+attBlock, a.keysFor(i1))
+			a.scores(sc, bh, i0, i1, j0, j1)
+			for i := i0; i < i1; i++ {
+				s := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+j1-j0]
+				p := sc.p[(i-i0)*attBlock : (i-i0)*attBlock+j1-j0]
+				// The first block has m = -Inf, so corr = exp(-Inf) = 0.
+				// Every row sees at least one key of every block it
+				// reaches (blocks are aligned), so mnew is finite unless
+				// a score is infinite or NaN, which then propagates.
+				mnew := max(m[i-i0], rowMax(s))
+				corr := exp32(m[i-i0] - mnew)
+				sum := expShift(p, s, mnew)
+				l[i-i0] = float32(float64(l[i-i0]*corr) + sum)
+				m[i-i0] = mnew
+				if corr != 1 {
+					o := sc.o[i*dd : (i+1)*dd]
+					for c := range o {
+						o[c] *= corr
+					}
+				}
+			}
+			if a.p.Dropout > 0 {
+				a.dropMask(sc.p, bh, i0, i1, j0, j1)
+			}
+			vb := v
+			vb.Off += j0 * vb.LD
+			gemm.Serial(false, false, i1-i0, dd, j1-j0, 1, a.probOperand(sc.p, sc.p16, i1-i0, j1-j0), vb, 1, sc.o[i0*dd:], dd)
+		}
+		b, h := bh/a.p.H, bh%a.p.H
+		for i := i0; i < i1; i++ {
+			o := sc.o[i*dd : (i+1)*dd]
+			inv := 1 / sc.l[i]
+			for c := range o {
+				o[c] *= inv
+			}
+			storeRow(a.y, (b*t+i)*a.c+h*dd, o)
+			a.lse.f32[bh*t+i] = sc.m[i] + float32(math.Log(float64(sc.l[i])))
+		}
+	}
+}
+
+// AttentionGrad computes dqkv from dy, recomputing each block's
+// probabilities from qkv and lse.
+func (d *Device) AttentionGrad(dqkv, dy, qkv, y, lse device.Buffer, p device.AttentionParams) {
+	a := d.attentionOf("AttentionGrad", y, lse, qkv, p)
+	a.dy, a.dqkv = d.buf(dy, "AttentionGrad"), d.buf(dqkv, "AttentionGrad")
+	d.checkLen("AttentionGrad", p.Out(), a.dy)
+	d.checkLen("AttentionGrad", p.QKV(), a.dqkv)
+	if a.dy.dt != a.dt {
+		panic(fmt.Sprintf("cpu: AttentionGrad: dy is %v, qkv %v; want one dtype", a.dy.dt, a.dt))
+	}
+	d.parallelGrain(p.B*p.H, 1, func(lo, hi int) {
+		sc := attScratchPool.Get().(*attScratch)
+		for bh := lo; bh < hi; bh++ {
+			a.backward(sc, bh)
+		}
+		attScratchPool.Put(sc)
+	})
+}
+
+// backward computes head bh's share of dqkv. With P the probabilities,
+// Pd = P·mask/(1-p) what multiplied v, and Di = rowsum(dy ∘ y):
+// dv = Pdᵀ dy, dP = (dy vᵀ)·mask/(1-p), dS = P ∘ (dP - Di),
+// dq = Scale · dS k, dk = Scale · dSᵀ q.
+func (a *attention) backward(sc *attScratch, bh int) {
+	t, dd := a.p.T, a.p.D
+	sc.size(t, dd)
+	sc.dk, sc.dv = grow32(sc.dk, t*dd), grow32(sc.dv, t*dd)
+	clear(sc.o) // dq
+	clear(sc.dk)
+	clear(sc.dv)
+	b, h := bh/a.p.H, bh%a.p.H
+	for i := range t {
+		at := (b*t+i)*a.c + h*dd
+		var s float64
+		if a.dt == dtype.F32 {
+			g, o := a.dy.f32[at:at+dd], a.y.f32[at:at+dd]
+			for c, v := range g {
+				s += float64(v * o[c])
+			}
+		} else {
+			g, o := a.dy.f32Row(at, dd, sc.row), a.y.f32Row(at, dd, sc.row2)
+			for c, v := range g {
+				s += float64(v * o[c])
+			}
+		}
+		sc.di[i] = float32(s)
+	}
+	q, k, v := a.operand(a.qkv, bh, 0), a.operand(a.qkv, bh, 1), a.operand(a.qkv, bh, 2)
+	dy := a.operand(a.dy, bh, -1)
+	lse := a.lse.f32[bh*t : (bh+1)*t]
+	for i0 := 0; i0 < t; i0 += attBlock {
+		i1 := min(i0+attBlock, t)
+		for j0 := 0; j0 < a.keysFor(i1); j0 += attBlock {
+			j1 := min(j0+attBlock, a.keysFor(i1))
+			ni, nj := i1-i0, j1-j0
+			a.scores(sc, bh, i0, i1, j0, j1)
+			// P = exp(S - lse), kept in sc.s; Pd in sc.p.
+			for i := i0; i < i1; i++ {
+				s := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+nj]
+				li := lse[i]
+				for j, x := range s {
+					s[j] = exp32(x - li)
+				}
+				copy(sc.p[(i-i0)*attBlock:(i-i0)*attBlock+nj], s)
+			}
+			if a.p.Dropout > 0 {
+				a.dropMask(sc.p, bh, i0, i1, j0, j1)
+			}
+			// dv[j0:j1] += Pdᵀ dy[i0:i1]
+			dyb := dy
+			dyb.Off += i0 * dyb.LD
+			gemm.Serial(true, false, nj, dd, ni, 1, a.probOperand(sc.p, sc.p16, ni, nj), dyb, 1, sc.dv[j0*dd:], dd)
+			// dPd = dy vᵀ, into sc.p
+			vb := v
+			vb.Off += j0 * vb.LD
+			gemm.Serial(false, true, ni, nj, dd, 1, dyb, vb, 0, sc.p, attBlock)
+			// dS = P ∘ (dPd·mask/(1-p) - Di), into sc.p
+			for i := i0; i < i1; i++ {
+				pr := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+nj]
+				dp := sc.p[(i-i0)*attBlock : (i-i0)*attBlock+nj]
+				di := sc.di[i]
+				for j := range dp {
+					g := dp[j]
+					if a.p.Dropout > 0 {
+						if device.Uniform(a.p.Key, a.p.DropIndex(bh, i, j0+j)) < a.p.Dropout {
+							g = 0
+						} else {
+							g *= a.drop
+						}
+					}
+					dp[j] = pr[j] * (g - di)
+				}
+			}
+			ds := a.probOperand(sc.p, sc.ds16, ni, nj)
+			// dq[i0:i1] += Scale · dS k[j0:j1]; dk[j0:j1] += Scale · dSᵀ q[i0:i1]
+			kb, qb := k, q
+			kb.Off += j0 * kb.LD
+			qb.Off += i0 * qb.LD
+			gemm.Serial(false, false, ni, dd, nj, a.p.Scale, ds, kb, 1, sc.o[i0*dd:], dd)
+			gemm.Serial(true, false, nj, dd, ni, a.p.Scale, ds, qb, 1, sc.dk[j0*dd:], dd)
+		}
+	}
+	for i := range t {
+		at := (b*t+i)*3*a.c + h*dd
+		storeRow(a.dqkv, at, sc.o[i*dd:(i+1)*dd])
+		storeRow(a.dqkv, at+a.c, sc.dk[i*dd:(i+1)*dd])
+		storeRow(a.dqkv, at+2*a.c, sc.dv[i*dd:(i+1)*dd])
+	}
+}

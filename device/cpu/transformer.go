@@ -1,0 +1,305 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// This file holds device.TransformerKernels but attention (attention.go):
+// the embedding lookup and its adjoint, softmax over rows and layer
+// normalisation. Rows are shared out among the cores in pieces that depend
+// on the shape alone, so results never depend on the number of workers.
+
+// embedID reads ids[i] and checks that it names a row of a table of vocab.
+func embedID(ids *Buffer, i, vocab int, op string) int {
+	v := get(ids, i)
+	id := int(v)
+	if float32(id) != v || id < 0 || id >= vocab {
+		panic(fmt.Sprintf("cpu: %s: id %v at %d is not a row of a table of %d", op, v, i, vocab))
+	}
+	return id
+}
+
+// Embedding gathers table rows: dst[i, :] = table[ids[i], :].
+func (d *Device) Embedding(dst, table, ids device.Buffer, n, dim int) {
+	db, tb, ib := d.buf(dst, "Embedding"), d.buf(table, "Embedding"), d.buf(ids, "Embedding")
+	d.checkLen("Embedding", n*dim, db)
+	d.checkLen("Embedding", n, ib)
+	if dim <= 0 {
+		return
+	}
+	vocab := tb.n / dim
+	rows := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			id := embedID(ib, i, vocab, "Embedding")
+			copyConvert(db, i*dim, tb, id*dim, dim)
+		}
+	}
+	if n*dim <= minParallel {
+		rows(0, n)
+		return
+	}
+	d.parallelGrain(n, max(1, grain/dim), rows)
+}
+
+// copyConvert copies n elements of src[so:] into dst[do:], converting
+// between dtypes.
+func copyConvert(db *Buffer, do int, sb *Buffer, so, n int) {
+	switch {
+	case db.dt == sb.dt && db.dt == dtype.F32:
+		copy(db.f32[do:do+n], sb.f32[so:so+n])
+	case db.dt == sb.dt:
+		copy(db.u16[do:do+n], sb.u16[so:so+n])
+	default:
+		convertPiece(db, do, sb, so, 0, n)
+	}
+}
+
+// EmbeddingGrad overwrites dtable with the scatter-add of dy's rows. Each
+// worker owns a range of the columns and adds every row into it in order
+// of i, so repeated ids accumulate in the same order on every run.
+func (d *Device) EmbeddingGrad(dtable, dy, ids device.Buffer, n, dim int) {
+	tb, gb, ib := d.buf(dtable, "EmbeddingGrad"), d.buf(dy, "EmbeddingGrad"), d.buf(ids, "EmbeddingGrad")
+	d.checkLen("EmbeddingGrad", n*dim, gb)
+	d.checkLen("EmbeddingGrad", n, ib)
+	if dim <= 0 {
+		return
+	}
+	vocab := tb.n / dim
+	for i := range n { // check every id before writing anything
+		embedID(ib, i, vocab, "EmbeddingGrad")
+	}
+	cols := func(lo, hi int) {
+		acc := getScratch(vocab * (hi - lo))
+		a := *acc
+		clear(a)
+		w := hi - lo
+		row := getScratch(w)
+		for i := range n {
+			id := int(get(ib, i))
+			src := a[id*w : id*w+w]
+			g := gb.f32Row(i*dim+lo, w, *row)
+			for j, v := range g {
+				src[j] += v
+			}
+		}
+		for r := range vocab {
+			storeRow(tb, r*dim+lo, a[r*w:r*w+w])
+		}
+		putScratch(row)
+		putScratch(acc)
+	}
+	const colGrain = 32
+	if n*dim <= minParallel || dim <= colGrain {
+		cols(0, dim)
+		return
+	}
+	d.parallelGrain(dim, colGrain, cols)
+}
+
+// f32Row returns b[at:at+n] as float32: the buffer's own memory for F32,
+// else widened into scratch (len >= n).
+func (b *Buffer) f32Row(at, n int, scratch []float32) []float32 {
+	if b.dt == dtype.F32 {
+		return b.f32[at : at+n]
+	}
+	dtype.Decode(b.dt, scratch[:n], b.u16[at:at+n])
+	return scratch[:n]
+}
+
+// storeRow rounds v into b[at:at+len(v)].
+func storeRow(b *Buffer, at int, v []float32) {
+	if b.dt == dtype.F32 {
+		copy(b.f32[at:at+len(v)], v)
+		return
+	}
+	dtype.Encode(b.dt, b.u16[at:at+len(v)], v)
+}
+
+// Softmax computes dst = softmax(src) along each row.
+func (d *Device) Softmax(dst, src device.Buffer, rows, cols int) {
+	db, sb := d.buf(dst, "Softmax"), d.buf(src, "Softmax")
+	d.checkLen("Softmax", rows*cols, db, sb)
+	d.forEachRow(rows, cols, expWork/4, func(r int) {
+		x, w := read(sb, r*cols, (r+1)*cols), writeView(db, r*cols, (r+1)*cols)
+		softmaxInto(w.v, x.v)
+		x.done()
+		commit(db, r*cols, w)
+	})
+}
+
+// softmaxInto sets w = softmax(x) (w may be x). A row whose maximum is
+// +Inf or NaN comes out NaN, as PyTorch's does; a row of -Inf too.
+func softmaxInto(w, x []float32) {
+	m := rowMax(x)
+	if math.IsInf(float64(m), 0) || m != m {
+		for j := range w[:len(x)] {
+			w[j] = float32(math.NaN())
+		}
+		return
+	}
+	s := expShift(w, x, m)
+	inv := float32(1 / s)
+	for j := range w[:len(x)] {
+		w[j] *= inv
+	}
+}
+
+// SoftmaxGrad computes dst = y * (dy - sum(dy*y)) along each row.
+func (d *Device) SoftmaxGrad(dst, dy, y device.Buffer, rows, cols int) {
+	db, gb, yb := d.buf(dst, "SoftmaxGrad"), d.buf(dy, "SoftmaxGrad"), d.buf(y, "SoftmaxGrad")
+	d.checkLen("SoftmaxGrad", rows*cols, db, gb, yb)
+	d.forEachRow(rows, cols, 2, func(r int) {
+		g, yv := read(gb, r*cols, (r+1)*cols), read(yb, r*cols, (r+1)*cols)
+		w := writeView(db, r*cols, (r+1)*cols)
+		var s float64
+		for j, v := range g.v {
+			s += float64(v * yv.v[j])
+		}
+		sf := float32(s)
+		for j := range w.v {
+			w.v[j] = yv.v[j] * (g.v[j] - sf)
+		}
+		g.done()
+		yv.done()
+		commit(db, r*cols, w)
+	})
+}
+
+// lnRows is how many rows a piece of LayerNorm or LayerNormGrad takes, so
+// that a piece holds about grain elements whatever the width.
+func lnRows(cols int) int { return max(1, grain/max(cols, 1)) }
+
+// LayerNorm computes y = (x - mean) * rstd * w + b per row, with the mean
+// and the biased variance summed in float64.
+func (d *Device) LayerNorm(y, mean, rstd, x, w, b device.Buffer, rows, cols int, eps float32) {
+	yb, mb, rb, xb, wb := d.buf(y, "LayerNorm"), d.buf(mean, "LayerNorm"), d.buf(rstd, "LayerNorm"), d.buf(x, "LayerNorm"), d.buf(w, "LayerNorm")
+	var bb *Buffer
+	if b != nil {
+		bb = d.buf(b, "LayerNorm")
+		d.checkLen("LayerNorm", cols, bb)
+	}
+	d.checkLen("LayerNorm", rows*cols, yb, xb)
+	d.checkLen("LayerNorm", rows, mb, rb)
+	d.checkLen("LayerNorm", cols, wb)
+	if mb.dt != dtype.F32 || rb.dt != dtype.F32 {
+		panic(fmt.Sprintf("cpu: LayerNorm: mean and rstd are %v and %v; want f32", mb.dt, rb.dt))
+	}
+	if rows == 0 || cols == 0 {
+		return
+	}
+	d.parallelGrain(rows, lnRows(cols), func(lo, hi int) {
+		wv := read(wb, 0, cols)
+		var bv view
+		if bb != nil {
+			bv = read(bb, 0, cols)
+		}
+		for r := lo; r < hi; r++ {
+			xv, out := read(xb, r*cols, (r+1)*cols), writeView(yb, r*cols, (r+1)*cols)
+			mu := sum64(xv.v) / float64(cols)
+			v := sumSqDev64(xv.v, mu) / float64(cols)
+			is := float32(1 / math.Sqrt(v+float64(eps)))
+			m32 := float32(mu)
+			mb.f32[r], rb.f32[r] = m32, is
+			layerNormRow(out.v, xv.v, wv.v, bv.v, m32, is)
+			xv.done()
+			commit(yb, r*cols, out)
+		}
+		wv.done()
+		bv.done()
+	})
+}
+
+// layerNormRow sets y = (x - m) * is * w + b (b nil: no bias).
+func layerNormRow(y, x, w, b []float32, m, is float32) {
+	y, w = y[:len(x)], w[:len(x)]
+	if b == nil {
+		for j, v := range x {
+			y[j] = float32(float32(v-m)*is) * w[j]
+		}
+		return
+	}
+	b = b[:len(x)]
+	for j, v := range x {
+		y[j] = float32(float32(float32(v-m)*is)*w[j]) + b[j]
+	}
+}
+
+// LayerNormGrad computes dx, and dw and db summed over rows. With xhat =
+// (x - mean) * rstd and g = dy * w:
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). Each piece of rows
+// sums its share of dw and db in float64, and the pieces are added in
+// order, so the sums do not depend on how many workers there are.
+func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, rows, cols int) {
+	xb, gb, mb, rb, wb := d.buf(x, "LayerNormGrad"), d.buf(dy, "LayerNormGrad"), d.buf(mean, "LayerNormGrad"), d.buf(rstd, "LayerNormGrad"), d.buf(w, "LayerNormGrad")
+	dxb, dwb := d.buf(dx, "LayerNormGrad"), d.buf(dw, "LayerNormGrad")
+	var dbb *Buffer
+	if db != nil {
+		dbb = d.buf(db, "LayerNormGrad")
+		d.checkLen("LayerNormGrad", cols, dbb)
+	}
+	d.checkLen("LayerNormGrad", rows*cols, dxb, gb, xb)
+	d.checkLen("LayerNormGrad", rows, mb, rb)
+	d.checkLen("LayerNormGrad", cols, wb, dwb)
+	if mb.dt != dtype.F32 || rb.dt != dtype.F32 || dwb.dt != dtype.F32 || (dbb != nil && dbb.dt != dtype.F32) {
+		panic("cpu: LayerNormGrad: mean, rstd, dw and db must be f32")
+	}
+	per := lnRows(cols)
+	pieces := (rows + per - 1) / per
+	// Partial sums of dw and db, one pair of rows of cols per piece.
+	part := make([]float64, 2*pieces*cols)
+	if rows > 0 && cols > 0 {
+		d.parallelGrain(rows, per, func(lo, hi int) {
+			p := lo / per
+			pw, pb := part[2*p*cols:(2*p+1)*cols], part[(2*p+1)*cols:(2*p+2)*cols]
+			wv := read(wb, 0, cols)
+			hat := getScratch(cols)
+			for r := lo; r < hi; r++ {
+				xv, gv := read(xb, r*cols, (r+1)*cols), read(gb, r*cols, (r+1)*cols)
+				out := writeView(dxb, r*cols, (r+1)*cols)
+				layerNormGradRow(out.v, *hat, pw, pb, gv.v, xv.v, wv.v, mb.f32[r], rb.f32[r])
+				xv.done()
+				gv.done()
+				commit(dxb, r*cols, out)
+			}
+			putScratch(hat)
+			wv.done()
+		})
+	}
+	for j := range cols {
+		var sw, sb float64
+		for p := range pieces {
+			sw += part[2*p*cols+j]
+			sb += part[(2*p+1)*cols+j]
+		}
+		dwb.f32[j] = float32(sw)
+		if dbb != nil {
+			dbb.f32[j] = float32(sb)
+		}
+	}
+}
+
+// layerNormGradRow computes one row's dx and adds its dw and db terms into
+// pw and pb; hat is scratch of the row's width.
+func layerNormGradRow(dx, hat []float32, pw, pb []float64, dy, x, w []float32, m, is float32) {
+	n := len(x)
+	hat, dx, dy, w = hat[:n], dx[:n], dy[:n], w[:n]
+	var sg, sgh float64
+	for j, v := range x {
+		h := float32(v-m) * is
+		hat[j] = h
+		g := dy[j] * w[j]
+		sg += float64(g)
+		sgh += float64(g * h)
+		pw[j] += float64(dy[j] * h)
+		pb[j] += float64(dy[j])
+	}
+	mg, mgh := float32(sg/float64(n)), float32(sgh/float64(n))
+	for j := range dx {
+		g := dy[j] * w[j]
+		dx[j] = is * (g - mg - hat[j]*mgh)
+	}
+}
