@@ -50,10 +50,18 @@ func TestTransformerGradients(t *testing.T) {
 			{"layernorm/no-bias", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.LayerNorm(v[0], v[1], nil, 1e-5) },
 				[]tensor.Host{u(5, 4), pos(4)}},
 			{"softmax", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Softmax(v[0]) }, []tensor.Host{randHost(rng, -3, 3, 3, 7)}},
-			{"bmm/NN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.NN) }, []tensor.Host{u(2, 3, 4), u(2, 4, 5)}},
-			{"bmm/NT", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.NT) }, []tensor.Host{u(2, 3, 4), u(2, 5, 4)}},
-			{"bmm/TN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.TN) }, []tensor.Host{u(2, 4, 3), u(2, 4, 5)}},
-			{"bmm/TT-4d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.BatchMatMul(v[0], v[1], autograd.TT) }, []tensor.Host{u(2, 2, 4, 3), u(2, 2, 5, 4)}},
+			{"bmm/NN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				return g.BatchMatMul(v[0], v[1], autograd.NN)
+			}, []tensor.Host{u(2, 3, 4), u(2, 4, 5)}},
+			{"bmm/NT", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				return g.BatchMatMul(v[0], v[1], autograd.NT)
+			}, []tensor.Host{u(2, 3, 4), u(2, 5, 4)}},
+			{"bmm/TN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				return g.BatchMatMul(v[0], v[1], autograd.TN)
+			}, []tensor.Host{u(2, 4, 3), u(2, 4, 5)}},
+			{"bmm/TT-4d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				return g.BatchMatMul(v[0], v[1], autograd.TT)
+			}, []tensor.Host{u(2, 2, 4, 3), u(2, 2, 5, 4)}},
 			{"permute", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				return g.Mul(g.Permute(v[0], 2, 0, 1), v[1])
 			}, []tensor.Host{u(2, 3, 4), u(4, 2, 3)}},
