@@ -25,58 +25,48 @@ func (g *Graph) transformerKernels(op Op) device.TransformerKernels {
 	return tk
 }
 
-// IDs copies token ids onto the device (as exact integers in an F32
-// tensor), checking each is in [0, vocab).
-func (g *Graph) IDs(ids []int32, vocab int) *tensor.Tensor {
-	if vocab > 1<<24 {
-		panic(fmt.Sprintf("autograd.IDs: a vocabulary of %d ids; F32 holds ids below 2^24 exactly", vocab))
-	}
-	hp := hostScratch.Get().(*[]float32)
-	defer hostScratch.Put(hp)
-	h := append((*hp)[:0], make([]float32, len(ids))...)
-	*hp = h
-	for i, id := range ids {
-		if id < 0 || int(id) >= vocab {
-			panic(fmt.Sprintf("autograd.IDs: id %d at %d is outside [0, %d)", id, i, vocab))
-		}
-		h[i] = float32(id)
-	}
-	t := g.alloc(dtype.F32, len(ids))
-	g.dev.CopyFromHost(t.Buffer(), h)
-	return t
-}
-
-// Embedding returns the rows of table (vocab, dim) that ids name, shaped
-// (shape..., dim); shape defaults to (len(ids)). Its gradient adds each
-// output row's gradient into the table row it came from, so repeated ids
-// accumulate. It runs in the table's dtype (an F32 parameter stays F32
-// under autocast, as in PyTorch).
-func (g *Graph) Embedding(table0 *Var, ids []int32, shape ...int) *Var {
-	tk := g.transformerKernels(OpEmbedding)
-	dt := g.computeType(OpEmbedding, table0)
-	table := g.as(table0, dt)
-	ts := table.Shape()
-	if len(ts) != 2 {
-		panic(fmt.Sprintf("autograd.Embedding: table %v; want (vocab, dim)", ts))
-	}
+// InputIDs copies token ids onto the graph's device as a leaf of the given
+// shape (default (len(ids))) that does not require grad: exact integers in
+// an F32 tensor, as the embedding kernels read them (and class labels are
+// stored), which holds ids below 2^24.
+func (g *Graph) InputIDs(ids []int32, shape ...int) *Var {
 	if shape == nil {
 		shape = []int{len(ids)}
 	}
-	if tensor.Numel(shape) != len(ids) {
-		panic(fmt.Sprintf("autograd.Embedding: %d ids for shape %v", len(ids), shape))
+	h := tensor.Host{Shape: shape, Data: make([]float32, len(ids))}
+	for i, id := range ids {
+		if id < 0 || id >= 1<<24 {
+			panic(fmt.Sprintf("autograd.InputIDs: id %d at %d is outside [0, 2^24)", id, i))
+		}
+		h.Data[i] = float32(id)
 	}
-	vocab, dim := ts[0], ts[1]
-	n := len(ids)
-	idt := g.IDs(ids, vocab)
+	return g.Input(h)
+}
+
+// Embedding returns the rows of table (vocab, dim) that ids (an F32 Var of
+// exact integers in [0, vocab), see InputIDs) name, shaped (ids' shape...,
+// dim). Its gradient adds each output row's gradient into the table row it
+// came from, so repeated ids accumulate. It runs in the table's dtype (an
+// F32 parameter stays F32 under autocast, as in PyTorch).
+func (g *Graph) Embedding(table0, ids *Var) *Var {
+	tk := g.transformerKernels(OpEmbedding)
+	dt := g.computeType(OpEmbedding, table0)
+	table := g.as(table0, dt)
+	ids.mustLive("Embedding")
+	ts := table.Shape()
+	if len(ts) != 2 || ids.DType() != dtype.F32 {
+		panic(fmt.Sprintf("autograd.Embedding: table %v, ids %v %v; want (vocab, dim) and F32 ids", ts, ids.Shape(), ids.DType()))
+	}
+	dim, n := ts[1], ids.Value.Numel()
 	var space [8]int
-	y := g.alloc(dt, append(append(space[:0], shape...), dim)...)
-	tk.Embedding(y.Buffer(), buf(table), idt.Buffer(), n, dim)
+	y := g.alloc(dt, append(append(space[:0], ids.Shape()...), dim)...)
+	tk.Embedding(y.Buffer(), buf(table), buf(ids), n, dim)
 	out := g.result(y)
 	if g.recording(table) {
-		g.save(idt)
+		g.save(ids.Value)
 		g.push(OpEmbedding, out, []*Var{table}, func(dy *tensor.Tensor) {
 			dtab := g.alloc(table.DType(), ts...)
-			tk.EmbeddingGrad(dtab.Buffer(), dy.Buffer(), idt.Buffer(), n, dim)
+			tk.EmbeddingGrad(dtab.Buffer(), dy.Buffer(), buf(ids), n, dim)
 			g.accum(table, dtab)
 		})
 	}

@@ -105,7 +105,7 @@ func State(m Module) []Named {
 	walk = func(prefix string, m Module) {
 		if c, ok := m.(Container); ok {
 			for i, ch := range c.Children() {
-				walk(fmt.Sprintf("%s%d.", prefix, i), ch)
+				walk(childPrefix(prefix, c, i), ch)
 			}
 			return
 		}

@@ -110,7 +110,7 @@ func RNGs(m Module) []NamedRNG {
 		}
 		if c, ok := m.(Container); ok {
 			for i, ch := range c.Children() {
-				walk(fmt.Sprintf("%s%d.", prefix, i), ch)
+				walk(childPrefix(prefix, c, i), ch)
 			}
 		}
 	}

@@ -84,6 +84,53 @@ func configure(c Config, opts []Option) Config {
 type base struct {
 	params []*autograd.Var
 	cfg    Config
+	// decays, when not nil, is each parameter's weight decay (its group's),
+	// in place of cfg.WeightDecay.
+	decays []float32
+}
+
+// decay is parameter i's weight decay.
+func (b *base) decay(i int) float32 {
+	if b.decays != nil {
+		return b.decays[i]
+	}
+	return b.cfg.WeightDecay
+}
+
+// Group is a set of parameters that share a weight decay, as one of a
+// PyTorch optimizer's param_groups.
+type Group struct {
+	Params      []*autograd.Var
+	WeightDecay float32
+}
+
+// DecayGroups splits params by nanoGPT's rule: weight decay wd on every
+// parameter of two or more dimensions (the matrices of Linears and
+// embeddings), none on the rest (biases, LayerNorm weights), in that
+// order, each group keeping params' order.
+func DecayGroups(params []*autograd.Var, wd float32) []Group {
+	var decay, none []*autograd.Var
+	for _, p := range params {
+		if len(p.Shape()) >= 2 {
+			decay = append(decay, p)
+		} else {
+			none = append(none, p)
+		}
+	}
+	return []Group{{Params: decay, WeightDecay: wd}, {Params: none, WeightDecay: 0}}
+}
+
+// flatten lists the groups' parameters in order with each one's decay.
+func flatten(groups []Group) ([]*autograd.Var, []float32) {
+	var params []*autograd.Var
+	var decays []float32
+	for _, g := range groups {
+		for _, p := range g.Params {
+			params = append(params, p)
+			decays = append(decays, g.WeightDecay)
+		}
+	}
+	return params, decays
 }
 
 func newBase(params []*autograd.Var, cfg Config) base {
@@ -139,7 +186,7 @@ func (o *SGD) Step() {
 		if p.Grad == nil {
 			continue
 		}
-		h := device.SGDParams{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay, Nesterov: c.Nesterov}
+		h := device.SGDParams{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: o.decay(i), Nesterov: c.Nesterov}
 		var mb device.Buffer
 		if c.Momentum != 0 {
 			if o.mom[i] == nil {
@@ -206,6 +253,25 @@ func NewAdamW(params []*autograd.Var, opts ...Option) *Adam {
 	return newAdam(params, cfg, true)
 }
 
+// NewAdamWGroups makes AdamW over the groups' parameters, in order, each
+// with its group's weight decay (PyTorch's AdamW given param_groups);
+// opts set the other hyper-parameters, as for NewAdamW. A WeightDecay
+// option has no effect.
+func NewAdamWGroups(groups []Group, opts ...Option) *Adam {
+	params, decays := flatten(groups)
+	o := NewAdamW(params, opts...)
+	o.decays = decays
+	return o
+}
+
+// NewSGDGroups is NewSGD over param groups, each with its own weight decay.
+func NewSGDGroups(groups []Group, opts ...Option) *SGD {
+	params, decays := flatten(groups)
+	o := NewSGD(params, opts...)
+	o.decays = decays
+	return o
+}
+
 func newAdam(params []*autograd.Var, cfg Config, decoupled bool) *Adam {
 	n := len(params)
 	return &Adam{base: newBase(params, cfg), decoupled: decoupled,
@@ -223,7 +289,7 @@ func (o *Adam) Step() {
 			o.m[i], o.v[i] = state(p), state(p)
 		}
 		o.steps[i]++
-		h := device.AdamParams{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
+		h := device.AdamParams{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: o.decay(i),
 			Decoupled: o.decoupled, Step: o.steps[i]}
 		pb, gb, mb, vb := p.Value.Buffer(), p.Grad.Buffer(), o.m[i].Buffer(), o.v[i].Buffer()
 		if low, sc := fusedCast(p); low != nil {

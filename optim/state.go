@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/dtype"
@@ -28,8 +29,29 @@ var (
 
 func f32(v float32) string { return strconv.FormatFloat(float64(v), 'g', -1, 32) }
 
-// config records the hyper-parameters; the learning rate is there because
-// schedules change it.
+// meta records the hyper-parameters; the learning rate is there because
+// schedules change it. Per-group decays, when there are groups, are one
+// value per parameter.
+func (b *base) meta(kind string) map[string]string {
+	m := b.cfg.meta(kind, len(b.params))
+	if b.decays != nil {
+		d := make([]string, len(b.decays))
+		for i, v := range b.decays {
+			d[i] = f32(v)
+		}
+		m["weight_decays"] = strings.Join(d, ",")
+	}
+	return m
+}
+
+// checkMeta is Config.checkMeta with the per-group decays compared too.
+func (b *base) checkMeta(kind string, meta map[string]string) (float32, error) {
+	if want := b.meta(kind)["weight_decays"]; meta["weight_decays"] != want {
+		return 0, fmt.Errorf("optim: saved state has per-parameter weight decays %q, this optimiser %q", meta["weight_decays"], want)
+	}
+	return b.cfg.checkMeta(kind, len(b.params), meta)
+}
+
 func (c Config) meta(kind string, n int) map[string]string {
 	return map[string]string{
 		"optimizer": kind, "params": strconv.Itoa(n), "lr": f32(c.LR), "momentum": f32(c.Momentum),
@@ -96,13 +118,13 @@ func (o *SGD) StateDict() ([]safetensors.Tensor, map[string]string) {
 			ts = append(ts, toNamed(fmt.Sprintf("state.%d.momentum_buffer", i), m))
 		}
 	}
-	return ts, o.cfg.meta("sgd", len(o.params))
+	return ts, o.meta("sgd")
 }
 
 // LoadStateDict restores what StateDict saved. Nothing changes unless all
 // of it fits this optimiser.
 func (o *SGD) LoadStateDict(tensors []safetensors.Tensor, meta map[string]string) error {
-	lr, err := o.cfg.checkMeta("sgd", len(o.params), meta)
+	lr, err := o.checkMeta("sgd", meta)
 	if err != nil {
 		return err
 	}
@@ -147,7 +169,7 @@ func (o *Adam) StateDict() ([]safetensors.Tensor, map[string]string) {
 	if o.decoupled {
 		kind = "adamw"
 	}
-	meta := o.cfg.meta(kind, len(o.params))
+	meta := o.meta(kind)
 	var ts []safetensors.Tensor
 	for i := range o.params {
 		if o.m[i] != nil {
@@ -165,7 +187,7 @@ func (o *Adam) LoadStateDict(tensors []safetensors.Tensor, meta map[string]strin
 	if o.decoupled {
 		kind = "adamw"
 	}
-	lr, err := o.cfg.checkMeta(kind, len(o.params), meta)
+	lr, err := o.checkMeta(kind, meta)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,198 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// The layers of a GPT-style transformer. Their children and parameters
+// carry PyTorch's attribute names (ln_1, attn.c_attn, mlp.c_fc, ...), so
+// State paths are those of the equivalent torch.nn model's state_dict.
+
+// Labelled is a Container whose children have names of their own, as a
+// PyTorch module's attributes do: State, RNGs and the weight files use
+// them in paths ("attn.c_proj.weight") instead of indices.
+type Labelled interface {
+	Container
+	// ChildNames names Children, one each, in the same order.
+	ChildNames() []string
+}
+
+// childPrefix is the path prefix of child i of c under prefix.
+func childPrefix(prefix string, c Container, i int) string {
+	if l, ok := c.(Labelled); ok {
+		return prefix + l.ChildNames()[i] + "."
+	}
+	return fmt.Sprintf("%s%d.", prefix, i)
+}
+
+// Embedding is a lookup table of Num vectors of size Dim (torch.nn.Embedding).
+// Its input is a Var of token ids (autograd.Graph.InputIDs).
+type Embedding struct {
+	W        *autograd.Var
+	Num, Dim int
+}
+
+// NewEmbedding makes an Embedding with PyTorch's default initialisation,
+// N(0, 1).
+func NewEmbedding(num, dim int, rng *rand.Rand) *Embedding {
+	if num <= 0 || dim <= 0 {
+		panic(fmt.Sprintf("nn.NewEmbedding: %d vectors of size %d", num, dim))
+	}
+	return &Embedding{W: autograd.NewParam("weight", tensor.NormalHost(rng, 0, 1, num, dim)), Num: num, Dim: dim}
+}
+
+// Forward returns the rows of W that ids name, shaped (ids' shape..., Dim).
+func (e *Embedding) Forward(g *autograd.Graph, ids *autograd.Var) *autograd.Var {
+	return g.Embedding(e.W, ids)
+}
+
+// Params is W.
+func (e *Embedding) Params() []*autograd.Var { return []*autograd.Var{e.W} }
+
+func (e *Embedding) String() string { return fmt.Sprintf("Embedding(%d, %d)", e.Num, e.Dim) }
+
+// LayerNorm normalises over the last axis of size Dim with a learned scale
+// and, optionally, shift (torch.nn.LayerNorm; bias=False as in nanoGPT's
+// LayerNorm class).
+type LayerNorm struct {
+	W, B *autograd.Var // B nil without bias
+	Dim  int
+	Eps  float32
+}
+
+// NewLayerNorm makes a LayerNorm with weight 1, bias 0 (when bias) and eps
+// 1e-5, PyTorch's defaults.
+func NewLayerNorm(dim int, bias bool) *LayerNorm {
+	if dim <= 0 {
+		panic(fmt.Sprintf("nn.NewLayerNorm: size %d", dim))
+	}
+	l := &LayerNorm{Dim: dim, Eps: 1e-5}
+	ones := tensor.NewHost(dim)
+	for i := range ones.Data {
+		ones.Data[i] = 1
+	}
+	l.W = autograd.NewParam("weight", ones)
+	if bias {
+		l.B = autograd.NewParam("bias", tensor.NewHost(dim))
+	}
+	return l
+}
+
+// Forward normalises x (..., Dim).
+func (l *LayerNorm) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	return g.LayerNorm(x, l.W, l.B, l.Eps)
+}
+
+// Params are W and, if present, B.
+func (l *LayerNorm) Params() []*autograd.Var {
+	if l.B == nil {
+		return []*autograd.Var{l.W}
+	}
+	return []*autograd.Var{l.W, l.B}
+}
+
+func (l *LayerNorm) String() string {
+	return fmt.Sprintf("LayerNorm(%d, bias=%v)", l.Dim, l.B != nil)
+}
+
+// CausalSelfAttention is a GPT's attention layer: one C -> 3C projection to
+// queries, keys and values (c_attn), causal multi-head attention with
+// dropout on its weights (autograd.Graph.Attention, fused), an output
+// projection (c_proj) and dropout on the result.
+type CausalSelfAttention struct {
+	CAttn, CProj *Linear
+	Heads        int
+	AttnDrop     *Dropout // on the attention weights
+	ResidDrop    *Dropout // on the output
+	// Composed runs the attention as separate operations
+	// (autograd.Graph.AttentionComposed) instead of the fused kernel: the
+	// reference, and a way to measure what fusing buys.
+	Composed bool
+}
+
+// Forward attends over x (B, T, C).
+func (a *CausalSelfAttention) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	qkv := a.CAttn.Forward(g, x)
+	att := autograd.Attention{Heads: a.Heads, Causal: true}
+	if a.AttnDrop.training && a.AttnDrop.P > 0 {
+		att.Dropout, att.RNG = a.AttnDrop.P, a.AttnDrop.RNG
+	}
+	var y *autograd.Var
+	if a.Composed {
+		y = g.AttentionComposed(qkv, att)
+	} else {
+		y = g.Attention(qkv, att)
+	}
+	return a.ResidDrop.Forward(g, a.CProj.Forward(g, y))
+}
+
+// Params are c_attn's then c_proj's.
+func (a *CausalSelfAttention) Params() []*autograd.Var {
+	return append(a.CAttn.Params(), a.CProj.Params()...)
+}
+
+// Children are the projections and the dropouts.
+func (a *CausalSelfAttention) Children() []Module {
+	return []Module{a.CAttn, a.CProj, a.AttnDrop, a.ResidDrop}
+}
+
+// ChildNames are PyTorch's attribute names.
+func (a *CausalSelfAttention) ChildNames() []string {
+	return []string{"c_attn", "c_proj", "attn_dropout", "resid_dropout"}
+}
+
+// MLP is a transformer block's feed-forward layer: C -> 4C (c_fc), GELU
+// (exact, or tanh-approximated), 4C -> C (c_proj), dropout.
+type MLP struct {
+	CFc, CProj *Linear
+	Act        Module
+	Drop       *Dropout
+}
+
+// Forward applies the MLP to x (..., C).
+func (m *MLP) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	return m.Drop.Forward(g, m.CProj.Forward(g, m.Act.Forward(g, m.CFc.Forward(g, x))))
+}
+
+// Params are c_fc's then c_proj's.
+func (m *MLP) Params() []*autograd.Var { return append(m.CFc.Params(), m.CProj.Params()...) }
+
+// Children are the layers.
+func (m *MLP) Children() []Module { return []Module{m.CFc, m.Act, m.CProj, m.Drop} }
+
+// ChildNames are PyTorch's attribute names.
+func (m *MLP) ChildNames() []string { return []string{"c_fc", "gelu", "c_proj", "dropout"} }
+
+// Block is a pre-norm transformer block: x + attn(ln_1(x)), then
+// x + mlp(ln_2(x)).
+type Block struct {
+	Ln1  *LayerNorm
+	Attn *CausalSelfAttention
+	Ln2  *LayerNorm
+	MLP  *MLP
+}
+
+// Forward applies the block to x (B, T, C).
+func (b *Block) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	x = g.Add(x, b.Attn.Forward(g, b.Ln1.Forward(g, x)))
+	return g.Add(x, b.MLP.Forward(g, b.Ln2.Forward(g, x)))
+}
+
+// Params are the block's parameters in its children's order.
+func (b *Block) Params() []*autograd.Var {
+	var out []*autograd.Var
+	for _, c := range b.Children() {
+		out = append(out, c.Params()...)
+	}
+	return out
+}
+
+// Children are ln_1, attn, ln_2 and mlp.
+func (b *Block) Children() []Module { return []Module{b.Ln1, b.Attn, b.Ln2, b.MLP} }
+
+// ChildNames are PyTorch's attribute names.
+func (b *Block) ChildNames() []string { return []string{"ln_1", "attn", "ln_2", "mlp"} }
