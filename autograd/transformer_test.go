@@ -44,7 +44,9 @@ func TestTransformerGradients(t *testing.T) {
 			f    fn
 			in   []tensor.Host
 		}{
-			{"embedding", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Embedding(v[0], g.InputIDs(ids, 2, 3)) }, []tensor.Host{u(4, 5)}},
+			{"embedding", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
+				return g.Embedding(v[0], g.InputIDs(ids, 2, 3))
+			}, []tensor.Host{u(4, 5)}},
 			{"layernorm", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.LayerNorm(v[0], v[1], v[2], 1e-5) },
 				[]tensor.Host{randHost(rng, -2, 3, 2, 3, 6), pos(6), u(6)}},
 			{"layernorm/no-bias", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.LayerNorm(v[0], v[1], nil, 1e-5) },
