@@ -22,6 +22,22 @@ func Cosine(base, min float32, warmup, total int) Schedule {
 	}
 }
 
+// WarmupCosine is nanoGPT's schedule: a linear warm-up to base over warmup
+// steps, base·(step+1)/(warmup+1), then a half cosine from base down to min
+// at step decay, and min after it.
+func WarmupCosine(base, min float32, warmup, decay int) Schedule {
+	return func(step int) float32 {
+		switch {
+		case step < warmup:
+			return float32(float64(base) * float64(step+1) / float64(warmup+1))
+		case step > decay:
+			return min
+		}
+		t := float64(step-warmup) / float64(max(decay-warmup, 1))
+		return float32(float64(min) + 0.5*(1+math.Cos(math.Pi*t))*float64(base-min))
+	}
+}
+
 // OneCycle is torch's OneCycleLR with cosine annealing: from max/div up to
 // max over the first pct of total steps, then down to max/(div*finalDiv).
 // PyTorch's defaults are pct 0.3, div 25, finalDiv 1e4.

@@ -370,6 +370,8 @@ func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
 		for i, v := range x {
 			out[i] = 1 / v
 		}
+	case device.GELU: // in float32, not through its float64 row (gelu.go)
+		geluRow(out, x)
 	default:
 		def := op.Def()
 		if f := def.F32; f != nil {
@@ -423,12 +425,7 @@ func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, lo, hi int) {
 			o[i] = g[i] * x[i] * (1 - x[i])
 		}
 	case device.GELU:
-		for i := range g {
-			v := float64(x[i])
-			cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
-			pdf := math.Exp(-0.5*v*v) / math.Sqrt(2*math.Pi)
-			o[i] = g[i] * float32(cdf+v*pdf)
-		}
+		geluGradRow(o, g, x)
 	default:
 		f := op.Def().GradF32
 		for i := range g {

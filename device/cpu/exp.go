@@ -51,6 +51,9 @@ func exp32(x float32) float32 {
 // float64. dst may be src.
 func expShift(dst, src []float32, m float32) float64 {
 	dst = dst[:len(src)]
+	if len(src) > 0 && simdTranscend == simdAVX512 {
+		return float64(expShiftAVX512(&dst[0], &src[0], len(src), m))
+	}
 	var s0, s1 float64
 	j := 0
 	for ; j+1 < len(src); j += 2 {

@@ -39,6 +39,9 @@ func TestUnaryLoopsMatchTable(t *testing.T) {
 				} else {
 					want = float32(def.F64(float64(v), float64(alpha)))
 				}
+				if op == device.GELU { // computed in float32 (gelu.go): TestGELU32 bounds it
+					continue
+				}
 				if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
 					t.Errorf("Unary %v(%v, alpha %v) = %v (%#08x), want %v (%#08x)", op, v, alpha, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
 				}
@@ -48,7 +51,7 @@ func TestUnaryLoopsMatchTable(t *testing.T) {
 	d := New()
 	for op := range device.UnaryOp(device.NumUnaryOps) {
 		def := op.Def()
-		if def.Grad == device.NoGrad {
+		if def.Grad == device.NoGrad || op == device.GELU { // GELU: TestGELU32
 			continue
 		}
 		n := len(x)

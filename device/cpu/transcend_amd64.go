@@ -1,0 +1,19 @@
+//go:build !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// simdTranscend selects the exponential and GELU loops: AVX-512 (with
+// AVX512DQ, for VRNDSCALEPS's full form, and BMI2 for the tail mask), else
+// the Go loops. Tests lower it to compare the two.
+var simdTranscend = levelOf(false, cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasBMI2)
+
+//go:noescape
+func geluAVX512(dst, src *float32, n int)
+
+//go:noescape
+func geluGradAVX512(dst, dy, x *float32, n int)
+
+//go:noescape
+func expShiftAVX512(dst, src *float32, n int, m float32) float32

@@ -1,0 +1,227 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Exponentials and GELU, sixteen float32 lanes a step with a masked step
+// for the rest: the vector forms of exp32 (exp.go) and of geluRow and
+// geluGradRow (gelu.go). exp rounds n = x·log2(e) to nearest (even), keeps
+// r = x - n·ln2 in two parts, evaluates Cephes' polynomial and scales by
+// 2^n with VSCALEFPS, which gives +Inf past the largest float32 and
+// gradual underflow below the smallest normal. x is clamped to [-104, 89]
+// first so that ±Inf gives 0 and +Inf (r would be NaN); a NaN passes the
+// clamps (VMAXPS and VMINPS return their second source, x, when either
+// is NaN) and comes out NaN.
+
+DATA tc<>+0(SB)/4, $0x3fb8aa3b   // log2(e)
+DATA tc<>+4(SB)/4, $0x3f318000   // ln2 high part 0.693359375
+DATA tc<>+8(SB)/4, $0xb95e8083   // ln2 low part -2.12194440e-4
+DATA tc<>+12(SB)/4, $0x39506967  // 1.9875691500e-4
+DATA tc<>+16(SB)/4, $0x3ab743ce  // 1.3981999507e-3
+DATA tc<>+20(SB)/4, $0x3c088908  // 8.3334519073e-3
+DATA tc<>+24(SB)/4, $0x3d2aa9c1  // 4.1665795894e-2
+DATA tc<>+28(SB)/4, $0x3e2aaaaa  // 1.6666665459e-1
+DATA tc<>+32(SB)/4, $0x3f000000  // 5.0000001201e-1 (rounds to 0.5)
+DATA tc<>+36(SB)/4, $0x3f800000  // 1
+DATA tc<>+40(SB)/4, $0xc2d00000  // -104
+DATA tc<>+44(SB)/4, $0x42b20000  // 89
+DATA tc<>+48(SB)/4, $0x3f3504f3  // 1/sqrt(2)
+DATA tc<>+52(SB)/4, $0x3ecc422a  // 1/sqrt(2*pi)
+DATA tc<>+56(SB)/4, $0x40000000  // 2
+DATA tc<>+60(SB)/4, $0x7fffffff  // |x| mask
+// Numerical Recipes' erfc polynomial in t, highest degree first.
+DATA tc<>+64(SB)/4, $0x3e2ef945  // 0.17087277
+DATA tc<>+68(SB)/4, $0xbf527892  // -0.82215223
+DATA tc<>+72(SB)/4, $0x3fbe87b0  // 1.48851587
+DATA tc<>+76(SB)/4, $0xbf914e5d  // -1.13520398
+DATA tc<>+80(SB)/4, $0x3e8ec7cc  // 0.27886807
+DATA tc<>+84(SB)/4, $0xbe3ec24c  // -0.18628806
+DATA tc<>+88(SB)/4, $0x3dc636c9  // 0.09678418
+DATA tc<>+92(SB)/4, $0x3ebf88fb  // 0.37409196
+DATA tc<>+96(SB)/4, $0x3f8000c7  // 1.00002368
+DATA tc<>+100(SB)/4, $0xbfa1fc4e // -1.26551223
+GLOBL tc<>(SB), RODATA|NOPTR, $104
+
+// EXPCONSTS loads exp's constants into Z16-Z27.
+#define EXPCONSTS \
+	VBROADCASTSS tc<>+0(SB), Z16; \
+	VBROADCASTSS tc<>+4(SB), Z17; \
+	VBROADCASTSS tc<>+8(SB), Z18; \
+	VBROADCASTSS tc<>+12(SB), Z19; \
+	VBROADCASTSS tc<>+16(SB), Z20; \
+	VBROADCASTSS tc<>+20(SB), Z21; \
+	VBROADCASTSS tc<>+24(SB), Z22; \
+	VBROADCASTSS tc<>+28(SB), Z23; \
+	VBROADCASTSS tc<>+32(SB), Z24; \
+	VBROADCASTSS tc<>+36(SB), Z25; \
+	VBROADCASTSS tc<>+40(SB), Z26; \
+	VBROADCASTSS tc<>+44(SB), Z27
+
+// EXP sets y = exp(x), overwriting x and n (temporaries).
+#define EXP(x, y, n) \
+	VMAXPS x, Z26, x; \
+	VMINPS x, Z27, x; \
+	VMULPS Z16, x, n; \
+	VRNDSCALEPS $0, n, n; \
+	VFNMADD231PS Z17, n, x; \
+	VFNMADD231PS Z18, n, x; \
+	VMOVAPS Z19, y; \
+	VFMADD213PS Z20, x, y; \
+	VFMADD213PS Z21, x, y; \
+	VFMADD213PS Z22, x, y; \
+	VFMADD213PS Z23, x, y; \
+	VFMADD213PS Z24, x, y; \
+	VMULPS x, y, y; \
+	VFMADD213PS x, x, y; \
+	VADDPS Z25, y, y; \
+	VSCALEFPS n, y, y
+
+// TAILMASK sets K1 to the last n%16 elements and CX to the whole steps.
+#define TAILMASK \
+	MOVQ CX, R11; \
+	ANDQ $15, R11; \
+	MOVQ $-1, R12; \
+	BZHIQ R11, R12, R12; \
+	KMOVW R12, K1; \
+	SHRQ $4, CX
+
+// ERFC sets e = erfc(-x/√2), given x in Z0, with a = |x|/√2 left in Z2
+// and t in Z3; Z4-Z7 are clobbered.
+#define ERFC \
+	VANDPS.BCST tc<>+60(SB), Z0, Z2; \
+	VMULPS.BCST tc<>+48(SB), Z2, Z2; \
+	VMULPS.BCST tc<>+32(SB), Z2, Z3; \
+	VADDPS Z25, Z3, Z3; \
+	VDIVPS Z3, Z25, Z3; \
+	VBROADCASTSS tc<>+64(SB), Z4; \
+	VFMADD213PS.BCST tc<>+68(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+72(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+76(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+80(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+84(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+88(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+92(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+96(SB), Z3, Z4; \
+	VFMADD213PS.BCST tc<>+100(SB), Z3, Z4; \
+	VMULPS Z2, Z2, Z5; \
+	VSUBPS Z5, Z4, Z4; \
+	EXP(Z4, Z1, Z6); \
+	VMULPS Z3, Z1, Z1; \
+	VCMPPS $0x1d, Z28, Z0, K2; \
+	VSUBPS Z1, Z29, K2, Z1
+
+// func geluAVX512(dst, src *float32, n int)
+TEXT ·geluAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+	VPXORD Z28, Z28, Z28
+	VBROADCASTSS tc<>+56(SB), Z29
+	TAILMASK
+	TESTQ CX, CX
+	JZ   gTail
+
+gStep:
+	VMOVUPS (SI), Z0
+	ERFC
+	VMULPS Z0, Z1, Z1
+	VMULPS.BCST tc<>+32(SB), Z1, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  gStep
+
+gTail:
+	VMOVUPS.Z (SI), K1, Z0
+	ERFC
+	VMULPS Z0, Z1, Z1
+	VMULPS.BCST tc<>+32(SB), Z1, Z1
+	VMOVUPS Z1, K1, (DI)
+	VZEROUPPER
+	RET
+
+// GELUGRAD sets Z1 = dy·(Φ(x) + x·φ(x)) for x in Z0 and dy in Z8.
+#define GELUGRAD \
+	ERFC; \
+	VMULPS.BCST tc<>+32(SB), Z1, Z1; \
+	VSUBPS Z5, Z28, Z5; \
+	EXP(Z5, Z7, Z6); \
+	VMULPS.BCST tc<>+52(SB), Z7, Z7; \
+	VFMADD231PS Z7, Z0, Z1; \
+	VMULPS Z8, Z1, Z1
+
+// func geluGradAVX512(dst, dy, x *float32, n int)
+TEXT ·geluGradAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	EXPCONSTS
+	VPXORD Z28, Z28, Z28
+	VBROADCASTSS tc<>+56(SB), Z29
+	TAILMASK
+	TESTQ CX, CX
+	JZ   ggTail
+
+ggStep:
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z8
+	GELUGRAD
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  ggStep
+
+ggTail:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z8
+	GELUGRAD
+	VMOVUPS Z1, K1, (DI)
+	VZEROUPPER
+	RET
+
+// func expShiftAVX512(dst, src *float32, n int, m float32) float32
+// dst = exp(src - m); returns their sum (sixteen float32 partial sums,
+// lane j%16 for element j, added pairwise at the end).
+TEXT ·expShiftAVX512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS m+24(FP), Z9
+	EXPCONSTS
+	VPXORD Z10, Z10, Z10
+	TAILMASK
+	TESTQ CX, CX
+	JZ   eTail
+
+eStep:
+	VMOVUPS (SI), Z0
+	VSUBPS Z9, Z0, Z0
+	EXP(Z0, Z1, Z2)
+	VADDPS Z1, Z10, Z10
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  eStep
+
+eTail:
+	VMOVUPS.Z (SI), K1, Z0
+	VSUBPS Z9, Z0, Z0
+	EXP(Z0, Z1, Z2)
+	VADDPS Z1, Z10, K1, Z10
+	VMOVUPS Z1, K1, (DI)
+	VEXTRACTF32X8 $1, Z10, Y11
+	VADDPS Y11, Y10, Y10
+	VEXTRACTF128 $1, Y10, X11
+	VADDPS X11, X10, X10
+	VPERMILPS $0x4e, X10, X11
+	VADDPS X11, X10, X10
+	VPERMILPS $0xb1, X10, X11
+	VADDSS X11, X10, X10
+	VMOVSS X10, ret+32(FP)
+	VZEROUPPER
+	RET
