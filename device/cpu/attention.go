@@ -35,6 +35,7 @@ type attScratch struct {
 	dk, dv []float32 // the head's key and value gradients (T, D)
 	m, l   []float32 // running maximum and sum per query row
 	di     []float32 // rowsum(dy * y) per query row
+	corr   []float32 // a block's factors for the rows' outputs so far
 	row    []float32 // a row of dy widened
 	row2   []float32 // a row of y widened
 }
@@ -116,23 +117,24 @@ func (a *attention) keysFor(i1 int) int {
 }
 
 // scores sets sc.s (rows i1-i0, cols j1-j0, row stride attBlock) to the
-// scaled logits of queries [i0, i1) against keys [j0, j1), -Inf where the
-// causal mask hides a key.
+// scaled logits of queries [i0, i1) against keys [j0, j1). The causal mask
+// is not written: the row operations below stop each row at its last
+// visible key (diag).
 func (a *attention) scores(sc *attScratch, bh, i0, i1, j0, j1 int) {
 	q, k := a.operand(a.qkv, bh, 0), a.operand(a.qkv, bh, 1)
 	q.Off += i0 * q.LD
 	k.Off += j0 * k.LD
 	gemm.Serial(false, true, i1-i0, j1-j0, a.p.D, a.p.Scale, q, k, 0, sc.s, attBlock)
-	if !a.p.Causal || j1-1 <= i0 {
-		return
+}
+
+// diag is the causal limit of block (i0, j0) for the row operations: row
+// r sees keys j0 .. i0+r, that is r+diag+1 of the block's columns; -1
+// when every column is visible.
+func (a *attention) diag(i0, j0 int) int {
+	if a.p.Causal && i0+attBlock-1 >= j0 {
+		return i0 - j0
 	}
-	inf := float32(math.Inf(-1))
-	for i := i0; i < i1; i++ {
-		row := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+j1-j0]
-		for j := max(i+1, j0); j < j1; j++ {
-			row[j-j0] = inf
-		}
-	}
+	return -1
 }
 
 // dropMask applies dropout to a block's probabilities (scaled by 1/(1-p)
@@ -170,6 +172,7 @@ func (sc *attScratch) size(t, dd int) {
 	sc.m = grow32(sc.m, t)
 	sc.l = grow32(sc.l, t)
 	sc.di = grow32(sc.di, t)
+	sc.corr = grow32(sc.corr, attBlock)
 	sc.row = grow32(sc.row, dd)
 	sc.row2 = grow32(sc.row2, dd)
 }
@@ -189,22 +192,13 @@ func (a *attention) forward(sc *attScratch, bh int) {
 		for j0 := 0; j0 < a.keysFor(i1); j0 += attBlock {
 			j1 := min(j0+attBlock, a.keysFor(i1))
 			a.scores(sc, bh, i0, i1, j0, j1)
+			// The first block has m = -Inf, so corr = exp(-Inf) = 0.
+			softmaxStep(sc.p, sc.s, attBlock, i1-i0, j1-j0, a.diag(i0, j0), m, l, sc.corr[:i1-i0])
 			for i := i0; i < i1; i++ {
-				s := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+j1-j0]
-				p := sc.p[(i-i0)*attBlock : (i-i0)*attBlock+j1-j0]
-				// The first block has m = -Inf, so corr = exp(-Inf) = 0.
-				// Every row sees at least one key of every block it
-				// reaches (blocks are aligned), so mnew is finite unless
-				// a score is infinite or NaN, which then propagates.
-				mnew := max(m[i-i0], rowMax(s))
-				corr := exp32(m[i-i0] - mnew)
-				sum := expShift(p, s, mnew)
-				l[i-i0] = float32(float64(l[i-i0]*corr) + sum)
-				m[i-i0] = mnew
-				if corr != 1 {
+				if c := sc.corr[i-i0]; c != 1 {
 					o := sc.o[i*dd : (i+1)*dd]
-					for c := range o {
-						o[c] *= corr
+					for x := range o {
+						o[x] *= c
 					}
 				}
 			}
@@ -284,43 +278,30 @@ func (a *attention) backward(sc *attScratch, bh int) {
 			j1 := min(j0+attBlock, a.keysFor(i1))
 			ni, nj := i1-i0, j1-j0
 			a.scores(sc, bh, i0, i1, j0, j1)
-			// P = exp(S - lse), kept in sc.s; Pd in sc.p.
-			for i := i0; i < i1; i++ {
-				s := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+nj]
-				li := lse[i]
-				for j, x := range s {
-					s[j] = exp32(x - li)
-				}
-				copy(sc.p[(i-i0)*attBlock:(i-i0)*attBlock+nj], s)
-			}
+			// P = exp(S - lse), kept in sc.s; Pd, what multiplied v, is P
+			// itself without dropout, else P·mask/(1-p) in sc.p.
+			probs(sc.s, sc.s, attBlock, ni, nj, a.diag(i0, j0), lse[i0:i1])
+			pd := sc.s
 			if a.p.Dropout > 0 {
+				for i := range ni {
+					copy(sc.p[i*attBlock:i*attBlock+nj], sc.s[i*attBlock:i*attBlock+nj])
+				}
 				a.dropMask(sc.p, bh, i0, i1, j0, j1)
+				pd = sc.p
 			}
 			// dv[j0:j1] += Pdᵀ dy[i0:i1]
 			dyb := dy
 			dyb.Off += i0 * dyb.LD
-			gemm.Serial(true, false, nj, dd, ni, 1, a.probOperand(sc.p, sc.p16, ni, nj), dyb, 1, sc.dv[j0*dd:], dd)
+			gemm.Serial(true, false, nj, dd, ni, 1, a.probOperand(pd, sc.p16, ni, nj), dyb, 1, sc.dv[j0*dd:], dd)
 			// dPd = dy vᵀ, into sc.p
 			vb := v
 			vb.Off += j0 * vb.LD
 			gemm.Serial(false, true, ni, nj, dd, 1, dyb, vb, 0, sc.p, attBlock)
 			// dS = P ∘ (dPd·mask/(1-p) - Di), into sc.p
-			for i := i0; i < i1; i++ {
-				pr := sc.s[(i-i0)*attBlock : (i-i0)*attBlock+nj]
-				dp := sc.p[(i-i0)*attBlock : (i-i0)*attBlock+nj]
-				di := sc.di[i]
-				for j := range dp {
-					g := dp[j]
-					if a.p.Dropout > 0 {
-						if device.Uniform(a.p.Key, a.p.DropIndex(bh, i, j0+j)) < a.p.Dropout {
-							g = 0
-						} else {
-							g *= a.drop
-						}
-					}
-					dp[j] = pr[j] * (g - di)
-				}
+			if a.p.Dropout > 0 {
+				a.dropMask(sc.p, bh, i0, i1, j0, j1)
 			}
+			scoresGrad(sc.p, sc.s, sc.p, attBlock, ni, nj, sc.di[i0:i1])
 			ds := a.probOperand(sc.p, sc.ds16, ni, nj)
 			// dq[i0:i1] += Scale · dS k[j0:j1]; dk[j0:j1] += Scale · dSᵀ q[i0:i1]
 			kb, qb := k, q
@@ -335,5 +316,74 @@ func (a *attention) backward(sc *attScratch, bh int) {
 		storeRow(a.dqkv, at, sc.o[i*dd:(i+1)*dd])
 		storeRow(a.dqkv, at+a.c, sc.dk[i*dd:(i+1)*dd])
 		storeRow(a.dqkv, at+2*a.c, sc.dv[i*dd:(i+1)*dd])
+	}
+}
+
+// softmaxStep is one online-softmax step over a block of scores s (rows x
+// cols, row stride ld): for each row r, with valid = cols or, when diag
+// >= 0, min(cols, r+diag+1) (the causal mask), mnew = max(m[r], the row's
+// largest valid score), corr[r] = exp(m[r] - mnew), p[r, j] = exp(s[r, j]
+// - mnew) for valid j and 0 for the rest, l[r] = l[r]·corr[r] + the row's
+// sum, and m[r] = mnew.
+func softmaxStep(p, s []float32, ld, rows, cols, diag int, m, l, corr []float32) {
+	if simdTranscend == simdAVX512 {
+		_, _, _ = m[rows-1], l[rows-1], corr[rows-1]
+		_, _ = p[(rows-1)*ld+cols-1], s[(rows-1)*ld+cols-1]
+		attnSoftmaxAVX512(&p[0], &s[0], ld, rows, cols, diag, &m[0], &l[0], &corr[0])
+		return
+	}
+	for r := range rows {
+		valid := validCols(r, cols, diag)
+		row, pr := s[r*ld:r*ld+valid], p[r*ld:r*ld+cols]
+		mnew := max(m[r], rowMax(row))
+		corr[r] = exp32(m[r] - mnew)
+		sum := expShift(pr[:valid], row, mnew)
+		clear(pr[valid:])
+		l[r] = float32(float64(l[r]*corr[r]) + sum)
+		m[r] = mnew
+	}
+}
+
+// validCols is how many of a row's cols columns the causal mask leaves
+// (all of them when diag < 0).
+func validCols(r, cols, diag int) int {
+	if diag < 0 {
+		return cols
+	}
+	return min(cols, r+diag+1)
+}
+
+// probs sets p[r, j] = exp(s[r, j] - lse[r]) for the valid j of each row
+// (as softmaxStep defines them) and 0 for the rest; p may be s.
+func probs(p, s []float32, ld, rows, cols, diag int, lse []float32) {
+	if simdTranscend == simdAVX512 {
+		_ = lse[rows-1]
+		_, _ = p[(rows-1)*ld+cols-1], s[(rows-1)*ld+cols-1]
+		attnProbsAVX512(&p[0], &s[0], ld, rows, cols, diag, &lse[0])
+		return
+	}
+	for r := range rows {
+		valid := validCols(r, cols, diag)
+		row, pr := s[r*ld:r*ld+cols], p[r*ld:r*ld+cols]
+		for j := range valid {
+			pr[j] = exp32(row[j] - lse[r])
+		}
+		clear(pr[valid:])
+	}
+}
+
+// scoresGrad sets ds[r, j] = p[r, j]·(dp[r, j] - di[r]) (ds may be dp).
+func scoresGrad(ds, p, dp []float32, ld, rows, cols int, di []float32) {
+	if simdTranscend == simdAVX512 {
+		_ = di[rows-1]
+		_, _, _ = ds[(rows-1)*ld+cols-1], p[(rows-1)*ld+cols-1], dp[(rows-1)*ld+cols-1]
+		attnDSAVX512(&ds[0], &p[0], &dp[0], ld, rows, cols, &di[0])
+		return
+	}
+	for r := range rows {
+		pr, g, out := p[r*ld:r*ld+cols], dp[r*ld:r*ld+cols], ds[r*ld:r*ld+cols]
+		for j := range out {
+			out[j] = pr[j] * (g[j] - di[r])
+		}
 	}
 }

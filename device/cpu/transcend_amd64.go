@@ -17,3 +17,12 @@ func geluGradAVX512(dst, dy, x *float32, n int)
 
 //go:noescape
 func expShiftAVX512(dst, src *float32, n int, m float32) float32
+
+//go:noescape
+func attnSoftmaxAVX512(p, s *float32, ld, rows, cols, diag int, m, l, corr *float32)
+
+//go:noescape
+func attnProbsAVX512(p, s *float32, ld, rows, cols, diag int, lse *float32)
+
+//go:noescape
+func attnDSAVX512(ds, p, dp *float32, ld, rows, cols int, di *float32)

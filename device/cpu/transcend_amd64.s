@@ -22,7 +22,7 @@ DATA tc<>+24(SB)/4, $0x3d2aa9c1  // 4.1665795894e-2
 DATA tc<>+28(SB)/4, $0x3e2aaaaa  // 1.6666665459e-1
 DATA tc<>+32(SB)/4, $0x3f000000  // 5.0000001201e-1 (rounds to 0.5)
 DATA tc<>+36(SB)/4, $0x3f800000  // 1
-DATA tc<>+40(SB)/4, $0xc2d00000  // -104
+DATA tc<>+40(SB)/4, $0xc3160000  // -150
 DATA tc<>+44(SB)/4, $0x42b20000  // 89
 DATA tc<>+48(SB)/4, $0x3f3504f3  // 1/sqrt(2)
 DATA tc<>+52(SB)/4, $0x3ecc422a  // 1/sqrt(2*pi)
@@ -39,7 +39,8 @@ DATA tc<>+88(SB)/4, $0x3dc636c9  // 0.09678418
 DATA tc<>+92(SB)/4, $0x3ebf88fb  // 0.37409196
 DATA tc<>+96(SB)/4, $0x3f8000c7  // 1.00002368
 DATA tc<>+100(SB)/4, $0xbfa1fc4e // -1.26551223
-GLOBL tc<>(SB), RODATA|NOPTR, $104
+DATA tc<>+104(SB)/4, $0xff800000 // -Inf
+GLOBL tc<>(SB), RODATA|NOPTR, $108
 
 // EXPCONSTS loads exp's constants into Z16-Z27.
 #define EXPCONSTS \
@@ -223,5 +224,222 @@ eTail:
 	VPERMILPS $0xb1, X10, X11
 	VADDSS X11, X10, X10
 	VMOVSS X10, ret+32(FP)
+	VZEROUPPER
+	RET
+
+
+// ROWMASKS sets K2 to the lanes of the chunk at element R11 below CX (the
+// row's valid elements) and K4 to those below R10 (its columns).
+#define ROWMASKS \
+	MOVQ CX, R12; \
+	SUBQ R11, R12; \
+	XORQ R13, R13; \
+	CMPQ R12, $0; \
+	CMOVQLT R13, R12; \
+	MOVQ $-1, R13; \
+	BZHIQ R12, R13, R13; \
+	KMOVW R13, K2; \
+	MOVQ R10, R12; \
+	SUBQ R11, R12; \
+	MOVQ $-1, R13; \
+	BZHIQ R12, R13, R13; \
+	KMOVW R13, K4
+
+// VALID sets CX to row R15's valid elements: R10 (cols), or at most
+// R15 + R14 + 1 when R14 (diag) is not negative.
+#define VALID \
+	MOVQ R10, CX; \
+	TESTQ R14, R14; \
+	JS 4(PC); \
+	LEAQ 1(R15)(R14*1), R11; \
+	CMPQ R11, CX; \
+	CMOVQLT R11, CX
+
+// HSUM16 sets X10 lane 0 to the sum of Z10's lanes (Z11 clobbered).
+#define HSUM16 \
+	VEXTRACTF32X8 $1, Z10, Y11; \
+	VADDPS Y11, Y10, Y10; \
+	VEXTRACTF128 $1, Y10, X11; \
+	VADDPS X11, X10, X10; \
+	VPERMILPS $0x4e, X10, X11; \
+	VADDPS X11, X10, X10; \
+	VPERMILPS $0xb1, X10, X11; \
+	VADDSS X11, X10, X10
+
+// func attnSoftmaxAVX512(p, s *float32, ld, rows, cols, diag int, m, l, corr *float32)
+//
+// One online-softmax step of fused attention over a block of scores s
+// (rows x cols, row stride ld): for each row r, with valid = cols or, when
+// diag >= 0, min(cols, r+diag+1) (the causal mask), mnew = max(m[r], the
+// row's largest valid score), corr[r] = exp(m[r] - mnew), p[r, j] =
+// exp(s[r, j] - mnew) for valid j and 0 for the rest, l[r] = l[r]·corr[r]
+// + sum_j p[r, j], and m[r] = mnew.
+TEXT ·attnSoftmaxAVX512(SB), NOSPLIT, $0-72
+	MOVQ p+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+24(FP), R9
+	MOVQ cols+32(FP), R10
+	MOVQ diag+40(FP), R14
+	MOVQ m+48(FP), AX
+	MOVQ l+56(FP), BX
+	MOVQ corr+64(FP), DX
+	EXPCONSTS
+	XORQ R15, R15
+
+smRow:
+	CMPQ R15, R9
+	JGE  smDone
+	VALID
+	// The row's largest valid score, in X12.
+	VBROADCASTSS tc<>+104(SB), Z12
+	XORQ R11, R11
+
+smMax:
+	CMPQ R11, CX
+	JGE  smMaxDone
+	ROWMASKS
+	VMAXPS (SI)(R11*4), Z12, K2, Z12
+	ADDQ $16, R11
+	JMP  smMax
+
+smMaxDone:
+	VEXTRACTF32X8 $1, Z12, Y13
+	VMAXPS Y13, Y12, Y12
+	VEXTRACTF128 $1, Y12, X13
+	VMAXPS X13, X12, X12
+	VPERMILPS $0x4e, X12, X13
+	VMAXPS X13, X12, X12
+	VPERMILPS $0xb1, X12, X13
+	VMAXPS X13, X12, X12
+	VMOVSS (AX)(R15*4), X14
+	VMAXSS X14, X12, X15
+	VSUBSS X15, X14, X0
+	EXP(Z0, Z1, Z2)
+	VMOVSS X1, (DX)(R15*4)
+	VMOVSS X15, (AX)(R15*4)
+	VMOVAPS Z1, Z3
+	VBROADCASTSS X15, Z9
+	VPXORD Z10, Z10, Z10
+	XORQ R11, R11
+
+smExp:
+	CMPQ R11, R10
+	JGE  smExpDone
+	ROWMASKS
+	VMOVUPS.Z (SI)(R11*4), K2, Z0
+	VSUBPS Z9, Z0, Z0
+	EXP(Z0, Z1, Z2)
+	VMOVAPS.Z Z1, K2, Z1
+	VADDPS Z1, Z10, Z10
+	VMOVUPS Z1, K4, (DI)(R11*4)
+	ADDQ $16, R11
+	JMP  smExp
+
+smExpDone:
+	HSUM16
+	VMOVSS (BX)(R15*4), X4
+	VMULSS X3, X4, X4
+	VADDSS X10, X4, X4
+	VMOVSS X4, (BX)(R15*4)
+	ADDQ R8, SI
+	ADDQ R8, DI
+	INCQ R15
+	JMP  smRow
+
+smDone:
+	VZEROUPPER
+	RET
+
+// func attnProbsAVX512(p, s *float32, ld, rows, cols, diag int, lse *float32)
+//
+// Fused attention's backward recomputation of a block's weights: p[r, j] =
+// exp(s[r, j] - lse[r]) for the valid j of each row (as attnSoftmaxAVX512
+// defines them), 0 for the rest.
+TEXT ·attnProbsAVX512(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+24(FP), R9
+	MOVQ cols+32(FP), R10
+	MOVQ diag+40(FP), R14
+	MOVQ lse+48(FP), AX
+	EXPCONSTS
+	XORQ R15, R15
+
+prRow:
+	CMPQ R15, R9
+	JGE  prDone
+	VALID
+	VBROADCASTSS (AX)(R15*4), Z9
+	XORQ R11, R11
+
+prExp:
+	CMPQ R11, R10
+	JGE  prNext
+	ROWMASKS
+	VMOVUPS.Z (SI)(R11*4), K2, Z0
+	VSUBPS Z9, Z0, Z0
+	EXP(Z0, Z1, Z2)
+	VMOVAPS.Z Z1, K2, Z1
+	VMOVUPS Z1, K4, (DI)(R11*4)
+	ADDQ $16, R11
+	JMP  prExp
+
+prNext:
+	ADDQ R8, SI
+	ADDQ R8, DI
+	INCQ R15
+	JMP  prRow
+
+prDone:
+	VZEROUPPER
+	RET
+
+// func attnDSAVX512(ds, p, dp *float32, ld, rows, cols int, di *float32)
+//
+// ds[r, j] = p[r, j]·(dp[r, j] - di[r]) over a block (ds may be dp).
+TEXT ·attnDSAVX512(SB), NOSPLIT, $0-56
+	MOVQ ds+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ dp+16(FP), DX
+	MOVQ ld+24(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+32(FP), R9
+	MOVQ cols+40(FP), R10
+	MOVQ di+48(FP), AX
+	XORQ R15, R15
+
+dsRow:
+	CMPQ R15, R9
+	JGE  dsDone
+	VBROADCASTSS (AX)(R15*4), Z9
+	XORQ R11, R11
+
+dsCol:
+	CMPQ R11, R10
+	JGE  dsNext
+	MOVQ R10, R12
+	SUBQ R11, R12
+	MOVQ $-1, R13
+	BZHIQ R12, R13, R13
+	KMOVW R13, K4
+	VMOVUPS.Z (DX)(R11*4), K4, Z0
+	VSUBPS Z9, Z0, Z0
+	VMULPS.Z (SI)(R11*4), Z0, K4, Z0
+	VMOVUPS Z0, K4, (DI)(R11*4)
+	ADDQ $16, R11
+	JMP  dsCol
+
+dsNext:
+	ADDQ R8, SI
+	ADDQ R8, DI
+	ADDQ R8, DX
+	INCQ R15
+	JMP  dsRow
+
+dsDone:
 	VZEROUPPER
 	RET

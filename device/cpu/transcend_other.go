@@ -7,3 +7,9 @@ var simdTranscend = simdGo
 func geluAVX512(dst, src *float32, n int)                        { panic("unreachable") }
 func geluGradAVX512(dst, dy, x *float32, n int)                  { panic("unreachable") }
 func expShiftAVX512(dst, src *float32, n int, m float32) float32 { panic("unreachable") }
+
+func attnSoftmaxAVX512(p, s *float32, ld, rows, cols, diag int, m, l, corr *float32) {
+	panic("unreachable")
+}
+func attnProbsAVX512(p, s *float32, ld, rows, cols, diag int, lse *float32) { panic("unreachable") }
+func attnDSAVX512(ds, p, dp *float32, ld, rows, cols int, di *float32)      { panic("unreachable") }
