@@ -443,3 +443,151 @@ dsNext:
 dsDone:
 	VZEROUPPER
 	RET
+
+// func lnRowAVX512(y, x, w, b *float32, n int, m, is float32)
+//
+// One row of LayerNorm: y = (x - m)·is·w + b, or without b when it is
+// nil, in the Go loop's operations and order (layerNormRow), unfused.
+TEXT ·lnRowAVX512(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ b+24(FP), BX
+	MOVQ n+32(FP), CX
+	VBROADCASTSS m+40(FP), Z8
+	VBROADCASTSS is+44(FP), Z9
+	TAILMASK
+	XORQ R11, R11
+	TESTQ CX, CX
+	JZ   lnTail
+
+lnStep:
+	VMOVUPS (SI)(R11*4), Z0
+	VSUBPS Z8, Z0, Z0
+	VMULPS Z9, Z0, Z0
+	VMULPS (DX)(R11*4), Z0, Z0
+	TESTQ BX, BX
+	JZ   2(PC)
+	VADDPS (BX)(R11*4), Z0, Z0
+	VMOVUPS Z0, (DI)(R11*4)
+	ADDQ $16, R11
+	DECQ CX
+	JNZ  lnStep
+
+lnTail:
+	VMOVUPS.Z (SI)(R11*4), K1, Z0
+	VMOVUPS.Z (DX)(R11*4), K1, Z1
+	VSUBPS Z8, Z0, Z0
+	VMULPS Z9, Z0, Z0
+	VMULPS Z1, Z0, Z0
+	TESTQ BX, BX
+	JZ   3(PC)
+	VMOVUPS.Z (BX)(R11*4), K1, Z1
+	VADDPS Z1, Z0, Z0
+	VMOVUPS Z0, K1, (DI)(R11*4)
+	VZEROUPPER
+	RET
+
+// LNGRAD1 adds one chunk's terms, x in Z0, dy in Z1, w in Z2, masked by
+// mask: hat = (x-m)·is, g = dy·w; Z10 += g, Z11 += g·hat, pw += dy·hat,
+// pb += dy (pb when BX is not nil).
+#define LNGRAD1(mask) \
+	VSUBPS Z8, Z0, Z0; \
+	VMULPS Z9, Z0, Z0; \
+	VMULPS Z2, Z1, Z3; \
+	VADDPS Z3, Z10, Z10; \
+	VMULPS Z0, Z3, Z3; \
+	VADDPS Z3, Z11, Z11; \
+	VMULPS Z0, Z1, Z3; \
+	VMOVUPS.Z (AX)(R11*4), mask, Z4; \
+	VADDPS Z3, Z4, Z4; \
+	VMOVUPS Z4, mask, (AX)(R11*4); \
+	TESTQ BX, BX; \
+	JZ   4(PC); \
+	VMOVUPS.Z (BX)(R11*4), mask, Z4; \
+	VADDPS Z1, Z4, Z4; \
+	VMOVUPS Z4, mask, (BX)(R11*4)
+
+// LNGRAD2 computes one chunk of dx into Z0 from x in Z0, dy in Z1 and w in
+// Z2: is·((dy·w - mg) - hat·mgh), mg in Z12 and mgh in Z13.
+#define LNGRAD2 \
+	VSUBPS Z8, Z0, Z0; \
+	VMULPS Z9, Z0, Z0; \
+	VMULPS Z2, Z1, Z3; \
+	VSUBPS Z12, Z3, Z3; \
+	VMULPS Z13, Z0, Z0; \
+	VSUBPS Z0, Z3, Z3; \
+	VMULPS Z3, Z9, Z0
+
+// func lnGradRowAVX512(dx, dy, x, w *float32, n int, m, is float32, pw, pb *float32)
+//
+// One row of LayerNormGrad, in the Go loop's operations and order
+// (layerNormGradRow): the row's sums of g = dy·w and g·hat in sixteen lanes
+// added as HSUM16 does, pw += dy·hat and pb += dy (pb may be nil), then dx.
+TEXT ·lnGradRowAVX512(SB), NOSPLIT, $0-64
+	MOVQ dx+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ w+24(FP), R9
+	MOVQ n+32(FP), CX
+	VBROADCASTSS m+40(FP), Z8
+	VBROADCASTSS is+44(FP), Z9
+	MOVQ pw+48(FP), AX
+	MOVQ pb+56(FP), BX
+	MOVQ CX, R14
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	TAILMASK
+	MOVQ CX, R15
+	XORQ R11, R11
+	TESTQ CX, CX
+	JZ   lg1Tail
+
+lg1Step:
+	VMOVUPS (SI)(R11*4), Z0
+	VMOVUPS (DX)(R11*4), Z1
+	VMOVUPS (R9)(R11*4), Z2
+	KXNORW K5, K5, K5
+	LNGRAD1(K5)
+	ADDQ $16, R11
+	DECQ CX
+	JNZ  lg1Step
+
+lg1Tail:
+	VMOVUPS.Z (SI)(R11*4), K1, Z0
+	VMOVUPS.Z (DX)(R11*4), K1, Z1
+	VMOVUPS.Z (R9)(R11*4), K1, Z2
+	LNGRAD1(K1)
+	// mg = sum(g)/n, mgh = sum(g·hat)/n (HSUM16 clobbers Z11: keep it)
+	VMOVAPS Z11, Z15
+	HSUM16
+	VCVTSI2SSQ R14, X14, X14
+	VDIVSS X14, X10, X10
+	VBROADCASTSS X10, Z12
+	VMOVAPS Z15, Z10
+	HSUM16
+	VDIVSS X14, X10, X10
+	VBROADCASTSS X10, Z13
+	MOVQ R15, CX
+	XORQ R11, R11
+	TESTQ CX, CX
+	JZ   lg2Tail
+
+lg2Step:
+	VMOVUPS (SI)(R11*4), Z0
+	VMOVUPS (DX)(R11*4), Z1
+	VMOVUPS (R9)(R11*4), Z2
+	LNGRAD2
+	VMOVUPS Z0, (DI)(R11*4)
+	ADDQ $16, R11
+	DECQ CX
+	JNZ  lg2Step
+
+lg2Tail:
+	VMOVUPS.Z (SI)(R11*4), K1, Z0
+	VMOVUPS.Z (DX)(R11*4), K1, Z1
+	VMOVUPS.Z (R9)(R11*4), K1, Z2
+	LNGRAD2
+	VMOVUPS Z0, K1, (DI)(R11*4)
+	VZEROUPPER
+	RET

@@ -216,6 +216,14 @@ func (d *Device) LayerNorm(y, mean, rstd, x, w, b device.Buffer, rows, cols int,
 // layerNormRow sets y = (x - m) * is * w + b (b nil: no bias).
 func layerNormRow(y, x, w, b []float32, m, is float32) {
 	y, w = y[:len(x)], w[:len(x)]
+	if len(x) > 0 && simdTranscend == simdAVX512 {
+		var bp *float32
+		if b != nil {
+			bp = &b[:len(x)][0]
+		}
+		lnRowAVX512(&y[0], &x[0], &w[0], bp, len(x), m, is)
+		return
+	}
 	if b == nil {
 		for j, v := range x {
 			y[j] = float32(float32(v-m)*is) * w[j]
@@ -231,8 +239,9 @@ func layerNormRow(y, x, w, b []float32, m, is float32) {
 // LayerNormGrad computes dx, and dw and db summed over rows. With xhat =
 // (x - mean) * rstd and g = dy * w:
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). Each piece of rows
-// sums its share of dw and db in float64, and the pieces are added in
-// order, so the sums do not depend on how many workers there are.
+// sums its share of dw and db in float32 (a piece is at most lnRows rows),
+// and the pieces are added in order in float64, so the sums do not depend
+// on how many workers there are.
 func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, rows, cols int) {
 	xb, gb, mb, rb, wb := d.buf(x, "LayerNormGrad"), d.buf(dy, "LayerNormGrad"), d.buf(mean, "LayerNormGrad"), d.buf(rstd, "LayerNormGrad"), d.buf(w, "LayerNormGrad")
 	dxb, dwb := d.buf(dx, "LayerNormGrad"), d.buf(dw, "LayerNormGrad")
@@ -250,56 +259,86 @@ func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, r
 	per := lnRows(cols)
 	pieces := (rows + per - 1) / per
 	// Partial sums of dw and db, one pair of rows of cols per piece.
-	part := make([]float64, 2*pieces*cols)
+	pp := getScratch(2 * pieces * cols)
+	part := *pp
+	clear(part)
 	if rows > 0 && cols > 0 {
 		d.parallelGrain(rows, per, func(lo, hi int) {
 			p := lo / per
 			pw, pb := part[2*p*cols:(2*p+1)*cols], part[(2*p+1)*cols:(2*p+2)*cols]
+			if dbb == nil {
+				pb = nil
+			}
 			wv := read(wb, 0, cols)
-			hat := getScratch(cols)
 			for r := lo; r < hi; r++ {
 				xv, gv := read(xb, r*cols, (r+1)*cols), read(gb, r*cols, (r+1)*cols)
 				out := writeView(dxb, r*cols, (r+1)*cols)
-				layerNormGradRow(out.v, *hat, pw, pb, gv.v, xv.v, wv.v, mb.f32[r], rb.f32[r])
+				layerNormGradRow(out.v, pw, pb, gv.v, xv.v, wv.v, mb.f32[r], rb.f32[r])
 				xv.done()
 				gv.done()
 				commit(dxb, r*cols, out)
 			}
-			putScratch(hat)
 			wv.done()
 		})
 	}
 	for j := range cols {
 		var sw, sb float64
 		for p := range pieces {
-			sw += part[2*p*cols+j]
-			sb += part[(2*p+1)*cols+j]
+			sw += float64(part[2*p*cols+j])
+			sb += float64(part[(2*p+1)*cols+j])
 		}
 		dwb.f32[j] = float32(sw)
 		if dbb != nil {
 			dbb.f32[j] = float32(sb)
 		}
 	}
+	putScratch(pp)
 }
 
 // layerNormGradRow computes one row's dx and adds its dw and db terms into
-// pw and pb; hat is scratch of the row's width.
-func layerNormGradRow(dx, hat []float32, pw, pb []float64, dy, x, w []float32, m, is float32) {
+// pw and pb (pb nil: no bias). The row's sums of g = dy*w and g*xhat keep
+// sixteen partial sums, element j in lane j%16, added as lanes16f does, as
+// the AVX-512 loop does.
+func layerNormGradRow(dx, pw, pb, dy, x, w []float32, m, is float32) {
 	n := len(x)
-	hat, dx, dy, w = hat[:n], dx[:n], dy[:n], w[:n]
-	var sg, sgh float64
+	dx, dy, w, pw = dx[:n], dy[:n], w[:n], pw[:n]
+	if n > 0 && simdTranscend == simdAVX512 {
+		var pbp *float32
+		if pb != nil {
+			pbp = &pb[:n][0]
+		}
+		lnGradRowAVX512(&dx[0], &dy[0], &x[0], &w[0], n, m, is, &pw[0], pbp)
+		return
+	}
+	var sg, sgh [16]float32
 	for j, v := range x {
 		h := float32(v-m) * is
-		hat[j] = h
 		g := dy[j] * w[j]
-		sg += float64(g)
-		sgh += float64(g * h)
-		pw[j] += float64(dy[j] * h)
-		pb[j] += float64(dy[j])
+		sg[j%16] += g
+		sgh[j%16] += g * h
+		pw[j] += dy[j] * h
+		if pb != nil {
+			pb[j] += dy[j]
+		}
 	}
-	mg, mgh := float32(sg/float64(n)), float32(sgh/float64(n))
-	for j := range dx {
+	mg, mgh := lanes16f(&sg)/float32(n), lanes16f(&sgh)/float32(n)
+	for j, v := range x {
+		h := float32(v-m) * is
 		g := dy[j] * w[j]
-		dx[j] = is * (g - mg - hat[j]*mgh)
+		dx[j] = is * ((g - mg) - h*mgh)
 	}
+}
+
+// lanes16f adds sixteen float32 partial sums in the order of the assembly's
+// HSUM16: lane l and l+8, then halves of what is left.
+func lanes16f(a *[16]float32) float32 {
+	var s [8]float32
+	for l := range 8 {
+		s[l] = a[l] + a[l+8]
+	}
+	for l := range 4 {
+		s[l] += s[l+4]
+	}
+	s[0], s[1] = s[0]+s[2], s[1]+s[3]
+	return s[0] + s[1]
 }
