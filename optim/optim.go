@@ -237,6 +237,7 @@ type Adam struct {
 	decoupled bool
 	m, v      []*tensor.Tensor
 	steps     []int
+	multi     []device.AdamStep // a MultiTensor step's list, kept between steps
 }
 
 // NewAdam makes Adam (defaults: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, no
@@ -278,9 +279,15 @@ func newAdam(params []*autograd.Var, cfg Config, decoupled bool) *Adam {
 		m: make([]*tensor.Tensor, n), v: make([]*tensor.Tensor, n), steps: make([]int, n)}
 }
 
-// Step applies one Adam update.
+// Step applies one Adam update. On a backend with device.MultiTensor the
+// parameters are updated in one call (the same bits as one call each).
 func (o *Adam) Step() {
 	c := o.cfg
+	var mt device.MultiTensor
+	if len(o.params) > 0 && o.params[0].Value != nil {
+		mt, _ = o.params[0].Value.Device().(device.MultiTensor)
+	}
+	o.multi = o.multi[:0]
 	for i, p := range o.params {
 		if p.Grad == nil {
 			continue
@@ -292,14 +299,38 @@ func (o *Adam) Step() {
 		h := device.AdamParams{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: o.decay(i),
 			Decoupled: o.decoupled, Step: o.steps[i]}
 		pb, gb, mb, vb := p.Value.Buffer(), p.Grad.Buffer(), o.m[i].Buffer(), o.v[i].Buffer()
-		if low, sc := fusedCast(p); low != nil {
+		low, sc := fusedCast(p)
+		switch {
+		case mt != nil && p.Value.Device() == o.params[0].Value.Device():
+			s := device.AdamStep{P: pb, G: gb, M: mb, V: vb, H: h}
+			if low != nil {
+				s.Low = low.Buffer()
+			}
+			o.multi = append(o.multi, s)
+			continue
+		case low != nil:
 			sc.AdamCast(pb, gb, mb, vb, low.Buffer(), h)
 			p.Value.Modified(low)
+		default:
+			p.Value.Device().Adam(pb, gb, mb, vb, h)
+			p.Value.Modified()
+		}
+	}
+	if len(o.multi) == 0 {
+		return
+	}
+	mt.AdamMulti(o.multi)
+	for _, p := range o.params {
+		if p.Grad == nil {
 			continue
 		}
-		p.Value.Device().Adam(pb, gb, mb, vb, h)
-		p.Value.Modified()
+		if low, _ := fusedCast(p); low != nil {
+			p.Value.Modified(low)
+		} else {
+			p.Value.Modified()
+		}
 	}
+	clear(o.multi) // keep no buffers alive
 }
 
 // State returns the first and second moments (nil before the first step).
@@ -323,23 +354,40 @@ func releaseAll(ts ...[]*tensor.Tensor) {
 	}
 }
 
-// GradNorm returns the 2-norm of all gradients together (nil ones skipped).
+// GradNorm returns the 2-norm of all gradients together (nil ones skipped),
+// summed in float64: in one call on a backend with device.MultiTensor.
 func GradNorm(params []*autograd.Var) float64 {
 	var sum float64
+	var mt device.MultiTensor
+	var multi []device.Buffer
 	for _, p := range params {
 		if p.Grad == nil {
 			continue
 		}
-		dev := p.Grad.Device()
-		sq := tensor.New(dev, dtype.F32, device.Temp, p.Shape()...)
-		dev.Unary(device.Square, sq.Buffer(), p.Grad.Buffer(), 0)
-		s := tensor.New(dev, dtype.F32, device.Temp)
-		dev.Reduce(s.Buffer(), sq.Buffer(), device.Strides{Shape: []int{sq.Numel()}, A: []int{0}}, 1)
-		sum += float64(s.Item())
-		sq.Release()
-		s.Release()
+		if m, ok := p.Grad.Device().(device.MultiTensor); ok && (mt == nil || m == mt) {
+			mt, multi = m, append(multi, p.Grad.Buffer())
+			continue
+		}
+		sum += sumSquares(p.Grad)
+	}
+	if mt != nil {
+		sum += mt.SumSquares(multi)
 	}
 	return math.Sqrt(sum)
+}
+
+// sumSquares is the sum of g's squared elements, through a device's
+// elementwise kernels.
+func sumSquares(g *tensor.Tensor) float64 {
+	d := g.Device()
+	sq := tensor.New(d, dtype.F32, device.Temp, g.Shape()...)
+	d.Unary(device.Square, sq.Buffer(), g.Buffer(), 0)
+	s := tensor.New(d, dtype.F32, device.Temp)
+	d.Reduce(s.Buffer(), sq.Buffer(), device.Strides{Shape: []int{sq.Numel()}, A: []int{0}}, 1)
+	v := float64(s.Item())
+	sq.Release()
+	s.Release()
+	return v
 }
 
 // ClipGradNorm scales all gradients together so that their 2-norm is at most
@@ -349,10 +397,16 @@ func ClipGradNorm(params []*autograd.Var, maxNorm float64) float64 {
 	norm := GradNorm(params)
 	coef := maxNorm / (norm + 1e-6)
 	if coef < 1 {
+		// UnscaleCheck multiplies every buffer by one factor, all of them
+		// in one call: a scale, whose Inf/NaN report is not needed here.
+		byDev := map[device.Device][]device.Buffer{}
 		for _, p := range params {
 			if p.Grad != nil {
-				p.Grad.Device().Unary(device.Scale, p.Grad.Buffer(), p.Grad.Buffer(), float32(coef))
+				byDev[p.Grad.Device()] = append(byDev[p.Grad.Device()], p.Grad.Buffer())
 			}
+		}
+		for d, bufs := range byDev {
+			d.UnscaleCheck(bufs, float32(coef))
 		}
 	}
 	return norm

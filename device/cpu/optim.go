@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/mixprec/mixprec/device"
@@ -225,25 +226,42 @@ func adamGo(ps, gs, ms, vs []float32, k *adamConsts) {
 }
 
 // UnscaleCheck multiplies every gradient by inv and reports any Inf or NaN.
-// OR is order-independent, so the answer does not depend on which
-// goroutine ran which piece.
+// The gradients' pieces are shared out among the cores as one task (see
+// multiPieces). OR is order-independent, so the answer does not depend on
+// which goroutine ran which piece.
 func (d *Device) UnscaleCheck(grads []device.Buffer, inv float32) bool {
-	found := false
+	u := unscaleMultis.Get().(*unscaleMulti)
+	u.bufs, u.inv = u.bufs[:0], inv
+	u.found.Store(false)
 	for i, g := range grads {
-		b := d.f32At("UnscaleCheck", i, g, -1)
-		if b.n <= grain {
-			found = unscalePiece(b, inv, 0, b.n) || found
-			continue
-		}
-		var nf atomic.Bool
-		d.parallel(b.n, func(lo, hi int) {
-			if unscalePiece(b, inv, lo, hi) {
-				nf.Store(true)
-			}
-		})
-		found = nf.Load() || found
+		u.bufs = append(u.bufs, d.f32At("UnscaleCheck", i, g, -1))
 	}
+	d.parallelRunner(u.cut(u.length, len(u.bufs)), 1, u)
+	found := u.found.Load()
+	clear(u.bufs[:cap(u.bufs)])
+	unscaleMultis.Put(u)
 	return found
+}
+
+// unscaleMulti is one UnscaleCheck call, pooled.
+type unscaleMulti struct {
+	multiPieces
+	bufs  []*Buffer
+	inv   float32
+	found atomic.Bool
+}
+
+var unscaleMultis = sync.Pool{New: func() any { return new(unscaleMulti) }}
+
+func (u *unscaleMulti) length(i int) int { return u.bufs[i].n }
+
+func (u *unscaleMulti) runPieces(lo, hi int) {
+	for p := lo; p < hi; p++ {
+		t, l, h := u.at(p, u.length)
+		if unscalePiece(u.bufs[t], u.inv, l, h) {
+			u.found.Store(true)
+		}
+	}
 }
 
 // unscalePiece multiplies b[lo:hi] by inv and reports any Inf or NaN.

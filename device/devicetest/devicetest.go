@@ -106,6 +106,7 @@ var tests = []struct {
 	{"SGD", optimKernels, testSGD},
 	{"Adam", optimKernels, testAdam},
 	{"UnscaleCheck", optimKernels, testUnscaleCheck},
+	{"MultiTensor", optimKernels, testMultiTensor},
 	{"Im2Col", convPool, testIm2Col},
 	{"Col2Im", convPool, testCol2Im},
 	{"Im2ColAdjoint", convPool, testIm2ColAdjoint},
