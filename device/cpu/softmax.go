@@ -35,11 +35,20 @@ func rowMax(x []float32) float32 {
 	return m
 }
 
-// logSumExp returns max(x) + log(sum(exp(x - max))), in float64.
+// logSumExp returns max(x) + log(sum(exp(x - max))), in float64; a row
+// wider than softmaxCols sums the vector exp's float32 lanes where the CPU
+// has them (narrower rows keep the float64 loop, and the classifiers'
+// trajectories their bits).
 func logSumExp(x []float32) float64 {
 	m := rowMax(x)
 	if math.IsInf(float64(m), 0) || m != m {
 		return float64(m)
+	}
+	if simdTranscend == simdAVX512 && len(x) > softmaxCols {
+		p := getScratch(len(x))
+		s := expShift(*p, x, m)
+		putScratch(p)
+		return float64(m) + math.Log(s)
 	}
 	var s float64
 	for _, v := range x {
@@ -55,14 +64,29 @@ const softmaxCols = 64
 // softmaxRow sets w[j] = g * (softmax(x)[j] - [j == c]) with one exp an
 // element, exp(x[j] - max) divided by their sum, where the general loop
 // takes two (logSumExp's and exp(x[j] - lse)); the two agree to float64
-// rounding, far below float32's. It reports false, leaving w alone, for a
-// row wider than softmaxCols or whose maximum is infinite or NaN.
+// rounding, far below float32's (with the vector exp, to its float32
+// rounding, for rows wider than softmaxCols). It reports false, leaving w
+// alone, for a row whose maximum is infinite or NaN, or wider than
+// softmaxCols without the vector exp.
 func softmaxRow(x, w []float32, c int, g float64) bool {
-	if len(x) > softmaxCols {
-		return false
-	}
 	m := rowMax(x)
 	if math.IsInf(float64(m), 0) || m != m {
+		return false
+	}
+	if simdTranscend == simdAVX512 && len(x) > softmaxCols {
+		// The vector exp into w, then w[j] = g·(w[j]/s - [j == c]).
+		w = w[:len(x)]
+		inv := 1 / expShift(w, x, m)
+		for j, e := range w {
+			p := float64(e) * inv
+			if j == c {
+				p--
+			}
+			w[j] = float32(g * p)
+		}
+		return true
+	}
+	if len(x) > softmaxCols {
 		return false
 	}
 	var e [softmaxCols]float64
