@@ -4,6 +4,7 @@
 GO      ?= go
 DATA    ?= $(or $(MIXPREC_DATA),$(CURDIR)/data)
 MNIST   := $(DATA)/mnist/train-images-idx3-ubyte.gz
+AUSTEN  := $(DATA)/austen/austen.txt
 BIN     := $(CURDIR)/bin
 export MIXPREC_DATA := $(DATA)
 
@@ -14,11 +15,14 @@ all: build
 build:
 	$(GO) build ./...
 
-## data: fetch MNIST through the Go module proxy into $(DATA)/mnist
-data: $(MNIST)
+## data: fetch MNIST through the Go module proxy, and Jane Austen's novels (the GPT's corpus) from Debian's archive, into $(DATA)
+data: $(MNIST) $(AUSTEN)
 
 $(MNIST):
 	sh tools/fetch-mnist.sh $(DATA)/mnist
+
+$(AUSTEN):
+	$(GO) run ./cmd/mixprec fetch austen -data $(DATA)
 
 ## mnist: fetch MNIST, train the MLP for 3 epochs, report
 mnist: data

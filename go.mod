@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/ebitengine/purego v0.11.3
+	github.com/ulikunitz/xz v0.5.15
 	github.com/x448/float16 v0.8.4
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/gonum v0.17.0

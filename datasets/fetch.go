@@ -38,12 +38,13 @@ var mnistSums = map[string]string{
 var mnistNames = []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
 	"t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}
 
-// LoadOption configures [LoadMNIST].
+// LoadOption configures [LoadMNIST] and [LoadText].
 type LoadOption func(*loadConfig)
 
 type loadConfig struct {
 	download bool
 	progress io.Writer
+	dir      string // LoadText's Austen directory (In)
 }
 
 // Download makes [LoadMNIST] fetch the files it does not find, as

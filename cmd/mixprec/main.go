@@ -6,6 +6,8 @@
 //	                        per category, step time and loss, as a table and a PNG
 //	mixprec plot            -metrics files drawn into a PNG: loss, test accuracy, loss
 //	                        scale and memory against the step, runs overlaid
+//	mixprec fetch austen    Jane Austen's novels from Debian's archive into the data
+//	                        directory (the GPT's corpus)
 //
 // Exit status: 0 on success and for -h, 1 when a command fails, 2 for a bad
 // command line.
@@ -30,6 +32,7 @@ var commands = []command{
 	{"bench", "bench matmul: time GEMM on the CPU and GPU in f32, f16 and bf16", cmdBench},
 	{"memcompare", "train one model under FP32, AMP and checkpointing and compare peak memory and step time", cmdMemcompare},
 	{"plot", "draw -metrics files (loss, accuracy, loss scale, memory), several runs overlaid, into a PNG", cmdPlot},
+	{"fetch", "fetch a data set (austen: the GPT's corpus) into the data directory", cmdFetch},
 }
 
 func usage(w io.Writer) {
@@ -60,5 +63,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cli.Exit(stderr, "mixprec "+c.name, c.run(args[1:], stdout, stderr))
 		}
 	}
-	return cli.Exit(stderr, "mixprec", cli.Usagef("unknown command %q (want device, bench, memcompare or plot; mixprec -h lists them)", args[0]))
+	return cli.Exit(stderr, "mixprec", cli.Usagef("unknown command %q (want device, bench, memcompare, plot or fetch; mixprec -h lists them)", args[0]))
 }

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/mixprec/mixprec/datasets"
+	"github.com/mixprec/mixprec/internal/cli"
+)
+
+// cmdFetch fetches a data set into the data directory: `mixprec fetch
+// austen` (what make data runs for the GPT's corpus).
+func cmdFetch(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("mixprec fetch", "Fetches a data set into the data directory and checks its SHA-256:\n"+
+		"  mixprec fetch austen    Jane Austen's novels, from Debian's archive (the GPT's corpus)")
+	data := fs.String("data", "", "data directory (default $MIXPREC_DATA, else ./data)")
+	// The data set's name comes first, its flags after it.
+	if len(args) == 0 || args[0] != "austen" {
+		if err := cli.Parse(fs, args, stdout); err != nil {
+			return err
+		}
+		return cli.Usagef("want a data set to fetch: mixprec fetch austen [-data DIR]")
+	}
+	if err := cli.Parse(fs, args[1:], stdout); err != nil {
+		return err
+	}
+	dir := filepath.Join(datasets.Root(*data), "austen")
+	t, err := datasets.LoadText("austen", datasets.In(dir), datasets.Download(), datasets.Progress(stderr))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "austen: %d characters (%d distinct) in %s\n", len(t.Train)+len(t.Val), len(t.Vocab), filepath.Join(dir, datasets.AustenFile))
+	return nil
+}
