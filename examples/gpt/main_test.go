@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
+	"github.com/mixprec/mixprec/nn/models"
+	"github.com/mixprec/mixprec/safetensors"
+)
+
+func TestMain(m *testing.M) { clitest.Main(m, main) }
+
+// tiny is a model and run small enough for a test.
+var tiny = []string{"-corpus", "opticks", "-layers", "2", "-heads", "2", "-embd", "16", "-block", "16", "-batch", "4",
+	"-iters", "12", "-warmup", "4", "-eval-windows", "8", "-eval-every", "0", "-seed", "3"}
+
+func summaryOf(t *testing.T, stdout string) summary {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var s summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("last line is not the JSON summary: %q: %v", lines[len(lines)-1], err)
+	}
+	return s
+}
+
+func runOK(t *testing.T, args ...string) summary {
+	t.Helper()
+	r := clitest.Run(t, nil, append(args, "-json")...)
+	if r.Code != 0 {
+		t.Fatalf("%v: exit %d\n%s", args, r.Code, r.Stderr)
+	}
+	return summaryOf(t, r.Stdout)
+}
+
+// TestTrains runs a few iterations in each precision: the summary has
+// every figure, the loss falls, F16 skips no step.
+func TestTrains(t *testing.T) {
+	for _, a := range []string{"off", "bf16", "f16"} {
+		s := runOK(t, append(tiny, "-amp", a, "-iters", "30", "-lr", "1e-2")...)
+		if s.Schema != 1 || s.Model != "gpt" || s.Iters != 30 || s.Params == 0 || !(s.TokensPerSec > 0) || s.PeakBytes.Total == 0 {
+			t.Errorf("%s: summary %+v", a, s)
+		}
+		if !(s.ValLoss > 0 && s.ValLoss < 3.4 && s.TrainLoss < 3.4) { // ln(91) = 4.5 at the start; 3.2-3.3 measured
+			t.Errorf("%s: train loss %v, val loss %v after 30 iterations; want both below 3.4", a, s.TrainLoss, s.ValLoss)
+		}
+		if s.SkippedSteps > 2 {
+			t.Errorf("%s: %d of 30 steps skipped", a, s.SkippedSteps)
+		}
+	}
+}
+
+// TestBadInput checks that every bad input gets one line naming the
+// problem and a non-zero exit, never a stack trace.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.txt")
+	os.WriteFile(short, []byte(strings.Repeat("ab", 16)), 0o644)
+	binary := filepath.Join(dir, "binary.txt")
+	os.WriteFile(binary, []byte("abc\xff\xfe"), 0o644)
+	weights := filepath.Join(dir, "w.safetensors")
+	runOK(t, append(tiny, "-iters", "2", "-save", filepath.Join(dir, "run"))...)
+	saved := filepath.Join(dir, "run", "model.safetensors")
+	f, err := safetensors.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.Tensors { // a c_fc weight of the wrong shape
+		if strings.HasSuffix(f.Tensors[i].Name, "h.0.mlp.c_fc.weight") {
+			f.Tensors[i].Shape = []int{32, 32}
+		}
+	}
+	if err := safetensors.WriteFile(weights, f.Tensors, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-corpus", filepath.Join(dir, "missing.txt")}, cli.ExitError, "missing.txt"},
+		{[]string{"-corpus", binary}, cli.ExitError, "not UTF-8"},
+		{[]string{"-corpus", short, "-block", "16"}, cli.ExitUsage, "needs at least 34"},
+		{[]string{"-corpus", "opticks", "-heads", "3", "-embd", "16"}, cli.ExitUsage, "-heads 3 does not divide -embd 16"},
+		{[]string{"-corpus", "opticks", "-dropout", "1"}, cli.ExitUsage, "-dropout"},
+		{[]string{"-corpus", "opticks", "-eval-only"}, cli.ExitUsage, "-init"},
+		{[]string{"-corpus", "opticks", "-init", filepath.Join(dir, "none.safetensors")}, cli.ExitError, "none.safetensors"},
+		{[]string{"-corpus", "opticks", "-heads", "2", "-init", weights}, cli.ExitError, "transformer.h.0.mlp.c_fc.weight"},
+		{[]string{"-corpus", short, "-heads", "2", "-init", saved}, cli.ExitError, "transformer.wte.weight"},
+		{[]string{"-corpus", "opticks", "-heads", "2", "-embd", "32", "-init", saved}, cli.ExitError, "-embd"},
+		{[]string{"-lr", "nan"}, cli.ExitUsage, "-lr"},
+		{[]string{"-amp", "f8"}, cli.ExitUsage, "-amp"},
+		{[]string{"stray"}, cli.ExitUsage, "stray"},
+	} {
+		r := clitest.Run(t, nil, append(c.args, "-iters", "1")...)
+		if r.Code != c.code {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", c.args, r.Code, c.code, r.Stderr)
+		}
+		if bad := clitest.OneLine(r.Stderr); bad != "" || !strings.HasPrefix(r.Stderr, "gpt: ") || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("%v: stderr %q: %s; want one line starting gpt: and naming %q", c.args, r.Stderr, bad, c.want)
+		}
+	}
+}
+
+// TestSaveInitEval trains, saves, and evaluates the saved weights with
+// -init -eval-only: the same deterministic validation loss, its sizes read
+// from the file; the file holds nanoGPT's names and no lm_head.
+func TestSaveInitEval(t *testing.T) {
+	dir := t.TempDir()
+	s := runOK(t, append(tiny, "-save", dir)...)
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := models.GPTConfigOf(f.Tensors)
+	if err != nil || cfg.Layers != 2 || cfg.Embd != 16 || cfg.Block != 16 || cfg.Vocab != 91 || cfg.Bias {
+		t.Errorf("the saved file describes %+v (%v)", cfg, err)
+	}
+	for _, tn := range f.Tensors {
+		if tn.Name == "lm_head.weight" {
+			t.Error("the saved file has lm_head.weight, which is tied to transformer.wte.weight")
+		}
+	}
+	e := runOK(t, "-corpus", "opticks", "-heads", "2", "-init", path, "-eval-only", "-eval-windows", "8")
+	if math.Float64bits(float64(e.ValLoss)) != math.Float64bits(float64(s.ValLoss)) {
+		t.Errorf("-eval-only of the saved weights: val loss %v, the run ended at %v", e.ValLoss, s.ValLoss)
+	}
+}
+
+// TestResumeBitwise kills a run part-way and resumes it: the same losses
+// and weights as the uninterrupted run, bit for bit, in FP32 and BF16, with
+// dropout on.
+func TestResumeBitwise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains four short runs; skipped with -short")
+	}
+	for _, a := range []string{"off", "bf16"} {
+		args := append(tiny, "-amp", a, "-dropout", "0.1", "-json")
+		full := t.TempDir()
+		r := clitest.Run(t, nil, append(args, "-save", full)...)
+		if r.Code != 0 {
+			t.Fatalf("%s: exit %d\n%s", a, r.Code, r.Stderr)
+		}
+		want := summaryOf(t, r.Stdout)
+		dir := t.TempDir()
+		code, stderr := clitest.SignalAt(t, dir, 5, syscall.SIGKILL, append(args, "-save", dir, "-save-every", "1")...)
+		if code == 0 {
+			t.Fatalf("%s: the run finished before it was killed:\n%s", a, stderr)
+		}
+		r = clitest.Run(t, nil, append(args, "-resume", dir)...)
+		if r.Code != 0 {
+			t.Fatalf("%s: resumed: exit %d\n%s", a, r.Code, r.Stderr)
+		}
+		got := summaryOf(t, r.Stdout)
+		if math.Float64bits(float64(got.TrainLoss)) != math.Float64bits(float64(want.TrainLoss)) ||
+			math.Float64bits(float64(got.ValLoss)) != math.Float64bits(float64(want.ValLoss)) || got.Iters != want.Iters {
+			t.Errorf("%s: resumed: train %v val %v after %d; uninterrupted: %v %v after %d", a, got.TrainLoss, got.ValLoss, got.Iters, want.TrainLoss, want.ValLoss, want.Iters)
+		}
+		clitest.SameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
+	}
+}
+
+// TestSample checks that -sample prints that many characters of the
+// corpus's alphabet before the summary.
+func TestSample(t *testing.T) {
+	r := clitest.Run(t, nil, append(tiny, "-sample", "50", "-json")...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	text := strings.Join(lines[:len(lines)-1], "\n")
+	if n := len([]rune(text)); n < 40 || n > 51 { // surrounding newlines are trimmed
+		t.Errorf("sampled %d characters: %q", n, text)
+	}
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/datasets"
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/train"
+	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/nn/models"
+	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/profile"
+	"github.com/mixprec/mixprec/runstate"
+)
+
+// clipNorm is nanoGPT's gradient clipping.
+const clipNorm = 1.0
+
+// evalBatch is how many validation windows one forward pass takes.
+const evalBatch = 32
+
+// runner is one run of the program: the model, its data and optimiser,
+// and where it reports.
+type runner struct {
+	f      flags
+	cfg    models.GPTConfig
+	dev    device.Device
+	m      *models.GPT
+	text   *datasets.Text
+	log    func(format string, a ...any)
+	stderr io.Writer
+	opt    *optim.Adam
+	scaler *amp.GradScaler
+	rec    *train.Recorder
+	saver  *train.Saver
+}
+
+// result is what a run reports.
+type result struct {
+	iters              int
+	trainLoss, valLoss float64
+	tokens             int
+	trainTime, wall    float64
+	peak               device.MemStats
+	diverged           *cli.Diverged
+}
+
+// train runs the iterations from pos on. Iteration it trains on the
+// windows a generator seeded with (seed, it) draws, so a resumed run needs
+// nothing but the iteration to continue with the same batches.
+func (r *runner) train(pos runstate.Position) (result, error) {
+	f := r.f
+	schedule := optim.WarmupCosine(float32(f.LR), float32(f.LR/10), f.Warmup, f.Iters)
+	x, y := make([]int32, f.Batch*f.Block), make([]int32, f.Batch*f.Block)
+	res := result{iters: pos.Step, trainLoss: math.NaN(), valLoss: math.NaN()}
+	bar := cli.NewProgress(r.stderr, "gpt", f.Iters)
+	defer bar.Done()
+	ema := math.NaN() // the loss the progress bar shows, smoothed as nanoGPT's
+	r.dev.ResetPeak()
+	prof := r.rec.Prof
+	for it := pos.Step; it < f.Iters; it++ {
+		start := time.Now()
+		prof.StepStart()
+		optim.Apply(r.opt, schedule, it)
+		datasets.SampleWindows(r.text.Train, f.Block, rand.New(rand.NewPCG(f.Seed, uint64(it))), x, y)
+		l, err := r.step(prof, x, y)
+		prof.StepEnd()
+		if err != nil {
+			return res, err
+		}
+		res.trainTime += time.Since(start).Seconds()
+		res.iters, res.tokens, res.trainLoss = it+1, res.tokens+len(x), l
+		r.rec.Step(it+1, 1, l, r.opt.LR(), r.scaler, len(x))
+		if math.IsNaN(l) || math.IsInf(l, 0) {
+			res.diverged = &cli.Diverged{Step: it + 1, Epoch: 1, Loss: l}
+			res.peak = r.dev.MemStats()
+			return res, res.diverged
+		}
+		if math.IsNaN(ema) {
+			ema = l
+		}
+		ema = 0.9*ema + 0.1*l
+		eta := time.Duration(res.trainTime / float64(it+1-pos.Step) * float64(f.Iters-it-1) * float64(time.Second))
+		bar.Update(it+1, fmt.Sprintf("loss %.4f, %.0f tokens/s, ETA %s", ema, float64(res.tokens)/res.trainTime, eta.Round(time.Second)))
+		if f.EvalEvery > 0 && (it+1)%f.EvalEvery == 0 && it+1 < f.Iters {
+			res.peak = train.MaxPeak(res.peak, r.dev.MemStats())
+			bar.Done()
+			r.log("iteration %d: train loss %.4f, val loss %.4f", it+1, ema, r.valLoss())
+			r.dev.ResetPeak()
+		}
+		if err := r.saver.AfterStep(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
+			return res, err
+		}
+	}
+	res.peak = train.MaxPeak(res.peak, r.dev.MemStats())
+	bar.Done()
+	if err := r.saver.Finish(runstate.Position{Step: res.iters, Batch: res.iters}); err != nil {
+		return res, err
+	}
+	res.valLoss = r.valLoss()
+	return res, nil
+}
+
+// step is one training iteration: forward and backward under autocast
+// with the loss scaled, the gradients unscaled and clipped to norm 1, the
+// scaler's step and update. It returns the unscaled loss.
+func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
+	g := autograd.NewGraph(r.dev, prof.Graph())
+	defer g.Release()
+	if r.f.AMP.On() {
+		amp.Autocast(g, r.f.AMP.DType())
+	}
+	loss := r.m.Loss(g, r.m.Forward(g, g.InputIDs(x, r.f.Batch, r.f.Block)), y)
+	g.Backward(r.scaler.Scale(g, loss))
+	if err := prof.Phase(profile.Unscale, func() error { return r.scaler.Unscale(r.opt) }); err != nil {
+		return 0, err
+	}
+	err := prof.Phase(profile.Optim, func() error {
+		optim.ClipGradNorm(r.opt.Params(), clipNorm)
+		_, err := r.scaler.Step(r.opt)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := r.scaler.Update(); err != nil {
+		return 0, err
+	}
+	for _, w := range r.scaler.Warnings() {
+		fmt.Fprintf(r.stderr, "gpt: %v\n", w)
+	}
+	r.opt.ZeroGrad()
+	return float64(loss.Value.Item()), nil
+}
+
+// valLoss is the deterministic validation loss: the mean cross-entropy
+// over the first -eval-windows non-overlapping windows of the validation
+// split (window i: x = val[i·block:(i+1)·block], y the next characters),
+// dropout off, under the run's autocast.
+func (r *runner) valLoss() float64 {
+	nn.SetTraining(r.m, false)
+	defer nn.SetTraining(r.m, true)
+	block := r.cfg.Block
+	w := datasets.EvalWindows(r.text.Val, block, r.f.EvalWindows)
+	x, y := make([]int32, evalBatch*block), make([]int32, evalBatch*block)
+	var sum float64
+	for i0 := 0; i0 < w; i0 += evalBatch {
+		n := min(evalBatch, w-i0)
+		for i := range n {
+			datasets.EvalWindow(r.text.Val, block, i0+i, x[i*block:(i+1)*block], y[i*block:(i+1)*block])
+		}
+		g := autograd.NewGraph(r.dev, autograd.WithoutGrad())
+		if r.f.AMP.On() {
+			amp.Autocast(g, r.f.AMP.DType())
+		}
+		loss := r.m.Loss(g, r.m.Forward(g, g.InputIDs(x[:n*block], n, block)), y[:n*block])
+		sum += float64(loss.Value.Item()) * float64(n*block)
+		g.Release()
+	}
+	return sum / float64(w*block)
+}
+
+// evalOnly reports the validation loss of the loaded weights.
+func (r *runner) evalOnly(stdout io.Writer) error {
+	wall := time.Now()
+	v := r.valLoss()
+	res := result{valLoss: v, trainLoss: math.NaN(), wall: time.Since(wall).Seconds(), peak: r.dev.MemStats()}
+	r.log("validation loss %.4f over %d windows of %d characters", v, datasets.EvalWindows(r.text.Val, r.cfg.Block, r.f.EvalWindows), r.cfg.Block)
+	if r.f.Sample > 0 {
+		r.sample(stdout, r.f.Sample)
+	}
+	return r.report(stdout, res)
+}
+
+// sample prints n characters the model generates after a newline (or the
+// first character of the vocabulary), with the temperature and top-k
+// flags, from a stream seeded with -seed.
+func (r *runner) sample(w io.Writer, n int) {
+	nn.SetTraining(r.m, false)
+	defer nn.SetTraining(r.m, true)
+	rng := rand.New(rand.NewPCG(r.f.Seed, 0x73616d706c65))
+	ctx := []int32{0}
+	if i, ok := slices.BinarySearch(r.text.Vocab, '\n'); ok {
+		ctx[0] = int32(i)
+	}
+	v := r.cfg.Vocab
+	probs := make([]float64, v)
+	for range n {
+		c := ctx[max(0, len(ctx)-r.cfg.Block):]
+		g := autograd.NewGraph(r.dev, autograd.WithoutGrad())
+		if r.f.AMP.On() {
+			amp.Autocast(g, r.f.AMP.DType())
+		}
+		logits := r.m.Forward(g, g.InputIDs(c, 1, len(c))).Value.ToHost()
+		g.Release()
+		ctx = append(ctx, pick(logits[(len(c)-1)*v:], probs, r.f.Temperature, r.f.TopK, rng))
+	}
+	fmt.Fprintln(w, r.text.Decode(ctx[1:]))
+}
+
+// pick draws an id from logits divided by temperature, among the topK
+// largest (all when topK is 0).
+func pick(logits []float32, probs []float64, temperature float64, topK int, rng *rand.Rand) int32 {
+	cut := math.Inf(-1)
+	if topK > 0 && topK < len(logits) {
+		s := slices.Clone(logits)
+		slices.Sort(s)
+		cut = float64(s[len(s)-topK])
+	}
+	m := math.Inf(-1)
+	for _, l := range logits {
+		m = math.Max(m, float64(l))
+	}
+	var z float64
+	for i, l := range logits {
+		probs[i] = 0
+		if float64(l) >= cut {
+			probs[i] = math.Exp((float64(l) - m) / temperature)
+		}
+		z += probs[i]
+	}
+	u := rng.Float64() * z
+	for i, p := range probs {
+		if u < p {
+			return int32(i)
+		}
+		u -= p
+	}
+	return int32(len(probs) - 1)
+}
+
+// summary is the JSON object -json prints last.
+type summary struct {
+	Schema         int           `json:"schema"`
+	Model          string        `json:"model"`
+	Corpus         string        `json:"corpus"`
+	Device         string        `json:"device"`
+	AMP            string        `json:"amp"`
+	Checkpoint     string        `json:"checkpoint"`
+	Iters          int           `json:"iters"`
+	Params         int           `json:"params"`
+	TrainLoss      cli.Float     `json:"train_loss"`
+	ValLoss        cli.Float     `json:"val_loss"`
+	TokensPerSec   cli.Float     `json:"tokens_per_sec"`
+	MsPerStep      cli.Float     `json:"ms_per_step"`
+	WallSeconds    cli.Float     `json:"wall_seconds"`
+	SkippedSteps   int           `json:"skipped_steps"`
+	FinalScale     cli.Float     `json:"final_scale"`
+	PeakBytes      cli.PeakBytes `json:"peak_bytes"`
+	Seed           uint64        `json:"seed"`
+	Batch          int           `json:"batch"`
+	Block          int           `json:"block"`
+	LR             cli.Float     `json:"lr"`
+	Diverged       bool          `json:"diverged"`
+	DivergedStep   int           `json:"diverged_step,omitempty"`
+	Profile        any           `json:"profile,omitempty"`
+	DeviceFallback string        `json:"device_note,omitempty"`
+}
+
+// report prints the run's last lines, or its JSON summary.
+func (r *runner) report(stdout io.Writer, res result) error {
+	s := summary{Schema: 1, Model: "gpt", Corpus: r.text.Name, Device: r.dev.Name(), AMP: r.f.AMP.String(),
+		Checkpoint: r.f.Checkpoint.String(), Iters: res.iters, Params: nn.CountParams(r.m),
+		TrainLoss: cli.Float(res.trainLoss), ValLoss: cli.Float(res.valLoss),
+		TokensPerSec: cli.Float(float64(res.tokens) / max(res.trainTime, 1e-9)), MsPerStep: cli.Float(1000 * res.trainTime / float64(max(res.iters, 1))),
+		WallSeconds: cli.Float(res.wall), PeakBytes: cli.Peaks(res.peak), Seed: r.f.Seed, Batch: r.f.Batch, Block: r.cfg.Block,
+		LR: cli.Float(r.f.LR)}
+	if r.scaler != nil {
+		s.SkippedSteps, s.FinalScale = r.scaler.Skipped(), cli.Float(r.scaler.LossScale())
+	}
+	if res.diverged != nil {
+		s.Diverged, s.DivergedStep = true, res.diverged.Step
+	}
+	if r.rec != nil {
+		if rep := r.rec.Report(); rep != nil {
+			s.Profile = rep
+		}
+	}
+	if r.f.JSON {
+		return cli.PrintJSON(stdout, s)
+	}
+	if res.iters > 0 {
+		r.log("%d iterations: train loss %.4f, val loss %.4f, %.0f tokens/s", res.iters, res.trainLoss, res.valLoss, float64(s.TokensPerSec))
+		if r.scaler.IsEnabled() {
+			r.log("loss scale %g, %d of %d steps skipped", float64(s.FinalScale), s.SkippedSteps, res.iters)
+		}
+	}
+	r.log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
+	return nil
+}
