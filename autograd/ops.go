@@ -145,7 +145,7 @@ func (g *Graph) binary(op Op, a0, b0 *Var) *Var {
 	dt := g.computeType(op, a0, b0)
 	// New names, never reassigned, so that the backward closure captures
 	// copies instead of moving the variables to the heap.
-	a, b := g.as(a0, dt), g.as(b0, dt)
+	a, b := g.operand(r, a0, dt), g.operand(r, b0, dt)
 	shape := broadcastShape(op, a.Shape(), b.Shape())
 	sa, sb := device.BroadcastStrides(a.Shape(), shape), device.BroadcastStrides(b.Shape(), shape)
 	y := g.alloc(dt, shape...)
@@ -165,6 +165,20 @@ func (g *Graph) binary(op Op, a0, b0 *Var) *Var {
 		r.grad(g, binaryOperands{a, b, y, dt, shape, sa, sb, contig}, dy)
 	})
 	return out
+}
+
+// operand is v as binary op r reads it in dtype dt. An op whose backward
+// reads no operand (Add, Sub) takes a narrower intermediate result as it is,
+// since the kernel widens what it reads (a residual stream in F32 plus a
+// 16-bit branch): the same sums as adding its widened copy, without the
+// copy, and its gradient is rounded to its dtype by accum as the cast's
+// backward would round it.
+func (g *Graph) operand(r *binaryRule, v *Var, dt dtype.DType) *Var {
+	if r.keep == keepNothing && v != nil && !v.param && v.DType() != dt && dtype.Widest(v.DType(), dt) == dt {
+		v.mustLive("binary")
+		return v
+	}
+	return g.as(v, dt)
 }
 
 // keep says what an elementwise op's backward reads besides dy.

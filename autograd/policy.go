@@ -96,6 +96,17 @@ func Promote(in ...dtype.DType) dtype.DType {
 	return d
 }
 
+// OpDType is the dtype op computes in on g for inputs of the given dtypes:
+// what the graph's cast policy decides (autocast's lists), or the widest.
+// A layer asks it to produce its output in the dtype of the op that takes
+// it next (LayerNormTo), which then has nothing to convert.
+func (g *Graph) OpDType(op Op, in ...dtype.DType) dtype.DType {
+	if g.policy != nil {
+		return g.policy.ComputeType(op, in...)
+	}
+	return Promote(in...)
+}
+
 // computeType asks the policy (or applies Promote) for op's dtype.
 func (g *Graph) computeType(op Op, in ...*Var) dtype.DType {
 	// The dtypes go to an interface method, which the compiler cannot

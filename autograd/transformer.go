@@ -78,6 +78,15 @@ func (g *Graph) Embedding(table0, ids *Var) *Var {
 // biased variance, as torch.nn.LayerNorm. Statistics are F32; under
 // autocast the op runs in F32 (PyTorch's list), so a 16-bit x is widened.
 func (g *Graph) LayerNorm(x0, w0, b0 *Var, eps float32) *Var {
+	return g.LayerNormTo(x0, w0, b0, eps, g.computeType(OpLayerNorm, x0, w0, b0))
+}
+
+// LayerNormTo is LayerNorm with its result rounded once to dtype out as it
+// is stored: for a LayerNorm whose output goes to an op that computes in
+// out (a Linear under autocast, see OpDType), the bits of LayerNorm followed
+// by that op's cast, without the F32 output and the cast's pass. Its
+// gradient then arrives in out, as the cast's backward would widen it.
+func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 	tk := g.transformerKernels(OpLayerNorm)
 	dt := g.computeType(OpLayerNorm, x0, w0, b0)
 	x, w, b := g.as(x0, dt), g.as(w0, dt), g.as(b0, dt)
@@ -91,7 +100,7 @@ func (g *Graph) LayerNorm(x0, w0, b0 *Var, eps float32) *Var {
 		panic(fmt.Sprintf("autograd.LayerNorm: input %v, weight %v, bias %v; want (..., C), (C), (C)", xs, w.Shape(), bs))
 	}
 	mean, rstd := g.alloc(dtype.F32, rows), g.alloc(dtype.F32, rows)
-	y := g.alloc(dt, xs...)
+	y := g.alloc(yt, xs...)
 	var bb device.Buffer
 	if b != nil {
 		bb = buf(b)

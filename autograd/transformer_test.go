@@ -184,3 +184,56 @@ func normClose(t *testing.T, what string, got, want []float32, tol float64) {
 		t.Errorf("%s: ||fused - composed|| = %.3g > %.3g = %v x ||composed||", what, math.Sqrt(d), tol*math.Sqrt(w), tol)
 	}
 }
+
+// TestMixedAdd checks that Add and Sub of an F32 and a 16-bit operand
+// (a residual stream and a low-precision branch) give the bits of adding
+// the branch's F32 copy, forward and backward, without making the copy.
+func TestMixedAdd(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		rng := rand.New(rand.NewPCG(8, 8))
+		a, b := randHost(rng, -2, 2, 3, 5), randHost(rng, -2, 2, 5)
+		dy := randHost(rng, -1, 1, 3, 5)
+		for _, low := range []dtype.DType{dtype.BF16, dtype.F16} {
+			for _, sub := range []bool{false, true} {
+				run := func(castFirst bool) (y, da, db []float32, casts int) {
+					g := autograd.NewGraph(dev)
+					defer g.Release()
+					av := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, a), true)
+					defer av.Value.Release()
+					bv0 := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, b), true)
+					defer bv0.Value.Release()
+					bv := g.Cast(bv0, low) // a 16-bit intermediate result
+					if castFirst {
+						bv = g.Cast(bv, dtype.F32)
+					}
+					var out *autograd.Var
+					if sub {
+						out = g.Sub(av, bv)
+					} else {
+						out = g.Add(av, bv)
+					}
+					r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, dy), false)
+					defer r.Value.Release()
+					n := g.Len()
+					g.Backward(g.Sum(g.Mul(out, r)))
+					return out.Value.ToHost(), av.Grad.ToHost(), bv0.Grad.ToHost(), n
+				}
+				y1, da1, db1, n1 := run(true)
+				y2, da2, db2, n2 := run(false)
+				if n2 != n1-1 {
+					t.Errorf("%v sub=%v: %d ops recorded, want one cast fewer than %d", low, sub, n2, n1)
+				}
+				for _, c := range []struct {
+					what string
+					x, y []float32
+				}{{"y", y1, y2}, {"da", da1, da2}, {"db", db1, db2}} {
+					for i := range c.x {
+						if math.Float32bits(c.x[i]) != math.Float32bits(c.y[i]) {
+							t.Fatalf("%v sub=%v: %s[%d] = %v, %v through a cast", low, sub, c.what, i, c.y[i], c.x[i])
+						}
+					}
+				}
+			}
+		}
+	})
+}

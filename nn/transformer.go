@@ -87,6 +87,13 @@ func (l *LayerNorm) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 	return g.LayerNorm(x, l.W, l.B, l.Eps)
 }
 
+// ForwardFor normalises x for an op that takes the result next (a Linear):
+// under autocast the result is stored in that op's dtype (the same bits as
+// its own cast, without it; autograd.Graph.LayerNormTo).
+func (l *LayerNorm) ForwardFor(g *autograd.Graph, x *autograd.Var, next autograd.Op) *autograd.Var {
+	return g.LayerNormTo(x, l.W, l.B, l.Eps, g.OpDType(next, x.DType(), l.W.DType()))
+}
+
 // Params are W and, if present, B.
 func (l *LayerNorm) Params() []*autograd.Var {
 	if l.B == nil {
@@ -178,8 +185,8 @@ type Block struct {
 
 // Forward applies the block to x (B, T, C).
 func (b *Block) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	x = g.Add(x, b.Attn.Forward(g, b.Ln1.Forward(g, x)))
-	return g.Add(x, b.MLP.Forward(g, b.Ln2.Forward(g, x)))
+	x = g.Add(x, b.Attn.Forward(g, b.Ln1.ForwardFor(g, x, autograd.OpLinear)))
+	return g.Add(x, b.MLP.Forward(g, b.Ln2.ForwardFor(g, x, autograd.OpLinear)))
 }
 
 // Params are the block's parameters in its children's order.

@@ -122,7 +122,7 @@ func (m *GPT) Forward(g *autograd.Graph, idx *autograd.Var) *autograd.Var {
 			x = b.Forward(g, x)
 		}
 	}
-	return g.Linear(m.LnF.Forward(g, x), m.WTE.W, nil) // lm_head, tied to wte
+	return g.Linear(m.LnF.ForwardFor(g, x, autograd.OpLinear), m.WTE.W, nil) // lm_head, tied to wte
 }
 
 // Loss is the mean cross-entropy of logits (B, T, Vocab) against targets
