@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"device", "-h"}, []string{"usage: mixprec device [flags]", "-json"}},
 		{[]string{"bench", "-h"}, []string{"usage: mixprec bench matmul"}},
 		{[]string{"bench", "matmul", "-h"}, []string{"usage: mixprec bench matmul [flags]", "-cpu-n n", "-dtypes f32,f16,bf16", "-gpu-only"}},
-		{[]string{"memcompare", "-help"}, []string{"usage: mixprec memcompare [flags]", "-model mlp|wide|deepmlp|cnn|resnet20\n",
+		{[]string{"memcompare", "-help"}, []string{"usage: mixprec memcompare [flags]", "-model mlp|wide|deepmlp|cnn|resnet20|gpt\n",
 			"-checkpoint auto|N", "-amp f16|bf16", "-device auto|cpu|cuda", "per model: mlp 128, wide 512"}},
 	} {
 		r := clitest.Run(t, nil, c.args...)
@@ -121,5 +122,35 @@ func TestMemcompare(t *testing.T) {
 	}
 	if fi, err := os.Stat(png); err != nil || fi.Size() == 0 {
 		t.Errorf("chart: %v", err)
+	}
+}
+
+// TestMemcompareGPT runs the GPT's comparison: each block its own
+// checkpointed segment under auto, AMP halving the activations' bytes
+// roughly, checkpointing cutting them to the blocks' inputs, and the same
+// loss in every column to a few roundings.
+func TestMemcompareGPT(t *testing.T) {
+	r := clitest.Run(t, nil, "memcompare", "-model", "gpt", "-steps", "1", "-device", "cpu", "-amp", "bf16", "-json")
+	if r.Code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	var rep mcReport
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v: %q", err, r.Stdout)
+	}
+	if rep.Model != "gpt" || rep.Segments != 4 || len(rep.Results) != 5 || rep.Batch != 12 {
+		t.Fatalf("report %+v; want gpt, 4 segments, 5 columns, batch 12", rep)
+	}
+	fp32, bf16, ckpt := rep.Results[0], rep.Results[2], rep.Results[4]
+	if a, b := float64(bf16.Peak.Activation), float64(fp32.Peak.Activation); !(a < 0.6*b) {
+		t.Errorf("bf16 activations %v, fp32 %v; want under 0.6x", a, b)
+	}
+	if a, b := float64(ckpt.Peak.Activation), float64(fp32.Peak.Activation); !(a < 0.15*b) {
+		t.Errorf("bf16+ckpt activations %v, fp32 %v; want under 0.15x", a, b)
+	}
+	for _, res := range rep.Results {
+		if math.Abs(float64(res.FinalLoss-fp32.FinalLoss)) > 0.01 {
+			t.Errorf("%s: loss %v, fp32 %v", res.Config, res.FinalLoss, fp32.FinalLoss)
+		}
 	}
 }

@@ -57,13 +57,13 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("mixprec memcompare", "Trains one model on synthetic inputs under FP32, F16, BF16, FP32 + checkpointing\n"+
 		"and AMP + checkpointing, and compares peak memory per category, step time and loss.")
 	model := "wide"
-	fs.Var(cli.NewChoice(&model, models.Names()...), "model", "the network to measure")
+	fs.Var(cli.NewChoice(&model, append(models.Names(), "gpt")...), "model", "the network to measure (gpt: the character GPT of examples/gpt at its default recipe)")
 	var batch, steps int
 	cli.IntVar(fs, &batch, "batch", 0, 1, cli.MaxBatch, "batch size")
 	fs.Lookup("batch").Value = cli.WithDefaultText(fs.Lookup("batch").Value, batchDefaults())
 	cli.IntVar(fs, &steps, "steps", 5, 1, 0, "timed training steps per configuration, after one warm-up step")
 	ckpt := cli.CheckpointAuto
-	fs.Var(notOff{&ckpt}, "checkpoint", "segments for the checkpointed columns: auto (about the square root of the number of layers) or N")
+	fs.Var(notOff{&ckpt}, "checkpoint", "segments for the checkpointed columns: auto (about the square root of the number of layers; the gpt's blocks one each) or N")
 	low := cli.AMPTo(dtype.F16)
 	fs.Var(lowAMP{&low}, "amp", "low dtype of the AMP + checkpointing column")
 	devName := "auto"
@@ -75,13 +75,6 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	spec, err := models.Lookup(model)
-	if err != nil {
-		return err
-	}
-	if !isSet(fs, "batch") {
-		batch = spec.Batch
-	}
 	if *png != "" {
 		// Find out now, not after minutes of measuring, that the chart
 		// cannot be written.
@@ -89,8 +82,20 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 			return cli.Usagef("-png %s: no directory %s to write it in", *png, filepath.Dir(*png))
 		}
 	}
-	layers := len(spec.Build(rand.New(rand.NewPCG(0, 0))).Layers)
-	segments := ckpt.Segments(nn.DefaultSegments(layers))
+	var w workload
+	if model == "gpt" {
+		w = newGPTWorkload(batch, isSet(fs, "batch"), ckpt, *seed)
+	} else {
+		spec, err := models.Lookup(model)
+		if err != nil {
+			return err
+		}
+		if !isSet(fs, "batch") {
+			batch = spec.Batch
+		}
+		layers := len(spec.Build(rand.New(rand.NewPCG(0, 0))).Layers)
+		w = &classifierWorkload{spec: spec, batch: batch, seed: *seed, layers: layers, segments: ckpt.Segments(nn.DefaultSegments(layers))}
+	}
 	lowType := low.DType()
 	dev, note, err := cli.OpenDevice(devName)
 	if err != nil {
@@ -103,18 +108,17 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 		{"fp32+ckpt", dtype.F32, true},
 		{lowType.String() + "+ckpt", lowType, true},
 	}
-	rep := mcReport{Model: spec.Name, Data: "synthetic", Device: dev.Name(), Batch: batch, Steps: steps,
-		Segments: len(nn.Split(layers, segments)) - 1}
+	rep := mcReport{Model: model, Data: "synthetic", Device: dev.Name(), Batch: w.batchSize(), Steps: steps, Segments: w.segmentCount()}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "memcompare: model %s, batch %d, %d timed steps, device %s, synthetic inputs (memory and time do not depend on the values)\n",
-			spec.Name, batch, steps, dev.Name())
+			model, w.batchSize(), steps, dev.Name())
 		if note != "" {
 			fmt.Fprintf(stdout, "(CUDA not used: %s)\n", note)
 		}
 	}
 	for _, c := range configs {
 		bar := cli.NewProgress(stderr, "memcompare "+c.Name, steps+1)
-		r, err := measure(dev, spec, c, batch, steps, *seed, segments, *prof, bar)
+		r, err := measure(dev, w, c, steps, *prof, bar)
 		bar.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)
@@ -192,31 +196,55 @@ func (v lowAMP) Set(s string) error {
 
 func (lowAMP) Arg() string { return "f16|bf16" }
 
+// workload is what memcompare measures: a model it builds afresh for each
+// configuration, with its optimiser and a training step on synthetic data.
+type workload interface {
+	batchSize() int
+	segmentCount() int // the checkpointed columns' segments
+	// start builds the model on dev for configuration c; step takes one
+	// training step and returns its loss; release frees the model.
+	start(dev device.Device, c mcConfig, prof *profile.Profiler) (step func() (float64, error), scaler *amp.GradScaler, release func())
+}
+
+// classifierWorkload is a models.Spec trained by train.Step with SGD.
+type classifierWorkload struct {
+	spec                    models.Spec
+	batch, layers, segments int
+	seed                    uint64
+}
+
+func (w *classifierWorkload) batchSize() int    { return w.batch }
+func (w *classifierWorkload) segmentCount() int { return len(nn.Split(w.layers, w.segments)) - 1 }
+
+func (w *classifierWorkload) start(dev device.Device, c mcConfig, prof *profile.Profiler) (func() (float64, error), *amp.GradScaler, func()) {
+	rng := rand.New(rand.NewPCG(w.seed, 1))
+	net := w.spec.Build(rng)
+	nn.To(net, dev)
+	opt := optim.NewSGD(net.Params(), optim.LR(0.01), optim.Momentum(0.9))
+	scaler := amp.NewGradScaler(amp.For(c.Low))
+	x := tensor.NormalHost(rng, 0, 1, append([]int{w.batch}, w.spec.Input...)...)
+	y := make([]int32, w.batch)
+	for i := range y {
+		y[i] = int32(rng.IntN(w.spec.Classes))
+	}
+	st := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: c.Low, Prof: prof}
+	if c.Checkpoint {
+		st.Segments = w.segments
+	}
+	return func() (float64, error) { return st.Run(x, y) }, scaler, func() { optim.Release(opt); nn.Release(net) }
+}
+
 // measure trains a fresh copy of the model for one warm-up step (which
 // allocates gradients and optimiser state) and then steps timed steps,
 // recording peak memory over the timed steps only.
-func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, seed uint64, segments int, prof bool, bar *cli.Progress) (mcResult, error) {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	net := spec.Build(rng)
-	nn.To(net, dev)
-	defer nn.Release(net)
-	opt := optim.NewSGD(net.Params(), optim.LR(0.01), optim.Momentum(0.9))
-	defer optim.Release(opt)
-	scaler := amp.NewGradScaler(amp.For(c.Low))
-	x := tensor.NormalHost(rng, 0, 1, append([]int{batch}, spec.Input...)...)
-	y := make([]int32, batch)
-	for i := range y {
-		y[i] = int32(rng.IntN(spec.Classes))
-	}
-	st := train.Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: c.Low}
+func measure(dev device.Device, w workload, c mcConfig, steps int, prof bool, bar *cli.Progress) (mcResult, error) {
+	var p *profile.Profiler
 	if prof {
-		st.Prof = profile.New(dev) // it times only the steps between StepStart and StepEnd
-		defer st.Prof.Close()
+		p = profile.New(dev) // it times only the steps between StepStart and StepEnd
+		defer p.Close()
 	}
-	if c.Checkpoint {
-		st.Segments = segments
-	}
-	step := func() (float64, error) { return st.Run(x, y) }
+	step, scaler, release := w.start(dev, c, p)
+	defer release()
 	if _, err := step(); err != nil {
 		return mcResult{}, err
 	}
@@ -229,7 +257,7 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 	var loss float64
 	for i := range steps {
 		t0 := time.Now()
-		st.Prof.StepStart()
+		p.StepStart()
 		l, err := step()
 		if err != nil {
 			return mcResult{}, err
@@ -237,7 +265,7 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 		if err := dev.Sync(); err != nil {
 			return mcResult{}, err
 		}
-		st.Prof.StepEnd()
+		p.StepEnd()
 		times = append(times, float64(time.Since(t0).Microseconds())/1000)
 		loss = l
 		bar.Update(i+2, fmt.Sprintf("%.1f ms/step", times[len(times)-1]))
@@ -247,8 +275,8 @@ func measure(dev device.Device, spec models.Spec, c mcConfig, batch, steps int, 
 	r := mcResult{Config: c.Name, Peak: cli.Peaks(ms), StepMillis: cli.Float(times[len(times)/2]), FinalLoss: cli.Float(loss),
 		Skipped: scaler.Skipped(), stats: ms}
 	if prof {
-		rep := st.Prof.Report()
-		r.Profile, r.prof = &rep, st.Prof
+		rep := p.Report()
+		r.Profile, r.prof = &rep, p
 	}
 	return r, nil
 }
