@@ -438,7 +438,14 @@ var hostScratch = sync.Pool{New: func() any { return new([]float32) }}
 // log-likelihood run as one fused kernel.
 func (g *Graph) CrossEntropy(logits0 *Var, labels []int32) *Var {
 	dt := g.computeType(OpCrossEntropy, logits0)
-	logits := g.as(logits0, dt)
+	// Narrower logits (a 16-bit head's, under autocast) are read as they
+	// are: the kernels compute in float32 from their widened values, and
+	// write the gradient rounded once to their dtype, the bits of a cast
+	// to dt and its backward, without the copy or its pass.
+	logits := logits0
+	if logits0.param || dtype.Widest(logits0.DType(), dt) != dt {
+		logits = g.as(logits0, dt)
+	}
 	shape := logits.Shape()
 	if len(shape) != 2 || shape[0] != len(labels) {
 		panic(fmt.Sprintf("autograd.CrossEntropy: logits %v with %d labels; want (N, C) with N labels", shape, len(labels)))
@@ -457,7 +464,7 @@ func (g *Graph) CrossEntropy(logits0 *Var, labels []int32) *Var {
 		g.push(OpCrossEntropy, out, []*Var{logits}, func(dy *tensor.Tensor) {
 			dl := g.alloc(dt, n)
 			g.dev.Expand(dl.Buffer(), dy.Buffer(), st, 1/float32(n))
-			dx := g.alloc(dt, shape...)
+			dx := g.alloc(logits.DType(), shape...)
 			g.dev.CrossEntropyGrad(dx.Buffer(), buf(logits), lab.Buffer(), dl.Buffer(), n, c)
 			dl.Release()
 			g.accum(logits, dx)

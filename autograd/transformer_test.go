@@ -237,3 +237,40 @@ func TestMixedAdd(t *testing.T) {
 		}
 	})
 }
+
+// TestNarrowCrossEntropy checks that cross-entropy of 16-bit logits gives
+// the bits of cross-entropy of their F32 copy, loss and gradient, without
+// the copy.
+func TestNarrowCrossEntropy(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		rng := rand.New(rand.NewPCG(6, 6))
+		x := randHost(rng, -4, 4, 7, 90)
+		labels := []int32{0, 89, 3, 3, 45, 12, 7}
+		for _, low := range []dtype.DType{dtype.BF16, dtype.F16} {
+			run := func(castFirst bool) (loss float32, dx []float32, ops int) {
+				g := autograd.NewGraph(dev)
+				defer g.Release()
+				xv := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, x), true)
+				defer xv.Value.Release()
+				l := g.Cast(xv, low)
+				if castFirst {
+					l = g.Cast(l, dtype.F32)
+				}
+				out := g.CrossEntropy(l, labels)
+				n := g.Len()
+				g.Backward(g.Scale(out, 3))
+				return out.Value.Item(), xv.Grad.ToHost(), n
+			}
+			l1, d1, n1 := run(true)
+			l2, d2, n2 := run(false)
+			if n2 != n1-1 || math.Float32bits(l1) != math.Float32bits(l2) {
+				t.Errorf("%v: loss %v in %d ops, %v in %d through a cast", low, l2, n2, l1, n1)
+			}
+			for i := range d1 {
+				if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) {
+					t.Fatalf("%v: gradient[%d] = %v, %v through a cast", low, i, d2[i], d1[i])
+				}
+			}
+		}
+	})
+}
