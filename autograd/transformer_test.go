@@ -238,9 +238,9 @@ func TestMixedAdd(t *testing.T) {
 	})
 }
 
-// TestNarrowCrossEntropy checks that cross-entropy of 16-bit logits gives
-// the bits of cross-entropy of their F32 copy, loss and gradient, without
-// the copy.
+// TestNarrowCrossEntropy checks that cross-entropy of 16-bit logits under
+// autocast (which runs it in F32) gives the bits of cross-entropy of their
+// F32 copy, loss and gradient, without the copy.
 func TestNarrowCrossEntropy(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
 		rng := rand.New(rand.NewPCG(6, 6))
@@ -250,6 +250,7 @@ func TestNarrowCrossEntropy(t *testing.T) {
 			run := func(castFirst bool) (loss float32, dx []float32, ops int) {
 				g := autograd.NewGraph(dev)
 				defer g.Release()
+				amp.Autocast(g, low)
 				xv := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, x), true)
 				defer xv.Value.Release()
 				l := g.Cast(xv, low)
