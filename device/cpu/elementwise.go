@@ -333,6 +333,9 @@ func unaryPiece(op device.UnaryOp, db, sb *Buffer, alpha float32, lo, hi int) {
 	if op == device.ReLU && reluFast(db, sb, lo, hi) {
 		return
 	}
+	if op == device.GELU && geluBF16(db, sb, nil, lo, hi) {
+		return
+	}
 	sv, w := read(sb, lo, hi), writeView(db, lo, hi)
 	unaryRow(op, w.v, sv.v, alpha)
 	sv.done()
@@ -407,6 +410,9 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
 // the loops to the rows).
 func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, lo, hi int) {
 	if op == device.ReLU && reluGradFast(db, gb, ib, lo, hi) {
+		return
+	}
+	if op == device.GELU && geluBF16(db, ib, gb, lo, hi) {
 		return
 	}
 	gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)

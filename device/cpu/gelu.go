@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/mixprec/mixprec/dtype"
+
 // GELU in float32. The float64 row of device's op table, x·Φ(x) through
 // math.Erf, took 12 ns an element on one core; a transformer's MLP applies
 // it to four times its width at every position, forward and backward, and
@@ -71,4 +73,21 @@ func geluGradRow(o, dy, x []float32) {
 		c, p := phi(v)
 		o[i] = dy[i] * (c + v*p)
 	}
+}
+
+// geluBF16 runs GELU (dy nil) or its gradient on [lo, hi) of bfloat16
+// buffers with the AVX-512 loops that widen as they load and round as they
+// store, reporting false (doing nothing) when they do not apply: the bits
+// of the float32 loop between a widening and a rounding pass, without the
+// passes.
+func geluBF16(db, xb, dyb *Buffer, lo, hi int) bool {
+	if simdTranscend != simdAVX512 || hi <= lo || db.dt != dtype.BF16 || xb.dt != dtype.BF16 || (dyb != nil && dyb.dt != dtype.BF16) {
+		return false
+	}
+	if dyb == nil {
+		geluBF16AVX512(&db.u16[lo], &xb.u16[lo:hi][0], hi-lo)
+	} else {
+		geluGradBF16AVX512(&db.u16[lo], &dyb.u16[lo:hi][0], &xb.u16[lo:hi][0], hi-lo)
+	}
+	return true
 }

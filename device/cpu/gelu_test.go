@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
 )
 
 // TestGELU32 bounds the float32 GELU and its gradient, at every SIMD level
@@ -106,5 +107,38 @@ func TestExpShift(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGELUBF16 holds the bfloat16 GELU loops to the float32 ones between a
+// widening and a rounding, bit for bit.
+func TestGELUBF16(t *testing.T) {
+	if simdTranscend != simdAVX512 {
+		t.Skip("no AVX-512 loops on this CPU")
+	}
+	var x16, dy16 []uint16
+	for v := -16.0; v <= 16; v += 1.0 / 256 {
+		x16 = append(x16, dtype.F32ToBF16(float32(v)))
+		dy16 = append(dy16, dtype.F32ToBF16(float32(math.Sin(v*7))))
+	}
+	x16 = append(x16, 0x7fc0, 0xffc0, 0x7f80, 0xff80, 0, 0x8000, 0x0001) // NaNs, infinities, zeros, a subnormal
+	dy16 = append(dy16, 0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80)
+	n := len(x16)
+	x, dy := make([]float32, n), make([]float32, n)
+	dtype.Decode(dtype.BF16, x, x16)
+	dtype.Decode(dtype.BF16, dy, dy16)
+	y, g := make([]float32, n), make([]float32, n)
+	geluRow(y, x)
+	geluGradRow(g, dy, x)
+	got, gotGrad := make([]uint16, n), make([]uint16, n)
+	geluBF16AVX512(&got[0], &x16[0], n)
+	geluGradBF16AVX512(&gotGrad[0], &dy16[0], &x16[0], n)
+	for i := range n {
+		if want := dtype.F32ToBF16(y[i]); got[i] != want {
+			t.Errorf("GELU(%v) = %#04x, want %#04x", x[i], got[i], want)
+		}
+		if want := dtype.F32ToBF16(g[i]); gotGrad[i] != want {
+			t.Errorf("GELU'(%v)·%v = %#04x, want %#04x", x[i], dy[i], gotGrad[i], want)
+		}
 	}
 }

@@ -32,3 +32,9 @@ func lnRowAVX512(y, x, w, b *float32, n int, m, is float32)
 
 //go:noescape
 func lnGradRowAVX512(dx, dy, x, w *float32, n int, m, is float32, pw, pb *float32)
+
+//go:noescape
+func geluBF16AVX512(dst, src *uint16, n int)
+
+//go:noescape
+func geluGradBF16AVX512(dst, dy, x *uint16, n int)

@@ -591,3 +591,102 @@ lg2Tail:
 	VMOVUPS Z0, K1, (DI)(R11*4)
 	VZEROUPPER
 	RET
+
+// BF16 conversions: widening is exact (the pattern in the high half);
+// rounding is to nearest even, a NaN quieted, as dtype.F32ToBF16.
+DATA bc<>+0(SB)/4, $1
+DATA bc<>+4(SB)/4, $0x7fff
+DATA bc<>+8(SB)/4, $0x40
+DATA bc<>+12(SB)/4, $0x7fffffff
+DATA bc<>+16(SB)/4, $0x7f800000
+GLOBL bc<>(SB), RODATA|NOPTR, $20
+
+// BF16RND rounds the float32 lanes of x to bfloat16 patterns in the low
+// halves of x's lanes (t1, t2 and K3 clobbered).
+#define BF16RND(x, t1, t2) \
+	VPSRLD $16, x, t1; \
+	VPANDD.BCST bc<>+0(SB), t1, t2; \
+	VPADDD t2, x, t2; \
+	VPADDD.BCST bc<>+4(SB), t2, t2; \
+	VPSRLD $16, t2, t2; \
+	VPORD.BCST bc<>+8(SB), t1, t1; \
+	VPANDD.BCST bc<>+12(SB), x, x; \
+	VPCMPUD.BCST $6, bc<>+16(SB), x, K3; \
+	VMOVDQU32 t1, K3, t2; \
+	VMOVDQA32 t2, x
+
+// func geluBF16AVX512(dst, src *uint16, n int)
+// geluAVX512 on bfloat16 storage: widened as loaded, rounded as stored.
+TEXT ·geluBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+	VPXORD Z28, Z28, Z28
+	VBROADCASTSS tc<>+56(SB), Z29
+	TAILMASK
+	TESTQ CX, CX
+	JZ   gbTail
+
+gbStep:
+	VPMOVZXWD (SI), Z0
+	VPSLLD $16, Z0, Z0
+	ERFC
+	VMULPS Z0, Z1, Z1
+	VMULPS.BCST tc<>+32(SB), Z1, Z1
+	BF16RND(Z1, Z5, Z6)
+	VPMOVDW Z1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  gbStep
+
+gbTail:
+	VPMOVZXWD.Z (SI), K1, Z0
+	VPSLLD $16, Z0, Z0
+	ERFC
+	VMULPS Z0, Z1, Z1
+	VMULPS.BCST tc<>+32(SB), Z1, Z1
+	BF16RND(Z1, Z5, Z6)
+	VPMOVDW Z1, K1, (DI)
+	VZEROUPPER
+	RET
+
+// func geluGradBF16AVX512(dst, dy, x *uint16, n int)
+// geluGradAVX512 on bfloat16 storage.
+TEXT ·geluGradBF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	EXPCONSTS
+	VPXORD Z28, Z28, Z28
+	VBROADCASTSS tc<>+56(SB), Z29
+	TAILMASK
+	TESTQ CX, CX
+	JZ   ggbTail
+
+ggbStep:
+	VPMOVZXWD (SI), Z0
+	VPSLLD $16, Z0, Z0
+	VPMOVZXWD (DX), Z8
+	VPSLLD $16, Z8, Z8
+	GELUGRAD
+	BF16RND(Z1, Z5, Z6)
+	VPMOVDW Z1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  ggbStep
+
+ggbTail:
+	VPMOVZXWD.Z (SI), K1, Z0
+	VPSLLD $16, Z0, Z0
+	VPMOVZXWD.Z (DX), K1, Z8
+	VPSLLD $16, Z8, Z8
+	GELUGRAD
+	BF16RND(Z1, Z5, Z6)
+	VPMOVDW Z1, K1, (DI)
+	VZEROUPPER
+	RET

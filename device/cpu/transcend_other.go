@@ -18,3 +18,6 @@ func lnRowAVX512(y, x, w, b *float32, n int, m, is float32) { panic("unreachable
 func lnGradRowAVX512(dx, dy, x, w *float32, n int, m, is float32, pw, pb *float32) {
 	panic("unreachable")
 }
+
+func geluBF16AVX512(dst, src *uint16, n int)       { panic("unreachable") }
+func geluGradBF16AVX512(dst, dy, x *uint16, n int) { panic("unreachable") }
