@@ -266,6 +266,14 @@ eTail:
 	VPERMILPS $0xb1, X10, X11; \
 	VADDSS X11, X10, X10
 
+// The row loop written out in both functions below (its labels carry the
+// function's prefix) sets the row at DI to exp(row at SI - Z9) for its CX
+// valid elements and to 0 for the rest of its R10 columns, adding the exps
+// into Z10 (cleared first when the sum is wanted). Full chunks of valid
+// elements run unmasked; the chunk that straddles the end of the valid
+// ones is masked; chunks past it store zeros (Z28). R11-R13, K2 and K4 are
+// clobbered.
+
 // func attnSoftmaxAVX512(p, s *float32, ld, rows, cols, diag int, m, l, corr *float32)
 //
 // One online-softmax step of fused attention over a block of scores s
@@ -273,9 +281,11 @@ eTail:
 // diag >= 0, min(cols, r+diag+1) (the causal mask), mnew = max(m[r], the
 // row's largest valid score), corr[r] = exp(m[r] - mnew), p[r, j] =
 // exp(s[r, j] - mnew) for valid j and 0 for the rest, l[r] = l[r]·corr[r]
-// + sum_j p[r, j], and m[r] = mnew.
+// + sum_j p[r, j], and m[r] = mnew. It goes in three passes, so that the
+// rows' factors corr are sixteen exps at a time instead of a dependent
+// chain of one per row: the rows' maxima (into corr), then the factors,
+// then each row's exps and sum.
 TEXT ·attnSoftmaxAVX512(SB), NOSPLIT, $0-72
-	MOVQ p+0(FP), DI
 	MOVQ s+8(FP), SI
 	MOVQ ld+16(FP), R8
 	SHLQ $2, R8
@@ -286,23 +296,32 @@ TEXT ·attnSoftmaxAVX512(SB), NOSPLIT, $0-72
 	MOVQ l+56(FP), BX
 	MOVQ corr+64(FP), DX
 	EXPCONSTS
+	VPXORD Z28, Z28, Z28
 	XORQ R15, R15
 
-smRow:
+	// Pass 1: corr[r] = max(m[r], the row's largest valid score). NaNs
+	// are not propagated here: an exp of a NaN score turns its weight and
+	// the row's sum into NaN.
+smMaxRow:
 	CMPQ R15, R9
-	JGE  smDone
+	JGE  smCorr
 	VALID
-	// The row's largest valid score, in X12.
 	VBROADCASTSS tc<>+104(SB), Z12
 	XORQ R11, R11
 
-smMax:
+smMaxFull:
+	LEAQ 16(R11), R12
+	CMPQ R12, CX
+	JGT  smMaxPart
+	VMAXPS (SI)(R11*4), Z12, Z12
+	ADDQ $16, R11
+	JMP  smMaxFull
+
+smMaxPart:
 	CMPQ R11, CX
 	JGE  smMaxDone
 	ROWMASKS
 	VMAXPS (SI)(R11*4), Z12, K2, Z12
-	ADDQ $16, R11
-	JMP  smMax
 
 smMaxDone:
 	VEXTRACTF32X8 $1, Z12, Y13
@@ -313,20 +332,60 @@ smMaxDone:
 	VMAXPS X13, X12, X12
 	VPERMILPS $0xb1, X12, X13
 	VMAXPS X13, X12, X12
-	VMOVSS (AX)(R15*4), X14
-	VMAXSS X14, X12, X15
-	VSUBSS X15, X14, X0
-	EXP(Z0, Z1, Z2)
-	VMOVSS X1, (DX)(R15*4)
-	VMOVSS X15, (AX)(R15*4)
-	VMOVAPS Z1, Z3
-	VBROADCASTSS X15, Z9
+	VMAXSS (AX)(R15*4), X12, X12
+	VMOVSS X12, (DX)(R15*4)
+	ADDQ R8, SI
+	INCQ R15
+	JMP  smMaxRow
+
+	// Pass 2, sixteen rows at a time: corr = exp(m - mnew), m = mnew.
+smCorr:
+	XORQ R15, R15
+
+smCorrStep:
+	CMPQ R15, R9
+	JGE  smExp
+	MOVQ R9, R12
+	SUBQ R15, R12
+	MOVQ $-1, R13
+	BZHIQ R12, R13, R13
+	KMOVW R13, K1
+	VMOVUPS.Z (DX)(R15*4), K1, Z5
+	VMOVUPS.Z (AX)(R15*4), K1, Z6
+	VMOVUPS Z5, K1, (AX)(R15*4)
+	VSUBPS Z5, Z6, Z6
+	EXP(Z6, Z7, Z2)
+	VMOVUPS Z7, K1, (DX)(R15*4)
+	ADDQ $16, R15
+	JMP  smCorrStep
+
+	// Pass 3: each row's exps and l = l·corr + their sum.
+smExp:
+	MOVQ p+0(FP), DI
+	MOVQ s+8(FP), SI
+	XORQ R15, R15
+
+smExpRow:
+	CMPQ R15, R9
+	JGE  smDone
+	VALID
+	VBROADCASTSS (AX)(R15*4), Z9
 	VPXORD Z10, Z10, Z10
 	XORQ R11, R11
-
-smExp:
-	CMPQ R11, R10
-	JGE  smExpDone
+smEFull:
+	LEAQ 16(R11), R12
+	CMPQ R12, CX
+	JGT  smEPart
+	VMOVUPS (SI)(R11*4), Z0
+	VSUBPS Z9, Z0, Z0
+	EXP(Z0, Z1, Z2)
+	VADDPS Z1, Z10, Z10
+	VMOVUPS Z1, (DI)(R11*4)
+	ADDQ $16, R11
+	JMP  smEFull
+smEPart:
+	CMPQ R11, CX
+	JGE  smEZero
 	ROWMASKS
 	VMOVUPS.Z (SI)(R11*4), K2, Z0
 	VSUBPS Z9, Z0, Z0
@@ -335,18 +394,27 @@ smExp:
 	VADDPS Z1, Z10, Z10
 	VMOVUPS Z1, K4, (DI)(R11*4)
 	ADDQ $16, R11
-	JMP  smExp
-
-smExpDone:
+smEZero:
+	CMPQ R11, R10
+	JGE  smEDone
+	MOVQ R10, R12
+	SUBQ R11, R12
+	MOVQ $-1, R13
+	BZHIQ R12, R13, R13
+	KMOVW R13, K4
+	VMOVUPS Z28, K4, (DI)(R11*4)
+	ADDQ $16, R11
+	JMP  smEZero
+smEDone:
 	HSUM16
 	VMOVSS (BX)(R15*4), X4
-	VMULSS X3, X4, X4
+	VMULSS (DX)(R15*4), X4, X4
 	VADDSS X10, X4, X4
 	VMOVSS X4, (BX)(R15*4)
 	ADDQ R8, SI
 	ADDQ R8, DI
 	INCQ R15
-	JMP  smRow
+	JMP  smExpRow
 
 smDone:
 	VZEROUPPER
@@ -367,6 +435,7 @@ TEXT ·attnProbsAVX512(SB), NOSPLIT, $0-56
 	MOVQ diag+40(FP), R14
 	MOVQ lse+48(FP), AX
 	EXPCONSTS
+	VPXORD Z28, Z28, Z28
 	XORQ R15, R15
 
 prRow:
@@ -375,20 +444,40 @@ prRow:
 	VALID
 	VBROADCASTSS (AX)(R15*4), Z9
 	XORQ R11, R11
-
-prExp:
-	CMPQ R11, R10
-	JGE  prNext
+prEFull:
+	LEAQ 16(R11), R12
+	CMPQ R12, CX
+	JGT  prEPart
+	VMOVUPS (SI)(R11*4), Z0
+	VSUBPS Z9, Z0, Z0
+	EXP(Z0, Z1, Z2)
+	VADDPS Z1, Z10, Z10
+	VMOVUPS Z1, (DI)(R11*4)
+	ADDQ $16, R11
+	JMP  prEFull
+prEPart:
+	CMPQ R11, CX
+	JGE  prEZero
 	ROWMASKS
 	VMOVUPS.Z (SI)(R11*4), K2, Z0
 	VSUBPS Z9, Z0, Z0
 	EXP(Z0, Z1, Z2)
 	VMOVAPS.Z Z1, K2, Z1
+	VADDPS Z1, Z10, Z10
 	VMOVUPS Z1, K4, (DI)(R11*4)
 	ADDQ $16, R11
-	JMP  prExp
-
-prNext:
+prEZero:
+	CMPQ R11, R10
+	JGE  prEDone
+	MOVQ R10, R12
+	SUBQ R11, R12
+	MOVQ $-1, R13
+	BZHIQ R12, R13, R13
+	KMOVW R13, K4
+	VMOVUPS Z28, K4, (DI)(R11*4)
+	ADDQ $16, R11
+	JMP  prEZero
+prEDone:
 	ADDQ R8, SI
 	ADDQ R8, DI
 	INCQ R15
