@@ -22,6 +22,9 @@ func TestAMD64Selection(t *testing.T) {
 	want := avx2Converters.name
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL {
 		want = avx512Converters.name
+		if cpu.X86.HasAVX512BF16 {
+			want = avx512BF16Converters.name
+		}
 	}
 	if got := names[len(names)-1]; got != want {
 		t.Errorf("selected converters = %q (available %q), want %q", got, names, want)
