@@ -36,8 +36,8 @@ type attScratch struct {
 	m, l   []float32 // running maximum and sum per query row
 	di     []float32 // rowsum(dy * y) per query row
 	corr   []float32 // a block's factors for the rows' outputs so far
-	row    []float32 // a row of dy widened
-	row2   []float32 // a row of y widened
+	row    []float32 // the head's rows of dy widened (T, D)
+	row2   []float32 // the head's rows of y widened
 }
 
 var attScratchPool = sync.Pool{New: func() any { return new(attScratch) }}
@@ -173,8 +173,8 @@ func (sc *attScratch) size(t, dd int) {
 	sc.l = grow32(sc.l, t)
 	sc.di = grow32(sc.di, t)
 	sc.corr = grow32(sc.corr, attBlock)
-	sc.row = grow32(sc.row, dd)
-	sc.row2 = grow32(sc.row2, dd)
+	sc.row = grow32(sc.row, t*dd)
+	sc.row2 = grow32(sc.row2, t*dd)
 }
 
 // forward computes head bh's output rows and their logsumexp.
@@ -209,17 +209,30 @@ func (a *attention) forward(sc *attScratch, bh int) {
 			vb.Off += j0 * vb.LD
 			gemm.Serial(false, false, i1-i0, dd, j1-j0, 1, a.probOperand(sc.p, sc.p16, i1-i0, j1-j0), vb, 1, sc.o[i0*dd:], dd)
 		}
-		b, h := bh/a.p.H, bh%a.p.H
 		for i := i0; i < i1; i++ {
 			o := sc.o[i*dd : (i+1)*dd]
 			inv := 1 / sc.l[i]
 			for c := range o {
 				o[c] *= inv
 			}
-			storeRow(a.y, (b*t+i)*a.c+h*dd, o)
 			a.lse.f32[bh*t+i] = sc.m[i] + float32(math.Log(float64(sc.l[i])))
 		}
 	}
+	b, h := bh/a.p.H, bh%a.p.H
+	storeRows(a.y, b*t*a.c+h*dd, a.c, sc.o, t, dd)
+}
+
+// storeRows rounds rows of cols float32 (contiguous in v) into b from
+// element at, rows ld apart: one call for the head's rows, which sit C or
+// 3C apart in the packed buffers.
+func storeRows(b *Buffer, at, ld int, v []float32, rows, cols int) {
+	if b.dt == dtype.F32 {
+		for r := range rows {
+			copy(b.f32[at+r*ld:at+r*ld+cols], v[r*cols:(r+1)*cols])
+		}
+		return
+	}
+	dtype.EncodeRows(b.dt, b.u16[at:], ld, v, cols, rows, cols)
 }
 
 // AttentionGrad computes dqkv from dy, recomputing each block's
@@ -253,19 +266,13 @@ func (a *attention) backward(sc *attScratch, bh int) {
 	clear(sc.dk)
 	clear(sc.dv)
 	b, h := bh/a.p.H, bh%a.p.H
+	// Di = rowsum(dy ∘ y), from the head's rows widened at once.
+	g, o := a.headRows(a.dy, b, h, sc.row), a.headRows(a.y, b, h, sc.row2)
 	for i := range t {
-		at := (b*t+i)*a.c + h*dd
 		var s float64
-		if a.dt == dtype.F32 {
-			g, o := a.dy.f32[at:at+dd], a.y.f32[at:at+dd]
-			for c, v := range g {
-				s += float64(v * o[c])
-			}
-		} else {
-			g, o := a.dy.f32Row(at, dd, sc.row), a.y.f32Row(at, dd, sc.row2)
-			for c, v := range g {
-				s += float64(v * o[c])
-			}
+		gi, oi := g[i*dd:(i+1)*dd], o[i*dd:(i+1)*dd]
+		for c, v := range gi {
+			s += float64(v * oi[c])
 		}
 		sc.di[i] = float32(s)
 	}
@@ -311,12 +318,10 @@ func (a *attention) backward(sc *attScratch, bh int) {
 			gemm.Serial(true, false, nj, dd, ni, a.p.Scale, ds, qb, 1, sc.dk[j0*dd:], dd)
 		}
 	}
-	for i := range t {
-		at := (b*t+i)*3*a.c + h*dd
-		storeRow(a.dqkv, at, sc.o[i*dd:(i+1)*dd])
-		storeRow(a.dqkv, at+a.c, sc.dk[i*dd:(i+1)*dd])
-		storeRow(a.dqkv, at+2*a.c, sc.dv[i*dd:(i+1)*dd])
-	}
+	at := b*t*3*a.c + h*dd
+	storeRows(a.dqkv, at, 3*a.c, sc.o, t, dd)
+	storeRows(a.dqkv, at+a.c, 3*a.c, sc.dk, t, dd)
+	storeRows(a.dqkv, at+2*a.c, 3*a.c, sc.dv, t, dd)
 }
 
 // softmaxStep is one online-softmax step over a block of scores s (rows x
@@ -386,4 +391,18 @@ func scoresGrad(ds, p, dp []float32, ld, rows, cols int, di []float32) {
 			out[j] = pr[j] * (g[j] - di[r])
 		}
 	}
+}
+
+// headRows returns head h of batch b's T rows of D from a (B, T, H, D)
+// buffer as float32 rows D apart: widened into scratch (T·D), or copied.
+func (a *attention) headRows(buf *Buffer, b, h int, scratch []float32) []float32 {
+	t, dd, at := a.p.T, a.p.D, b*a.p.T*a.c+h*a.p.D
+	if buf.dt == dtype.F32 {
+		for i := range t {
+			copy(scratch[i*dd:(i+1)*dd], buf.f32[at+i*a.c:at+i*a.c+dd])
+		}
+		return scratch[:t*dd]
+	}
+	dtype.DecodeRows(buf.dt, scratch, dd, buf.u16[at:], a.c, t, dd)
+	return scratch[:t*dd]
 }
