@@ -1,14 +1,15 @@
 """Tests of the benchmark runner (tools/bench_peer.py) and of what the
 PyTorch peers share (common.py): thread settings, interleaving, choosing the
 fastest setting and the ratios, and that the peers' augmentations and
-schedules are mixprec's.
+schedules are mixprec's; and of the GPT peer (torch_gpt.py): its model,
+recipe, batches and validation loss, and a short run.
 
   /usr/bin/python3 -m unittest discover -s tools/peers -p 'test_*.py'
 
 The augmentation and schedule tests need torch (sh tools/install-peer.sh)
 and are skipped, saying so, without it.
 """
-import math, os, subprocess, sys, unittest
+import json, math, os, subprocess, sys, tempfile, unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -18,8 +19,9 @@ import bench_peer  # noqa: E402
 try:
     import torch
     import common
+    import torch_gpt
 except ImportError as e:  # the runner's own logic needs no torch
-    torch, common, TORCH_MISSING = None, None, str(e)
+    torch, common, torch_gpt, TORCH_MISSING = None, None, None, str(e)
 
 
 class TestSettings(unittest.TestCase):
@@ -229,6 +231,193 @@ class TestSchedules(unittest.TestCase):
         lr = common.cosine(0.1, 3, 23)
         for step, want in [(0, 0.1 / 3), (2, 0.1), (3, 0.1), (13, 0.05), (22, 0.05 * (1 + math.cos(math.pi * 19 / 20))), (40, 0.0)]:
             self.assertAlmostEqual(lr(step), want, places=12, msg=f"step {step}")
+
+
+TINY = dict(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (sh tools/install-peer.sh)")
+class TestGPTModel(unittest.TestCase):
+    def test_names_tying_and_count(self):
+        for bias in (False, True):
+            with self.subTest(bias=bias):
+                torch.manual_seed(0)
+                m = torch_gpt.GPT(torch_gpt.GPTConfig(bias=bias, **TINY))
+                self.assertIs(m.lm_head.weight, m.transformer.wte.weight)
+                names = list(m.state_dict())
+                want = ["transformer.wte.weight", "transformer.wpe.weight"]
+                for i in range(2):
+                    for n in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"):
+                        want.append(f"transformer.h.{i}.{n}.weight")
+                        if bias:
+                            want.append(f"transformer.h.{i}.{n}.bias")
+                want += ["transformer.ln_f.weight"] + (["transformer.ln_f.bias"] if bias else []) + ["lm_head.weight"]
+                self.assertEqual(names, want)
+                # mixprec's TestGPTStateNames count, with biases.
+                n = 11 * 16 + 8 * 16 + 2 * (4 * 16 + 16 * 48 + 48 + 16 * 16 + 16 + 16 * 64 + 64 + 64 * 16 + 16) + 2 * 16
+                if not bias:
+                    n -= 2 * (2 * 16 + 48 + 16 + 64 + 16) + 16
+                self.assertEqual(torch_gpt.num_params(m), n)
+
+    def test_init(self):
+        torch.manual_seed(3)
+        m = torch_gpt.GPT(torch_gpt.GPTConfig(vocab_size=64, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=True))
+        for name, p in m.named_parameters():
+            with self.subTest(name=name):
+                if name.endswith("bias"):
+                    self.assertEqual(p.abs().max().item(), 0.0)
+                elif ".ln_" in name or "ln_f" in name:
+                    self.assertTrue(torch.equal(p, torch.ones_like(p)))
+                else:
+                    want = 0.02 / math.sqrt(8) if name.endswith("c_proj.weight") else 0.02
+                    self.assertLess(abs(p.std().item() / want - 1), 0.1, f"std {p.std().item()} want {want}")
+
+    def test_param_groups(self):
+        m = torch_gpt.GPT(torch_gpt.GPTConfig(bias=True, **TINY))
+        groups, decay, rest = torch_gpt.param_groups(m, 0.1)
+        self.assertEqual([g["weight_decay"] for g in groups], [0.1, 0.0])
+        self.assertEqual(decay[:2], ["transformer.wte.weight", "transformer.wpe.weight"])
+        self.assertTrue(all(n.endswith(".weight") and ".ln_" not in n for n in decay), decay)
+        self.assertTrue(all(n.endswith(".bias") or ".ln_" in n or "ln_f" in n for n in rest), rest)
+        self.assertEqual(len(decay) + len(rest), len(list(m.parameters())))
+        self.assertNotIn("lm_head.weight", decay + rest)
+
+    def test_lr_schedule(self):
+        lr, lo = 1e-3, 1e-4
+        for it, want in [(0, lr / 101), (99, lr * 100 / 101), (100, lr), (1050, (lr + lo) / 2),
+                         (2000, lo), (2001, lo), (5000, lo)]:
+            self.assertAlmostEqual(torch_gpt.lr_at(it, lr, lo, 100, 2000), want, places=15, msg=f"iteration {it}")
+        prev = lr
+        for it in range(100, 2001):
+            got = torch_gpt.lr_at(it, lr, lo, 100, 2000)
+            self.assertLessEqual(got, prev, f"iteration {it}: the cosine rises")
+            prev = got
+
+    def test_corpus(self):
+        text = "ba\r\nc\u00e9a\u00e9" * 5
+        with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
+            f.write(text.encode("utf-8"))
+        try:
+            c = torch_gpt.Corpus(torch_gpt.read_text(f.name))
+        finally:
+            os.remove(f.name)
+        self.assertEqual(c.vocab, ["\n", "\r", "a", "b", "c", "\u00e9"])
+        self.assertEqual(len(c.ids), len(text))
+        self.assertEqual(len(c.train), int(0.9 * len(text)))
+        self.assertEqual("".join(c.vocab[i] for i in c.ids.tolist()), text)
+        with self.assertRaises(ValueError):
+            torch_gpt.Corpus("")
+
+    def test_batches(self):
+        train = torch.arange(100)
+        x, y = torch_gpt.get_batch(train, 8, 5, torch.Generator().manual_seed(4))
+        off = torch.randint(100 - 8, (5,), generator=torch.Generator().manual_seed(4))
+        for i in range(5):
+            self.assertEqual(x[i].tolist(), list(range(off[i], off[i] + 8)))
+            self.assertEqual(y[i].tolist(), list(range(off[i] + 1, off[i] + 9)))
+
+    def test_val_loss_is_the_window_mean(self):
+        torch.manual_seed(5)
+        m = torch_gpt.GPT(torch_gpt.GPTConfig(**TINY)).double()
+        with torch.no_grad():
+            for p in m.parameters():
+                p.normal_(0, 0.5)
+        val = torch.randint(11, (8 * 40 + 3,), generator=torch.Generator().manual_seed(6))
+        for cap, w in ((1000, 40), (7, 7), (40, 40)):
+            with self.subTest(cap=cap):
+                self.assertEqual(torch_gpt.eval_windows(len(val), 8, cap), w)
+                losses = []
+                for i in range(w):
+                    _, l = m(val[i * 8:(i + 1) * 8][None], val[i * 8 + 1:(i + 1) * 8 + 1][None])
+                    losses.append(l.item())
+                got = torch_gpt.val_loss(m, val, 8, cap, batch=3)
+                self.assertAlmostEqual(got, sum(losses) / w, places=12)
+        self.assertEqual(torch_gpt.eval_windows(8 * 2, 8, 10), 1, "the last window needs its next id")
+        self.assertTrue(m.training, "val_loss left the model in eval mode")
+
+    def test_policies(self):
+        torch.manual_seed(7)
+        m = torch_gpt.GPT(torch_gpt.GPTConfig(**TINY))
+        with torch.no_grad():
+            for p in m.parameters():
+                p.normal_(0, 0.4)
+        idx = torch.randint(11, (3, 8), generator=torch.Generator().manual_seed(8))
+        want, _ = m.double()(idx)
+        m.float()
+        m.set_policy("mixprec")
+        got, _ = m.double()(idx)
+        self.assertTrue(torch.allclose(got, want, rtol=1e-12, atol=1e-12), "without autocast the policies differ")
+        m.float()
+        ref, _ = m(idx)
+        for policy in ("torch", "mixprec"):
+            m.set_policy(policy)
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                low, _ = m(idx)
+            self.assertEqual(low.dtype, torch.bfloat16)
+            err = (low.float() - ref).abs().max().item()
+            self.assertLess(err, 0.1 * ref.abs().max().item(), f"{policy}: bf16 logits {err} from f32")
+
+
+@unittest.skipIf(torch is None, "torch is not installed (sh tools/install-peer.sh)")
+class TestGPTPeer(unittest.TestCase):
+    """The peer as bench-peer runs it, briefly, on a small text."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        words = ["light", "colour", "prism", "ray", "the", "of", "and", "refraction", "glass", "red"]
+        g = torch.Generator().manual_seed(9)
+        text = " ".join(words[i] for i in torch.randint(len(words), (4000,), generator=g).tolist())
+        cls.text = os.path.join(cls.dir.name, "t.txt")
+        with open(cls.text, "w") as f:
+            f.write(text)
+        cls.vocab = len(set(text))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def peer(self, *args):
+        return subprocess.run([sys.executable, os.path.join(HERE, "torch_gpt.py")] + list(args),
+                              capture_output=True, text=True)
+
+    def test_short_run(self):
+        for amp in ("off", "bf16"):
+            with self.subTest(amp=amp):
+                p = self.peer("--text", self.text, "--iters", "3", "--eval-windows", "4", "--amp", amp, "--json")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                s = json.loads(p.stdout.strip().splitlines()[-1])
+                self.assertEqual((s["iters"], s["amp"], s["val_windows"], s["threads"]), (3, amp, 4, 1))
+                c = torch_gpt.GPTConfig(self.vocab, 64, 4, 4, 128)
+                self.assertEqual(s["params"], torch_gpt.num_params(torch_gpt.GPT(c)))
+                self.assertGreater(s["tokens_per_sec"], 0)
+                # Three small steps from nanoGPT's initialisation leave the loss near log(vocab).
+                for k in ("train_loss", "val_loss"):
+                    self.assertLess(abs(s[k] - math.log(self.vocab)), 0.3, f"{k} {s[k]}")
+
+    def test_same_seed_same_run(self):
+        a = self.peer("--text", self.text, "--iters", "2", "--eval-windows", "2", "--json", "--seed", "3")
+        b = self.peer("--text", self.text, "--iters", "2", "--eval-windows", "2", "--json", "--seed", "3")
+        self.assertEqual(a.returncode, 0, a.stderr)
+        sa, sb = json.loads(a.stdout.splitlines()[-1]), json.loads(b.stdout.splitlines()[-1])
+        self.assertEqual((sa["train_loss"], sa["val_loss"]), (sb["train_loss"], sb["val_loss"]))
+
+    def test_bad_input(self):
+        short = os.path.join(self.dir.name, "short.txt")
+        with open(short, "w") as f:
+            f.write("abc" * 30)
+        bad = os.path.join(self.dir.name, "bad.txt")
+        with open(bad, "wb") as f:
+            f.write(b"caf\xe9" * 100)
+        for name, args, want in [("missing", ["--text", os.path.join(self.dir.name, "none")], "No such file"),
+                                 ("short", ["--text", short], "a block of 64 needs"),
+                                 ("not UTF-8", ["--text", bad], "utf-8"),
+                                 ("iters", ["--text", self.text, "--iters", "-1"], "--iters")]:
+            with self.subTest(name):
+                p = self.peer(*args)
+                self.assertNotEqual(p.returncode, 0)
+                self.assertIn(want, p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
 
 
 if __name__ == "__main__":
