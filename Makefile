@@ -60,11 +60,12 @@ bench:
 generate:
 	$(GO) generate ./...
 
-## reference: recompute testdata/torch_reference.json and the PyTorch-trained safetensors fixtures with PyTorch (installs Debian's python3-torch if needed)
+## reference: recompute testdata/torch_reference.json, the PyTorch-trained safetensors fixtures and the GPT's (testdata/torch_gpt*) with PyTorch (installs Debian's python3-torch if needed)
 reference:
 	sh tools/install-peer.sh
 	/usr/bin/python3 tools/reference/torch_reference.py testdata/torch_reference.json
 	/usr/bin/python3 tools/reference/torch_safetensors.py make testdata
+	GO=$(GO) /usr/bin/python3 tools/reference/torch_gpt.py make testdata
 
 ## bench-peer: our programs against PyTorch (each workload under its four thread settings, compared at the fastest) and the Go peers (Gorgonia, GoMLX) on the same machine, with ratios; WORKLOADS=mlp,cnn,wide,resnet20,gemm REPEAT=N BENCH_JSON=FILE BENCH_FLAGS='--steps cnn=60 ...' (see tools/bench_peer.py -h)
 bench-peer: data

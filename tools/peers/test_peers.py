@@ -2,7 +2,8 @@
 PyTorch peers share (common.py): thread settings, interleaving, choosing the
 fastest setting and the ratios, and that the peers' augmentations and
 schedules are mixprec's; and of the GPT peer (torch_gpt.py): its model,
-recipe, batches and validation loss, and a short run.
+recipe, batches and validation loss, a short run, and the weights check of
+tools/reference/torch_gpt.py.
 
   /usr/bin/python3 -m unittest discover -s tools/peers -p 'test_*.py'
 
@@ -418,6 +419,74 @@ class TestGPTPeer(unittest.TestCase):
                 self.assertNotEqual(p.returncode, 0)
                 self.assertIn(want, p.stderr)
                 self.assertNotIn("Traceback", p.stderr)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (sh tools/install-peer.sh)")
+class TestGPTWeightsCheck(unittest.TestCase):
+    """tools/reference/torch_gpt.py check: weights in, the validation loss
+    out, and one line for a file that does not fit."""
+
+    SCRIPT = os.path.join(os.path.dirname(HERE), "reference", "torch_gpt.py")
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
+        import torch_safetensors
+        self.st = torch_safetensors
+        self.dir = tempfile.TemporaryDirectory()
+        text = "".join(chr(97 + (i * 7 + i // 13) % 11) for i in range(3000))
+        self.text = os.path.join(self.dir.name, "t.txt")
+        with open(self.text, "w") as f:
+            f.write(text)
+        self.corpus = torch_gpt.Corpus(text)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def check(self, *args):
+        return subprocess.run([sys.executable, self.SCRIPT, "check"] + list(args), capture_output=True, text=True)
+
+    def test_round_trip(self):
+        torch.manual_seed(10)
+        c = torch_gpt.GPTConfig(vocab_size=len(self.corpus.vocab), block_size=8, n_layer=2, n_head=2, n_embd=16, bias=True)
+        m = torch_gpt.GPT(c)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.normal_(0, 0.3)
+        want = torch_gpt.val_loss(m, self.corpus.val, 8, 5)
+        w = os.path.join(self.dir.name, "w.safetensors")
+        self.st.write(w, {n: p for n, p in m.named_parameters()}, {"heads": "2"})
+        p = self.check(w, self.text, "--eval-windows", "5", "--json", "--want", str(want))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = json.loads(p.stdout.splitlines()[-1])
+        self.assertAlmostEqual(s["val_loss"], want, places=6)
+        self.assertEqual((s["windows"], s["config"]["bias"], s["config"]["n_layer"]), (5, True, 2))
+        p = self.check(w, self.text, "--eval-windows", "5", "--want", str(want + 0.01))
+        self.assertEqual(p.returncode, 1, "a loss 0.01 away agreed")
+        # Four heads see other attention: another loss.
+        p = self.check(w, self.text, "--eval-windows", "5", "--heads", "4", "--json")
+        self.assertNotAlmostEqual(json.loads(p.stdout.splitlines()[-1])["val_loss"], want, places=4)
+
+    def test_bad_files(self):
+        torch.manual_seed(11)
+        V = len(self.corpus.vocab)
+        m = torch_gpt.GPT(torch_gpt.GPTConfig(vocab_size=V, block_size=8, n_layer=1, n_head=2, n_embd=16))
+        good = {n: p for n, p in m.named_parameters()}
+        cases = [("vocabulary", dict(good, **{"transformer.wte.weight": torch.zeros(V + 1, 16)}), [], "need [%d, 16]" % V),
+                 ("shape", dict(good, **{"transformer.h.0.mlp.c_fc.weight": torch.zeros(60, 16)}), [], "transformer.h.0.mlp.c_fc.weight is [60, 16]"),
+                 ("missing", {k: v for k, v in good.items() if "ln_2" not in k}, [], "transformer.h.0.ln_2.weight [16] is missing"),
+                 ("untied", dict(good, **{"lm_head.weight": torch.ones(V, 16)}), [], "lm_head.weight differs"),
+                 ("heads", good, ["--heads", "0"], "--heads N")]
+        for name, tensors, extra, want in cases:
+            with self.subTest(name):
+                w = os.path.join(self.dir.name, name + ".safetensors")
+                self.st.write(w, tensors)
+                p = self.check(w, self.text, *(extra or ["--heads", "2"]))
+                self.assertNotEqual(p.returncode, 0)
+                self.assertIn(want, p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
+        p = self.check(os.path.join(self.dir.name, "none"), self.text, "--heads", "2")
+        self.assertIn("No such file", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
 
 
 if __name__ == "__main__":
