@@ -67,13 +67,14 @@ reference:
 	/usr/bin/python3 tools/reference/torch_safetensors.py make testdata
 	GO=$(GO) /usr/bin/python3 tools/reference/torch_gpt.py make testdata
 
-## bench-peer: our programs against PyTorch (each workload under its four thread settings, compared at the fastest) and the Go peers (Gorgonia, GoMLX) on the same machine, with ratios; WORKLOADS=mlp,cnn,wide,resnet20,gemm REPEAT=N BENCH_JSON=FILE BENCH_FLAGS='--steps cnn=60 ...' (see tools/bench_peer.py -h)
+## bench-peer: our programs against PyTorch (each workload under its four thread settings, compared at the fastest) and the Go peers (Gorgonia, GoMLX) on the same machine, with ratios; WORKLOADS=mlp,cnn,wide,resnet20,gemm,gpt REPEAT=N BENCH_JSON=FILE BENCH_FLAGS='--steps cnn=60 ...' (see tools/bench_peer.py -h)
 bench-peer: data
 	sh tools/install-peer.sh
 	mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/mnist ./examples/mnist
 	$(GO) build -o $(BIN)/cifar ./examples/cifar
 	$(GO) build -o $(BIN)/mixprec ./cmd/mixprec
+	rm -f $(BIN)/gpt; $(GO) build -o $(BIN)/gpt ./examples/gpt || echo "bench-peer: examples/gpt did not build; the gpt workload will show as unavailable"
 	rm -f $(BIN)/gopeer-gorgonia $(BIN)/gopeer-gomlx
 	cd tools/gopeers/gorgonia && $(GO) build -o $(BIN)/gopeer-gorgonia . || echo "bench-peer: the Gorgonia peer did not build; it will show as unavailable"
 	cd tools/gopeers/gomlx && $(GO) build -o $(BIN)/gopeer-gomlx . || echo "bench-peer: the GoMLX peer did not build; it will show as unavailable"

@@ -2,7 +2,7 @@
 machine, in one invocation, and print the figures side by side with ratios.
 
   /usr/bin/python3 tools/bench_peer.py [--data DIR] [--bin DIR] [--repeat N]
-      [--workloads mlp,cnn,wide,resnet20,gemm] [--json FILE]
+      [--workloads mlp,cnn,wide,resnet20,gemm,gpt] [--json FILE]
 
 Peers:
   - PyTorch (Debian's python3-torch on OpenBLAS and oneDNN), run as a user who
@@ -40,8 +40,8 @@ ROOT = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
 
 # Steps for the workloads too slow to run for an epoch at every setting
-# (--steps changes them).
-DEFAULT_STEPS = {"cnn": 60, "wide": 40, "resnet20": 30}
+# (--steps changes them); the GPT's are training iterations.
+DEFAULT_STEPS = {"cnn": 60, "wide": 40, "resnet20": 30, "gpt": 200}
 GEMM_N, GEMM_REPS = 1024, 20
 
 
@@ -49,18 +49,30 @@ class Workload:
     """One workload: our command (binary name first) and the amp modes we
     run, the torch peer's script and arguments and its amp modes, the Go
     peers (binary names) and their arguments, what is measured, and what the
-    figures mean (for the table's heading)."""
+    figures mean (for the table's heading). rate is the summary key of the
+    speed (in unit), quality that of the model's quality figure and its
+    column's label; torch_data gives the peer's arguments that name the data
+    directory's files."""
 
-    def __init__(self, ours, our_modes, torch, torch_modes, about, go=(), go_args=(), unit="samples/s"):
+    def __init__(self, ours, our_modes, torch, torch_modes, about, go=(), go_args=(), unit="samples/s",
+                 rate="samples_per_sec", quality=("test_accuracy", "acc"), torch_data=None):
         self.ours, self.our_modes = ours, our_modes
         self.torch, self.torch_modes = torch, torch_modes
         self.go, self.go_args = go, go_args
         self.unit, self.about = unit, about
+        self.rate, self.quality = rate, quality
+        self.torch_data = torch_data or (lambda data: [])
+
+
+def austen_path(data):
+    """Where mixprec's datasets.LoadText("austen") keeps the corpus under
+    the data directory."""
+    return os.path.join(data, "austen", "austen.txt")
 
 
 def workloads(steps):
     """The workloads, the slow ones cut to steps[name] training steps."""
-    cnn, wide, resnet = steps["cnn"], steps["wide"], steps["resnet20"]
+    cnn, wide, resnet, gpt = steps["cnn"], steps["wide"], steps["resnet20"], steps["gpt"]
     return {
         "mlp": Workload(
             ["mnist", "-model", "mlp", "-epochs", "1", "-batch", "128"], ["off", "f16", "bf16"],
@@ -85,6 +97,13 @@ def workloads(steps):
             ["torch_mm_cpu.py", "--n", str(GEMM_N), "--reps", str(GEMM_REPS), "--dtypes", "f32,bf16"], ["f32", "bf16"],
             f"square GEMM n={GEMM_N}, every operand in the dtype, {GEMM_REPS} timed after warm-up",
             unit="GFLOP/s"),
+        "gpt": Workload(
+            ["gpt", "-corpus", "austen", "-iters", str(gpt)], ["off", "f16", "bf16"],
+            ["torch_gpt.py", "--iters", str(gpt)], ["off", "bf16"],
+            f"{gpt} iterations of the character GPT on Austen (4 layers, 4 heads, 128 wide, block 64, batch 12), "
+            "nanoGPT's CPU recipe (AdamW groups, warm-up and cosine, clipping); val = the deterministic val loss",
+            unit="tokens/s", rate="tokens_per_sec", quality=("val_loss", "val"),
+            torch_data=lambda data: ["--text", austen_path(data)]),
     }
 
 
@@ -254,7 +273,7 @@ def jobs_for(name, w, a, env_ours, settings):
     def parse_run(mode):
         def parse(s):
             s = dict(s)
-            s["rate"] = s["samples_per_sec"]
+            s["rate"] = s[w.rate]
             return [(mode, s)]
         return parse
     for mode in w.our_modes:
@@ -262,7 +281,7 @@ def jobs_for(name, w, a, env_ours, settings):
         ours.append((("mixprec", "", mode), cmd, env_ours, parse_run(mode)))
     for setting, t, ob in settings:
         for mode in w.torch_modes:
-            cmd = ([PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] +
+            cmd = ([PY, os.path.join(HERE, "peers", w.torch[0])] + w.torch[1:] + w.torch_data(a.data) +
                    ["--amp", mode, "--threads", str(t), "--json"])
             peers.append((("torch", setting, mode), cmd, torch_env(env_ours, ob, a.openblas_core), parse_run(mode)))
     for g in w.go:
@@ -314,6 +333,7 @@ def rows_for(name, w, figs, settings, unavailable, cores):
         r = {"workload": name, "framework": framework, "setting": setting, "amp": mode, "unit": w.unit,
              "median": v, "runs": [s["rate"] for s in figs.runs.get(key, [])],
              "ms_per_step": figs.median(key, "ms_per_step"), "test_accuracy": figs.median(key, "test_accuracy"),
+             "val_loss": figs.median(key, "val_loss"),
              "train_loss": figs.median(key, "train_loss"),
              "vs_torch_fp32": v / base32 if v and base32 else None,
              "vs_torch_bf16": v / base16 if v and base16 else None}
@@ -364,14 +384,18 @@ def print_tables(report, out):
     if m.get("openblas_coretype"):
         print(f"(OpenBLAS core type: {m['openblas_coretype']})", file=out)
     for name, wl in report["workloads"].items():
+        if wl.get("unavailable"):
+            print(f"\n{name}: {wl['about']}\n  unavailable: {wl['unavailable']}", file=out)
+            continue
+        qkey, qlabel = wl.get("quality", ("test_accuracy", "acc"))
         print(f"\n{name}: {wl['about']} ({wl['unit']}; timed: {wl['timed']})", file=out)
-        print(f"  {'framework':28} {'amp':5} {wl['unit']:>11} {'ms/step':>8} {'acc':>6} "
+        print(f"  {'framework':28} {'amp':5} {wl['unit']:>11} {'ms/step':>8} {qlabel:>6} "
               f"{'vs torch fp32':>13} {'vs torch bf16':>13}  setting", file=out)
         for r in wl["rows"]:
             if r.get("unavailable"):
                 print(f"  {r['framework']:28} {r['amp']:5} unavailable: {r['unavailable']}", file=out)
                 continue
-            acc = "-" if r.get("test_accuracy") is None else f"{r['test_accuracy']:.4f}"
+            acc = "-" if r.get(qkey) is None else f"{r[qkey]:.4f}"
             print(f"  {r['framework']:28} {r['amp']:5} {fmt(r['median'], 0 if r['median'] and r['median'] > 100 else 1):>11} "
                   f"{fmt(r.get('ms_per_step'), 1):>8} {acc:>6} {ratio(r.get('vs_torch_fp32')):>13} "
                   f"{ratio(r.get('vs_torch_bf16')):>13}  {r['setting']}", file=out)
@@ -379,6 +403,25 @@ def print_tables(report, out):
             print("  torch under each thread setting (medians; * the fastest):", file=out)
             for s in wl["torch_settings"]:
                 print(f"    {s['setting']:38} {s['amp']:5} {fmt(s['median'], 1):>11}{' *' if s['fastest'] else ''}", file=out)
+
+
+def prepare(name, w, a, env, log):
+    """Makes sure a workload can run: our program is built and, for the
+    GPT, the Austen corpus is in the data directory (our program fetches
+    and checks it; the peer only reads it). Returns why it cannot, or None."""
+    binary = os.path.join(a.bin, w.ours[0])
+    if not os.path.exists(binary):
+        return f"{binary} was not built (make bench-peer builds it)"
+    if name == "gpt" and not os.path.exists(austen_path(a.data)):
+        log(f"bench-peer: gpt: fetching the Austen corpus into {os.path.dirname(austen_path(a.data))}")
+        why = f"{binary} -corpus austen left no {austen_path(a.data)}"
+        try:
+            run([binary, "-corpus", "austen", "-data", a.data, "-iters", "0", "-eval-windows", "1", "-json"], env)
+        except (RunError, OSError, ValueError) as e:
+            why = f"the Austen corpus could not be fetched: {str(e).strip().splitlines()[-1][:300]}"
+        if not os.path.exists(austen_path(a.data)):
+            return why
+    return None
 
 
 def main():
@@ -443,12 +486,18 @@ def main():
     unavailable = {}
     for name in names:
         w = table[name]
+        missing = prepare(name, w, a, env_ours, log)
+        if missing:
+            log(f"bench-peer: {name}: {missing}; skipping the workload")
+            report["workloads"][name] = {"about": w.about, "unit": w.unit, "unavailable": missing}
+            continue
         try:
             figs = measure(name, w, a, env_ours, settings, unavailable, log)
         except (RunError, OSError) as e:
             sys.exit(f"bench-peer: {name}: {e}")
         rows, st = rows_for(name, w, figs, settings, unavailable, a.cores)
-        report["workloads"][name] = {"about": w.about, "unit": w.unit, "rows": rows, "torch_settings": st,
+        report["workloads"][name] = {"about": w.about, "unit": w.unit, "quality": list(w.quality), "rows": rows,
+                                     "torch_settings": st,
                                      "timed": "GEMM calls" if name == "gemm" else "training steps (no evaluation, no start-up)"}
     report["machine"]["load_end"] = load()
     print_tables(report, sys.stdout)

@@ -151,6 +151,76 @@ class TestRows(unittest.TestCase):
         self.assertIn("torch 1 thread, OpenBLAS default", out.getvalue())
 
 
+class TestGPTWorkload(unittest.TestCase):
+    """The gpt workload: its commands, its rate (tokens/s) and quality (the
+    validation loss), and what happens when its program or corpus is
+    missing."""
+
+    def args(self, data, binary_dir):
+        class A:
+            pass
+        a = A()
+        a.data, a.bin, a.openblas_core, a.go_peer_steps = data, binary_dir, None, 0
+        return a
+
+    def test_commands(self):
+        w = bench_peer.workloads(dict(bench_peer.DEFAULT_STEPS, gpt=17))["gpt"]
+        ours, peers = bench_peer.jobs_for("gpt", w, self.args("/d", "/b"), {"PATH": "/bin"}, bench_peer.torch_settings(2))
+        self.assertEqual([k for k, _, _, _ in ours], [("mixprec", "", m) for m in ("off", "f16", "bf16")])
+        self.assertEqual(ours[0][1], ["/b/gpt", "-corpus", "austen", "-iters", "17", "-data", "/d", "-amp", "off", "-json"])
+        self.assertEqual(len(peers), 8)
+        cmd = peers[0][1]
+        self.assertEqual(os.path.basename(cmd[1]), "torch_gpt.py")
+        self.assertEqual(cmd[2:], ["--iters", "17", "--text", "/d/austen/austen.txt", "--amp", "off", "--threads", "1", "--json"])
+        (mode, s), = ours[2][3]({"tokens_per_sec": 1234.5, "val_loss": 1.5})
+        self.assertEqual((mode, s["rate"], s["val_loss"]), ("bf16", 1234.5, 1.5))
+
+    def test_table_shows_val_loss(self):
+        import io
+        w = bench_peer.WORKLOADS["gpt"]
+        f = bench_peer.Figures()
+        settings = bench_peer.torch_settings(2)
+        for r, v in ((100, 1.51), (120, 1.49), (110, 1.50)):
+            f.add(("mixprec", "", "off"), {"rate": r, "val_loss": v})
+            f.add(("torch", settings[0][0], "off"), {"rate": r / 2, "val_loss": v + 0.01, "framework": "torch 9.9"})
+        rows, st = bench_peer.rows_for("gpt", w, f, settings, {}, 2)
+        by = {(r["framework"], r["amp"]): r for r in rows}
+        self.assertAlmostEqual(by[("mixprec", "off")]["vs_torch_fp32"], 2.0)
+        self.assertAlmostEqual(by[("mixprec", "off")]["val_loss"], 1.50)
+        report = {"repeat": 3, "torch": "PyTorch 9.9", "machine": {"cpu": "x", "cores": 2, "load_start": "0", "load_end": "0"},
+                  "workloads": {"gpt": {"about": "a", "unit": w.unit, "timed": "t", "quality": list(w.quality),
+                                        "rows": rows, "torch_settings": st},
+                                "cnn": {"about": "b", "unit": "samples/s", "unavailable": "no binary"}}}
+        out = io.StringIO()
+        bench_peer.print_tables(report, out)
+        text = out.getvalue()
+        self.assertIn(" val ", text)
+        self.assertIn("1.5000", text)
+        self.assertIn("1.5100", text)
+        self.assertIn("unavailable: no binary", text)
+
+    def test_prepare(self):
+        w = bench_peer.WORKLOADS["gpt"]
+        with tempfile.TemporaryDirectory() as d:
+            data, bins = os.path.join(d, "data"), os.path.join(d, "bin")
+            os.makedirs(bins)
+            a = self.args(data, bins)
+            got = bench_peer.prepare("gpt", w, a, dict(os.environ), lambda s: None)
+            self.assertIn("was not built", got or "")
+            # A stand-in for our program that fetches the corpus as it does.
+            fake = os.path.join(bins, "gpt")
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\nmkdir -p "$4/austen" && echo text > "$4/austen/austen.txt" && echo "{}"\n')
+            os.chmod(fake, 0o755)
+            self.assertIsNone(bench_peer.prepare("gpt", w, a, dict(os.environ), lambda s: None))
+            self.assertTrue(os.path.exists(os.path.join(data, "austen", "austen.txt")))
+            os.remove(os.path.join(data, "austen", "austen.txt"))
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\necho "gpt: no network" >&2; exit 1\n')
+            got = bench_peer.prepare("gpt", w, a, dict(os.environ), lambda s: None)
+            self.assertIn("no network", got or "")
+
+
 def shift_ref(img, dy, dx, fill):
     """datasets.RandomShift's shift of one (C, H, W) image, element by element."""
     c, h, w = img.shape
