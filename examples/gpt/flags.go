@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/internal/cli"
@@ -56,7 +57,7 @@ func (f *flags) register() *flag.FlagSet {
 	fs.Var(&f.Checkpoint, "checkpoint", "gradient checkpointing: off, auto (each block) or a number of segments of blocks")
 	fs.StringVar(&f.Device, "device", "auto", "auto, cpu or cuda")
 	fs.StringVar(&f.Data, "data", "", "data directory (default $MIXPREC_DATA, else ./data)")
-	fs.StringVar(&f.Init, "init", "", "start from nanoGPT-named safetensors weights (sizes and bias inferred from the file where flags leave them unset)")
+	fs.StringVar(&f.Init, "init", "", "start from nanoGPT-named safetensors weights (sizes, bias and, from its metadata, heads inferred from the file where flags leave them unset)")
 	fs.BoolVar(&f.EvalOnly, "eval-only", false, "report the validation loss of the -init weights and stop")
 	cli.IntVar(fs, &f.EvalWindows, "eval-windows", 200, 1, 1<<30, "validation windows the loss is averaged over")
 	cli.IntVar(fs, &f.EvalEvery, "eval-every", 500, 0, 1<<30, "iterations between validation losses while training (0: at the end only)")
@@ -110,7 +111,7 @@ func (f *flags) model(fs *flag.FlagSet, text *datasets.Text) (*models.GPT, model
 		if weights, err = models.GPTWeights(file.Tensors); err != nil {
 			return nil, cfg, fmt.Errorf("-init %s: %w", f.Init, err)
 		}
-		if cfg, err = f.fromFile(fs, cfg, weights); err != nil {
+		if cfg, err = f.fromFile(fs, cfg, weights, file.Metadata); err != nil {
 			return nil, cfg, fmt.Errorf("-init %s: %w", f.Init, err)
 		}
 	}
@@ -137,13 +138,21 @@ func (f *flags) model(fs *flag.FlagSet, text *datasets.Text) (*models.GPT, model
 }
 
 // fromFile fills cfg from a weights file where the flags were not given,
-// and checks the file against those that were and the vocabulary.
-func (f *flags) fromFile(fs *flag.FlagSet, cfg models.GPTConfig, weights []safetensors.Tensor) (models.GPTConfig, error) {
+// and checks the file against those that were and the vocabulary. The
+// heads, which weights do not show, come from the file's metadata when it
+// names them (mixprec's "heads", a nanoGPT export's "n_head").
+func (f *flags) fromFile(fs *flag.FlagSet, cfg models.GPTConfig, weights []safetensors.Tensor, meta map[string]string) (models.GPTConfig, error) {
 	fc, err := models.GPTConfigOf(weights)
 	if err != nil {
 		return cfg, err
 	}
 	set := given(fs)
+	for _, k := range []string{"heads", "n_head"} {
+		if h, err := strconv.Atoi(meta[k]); err == nil && h > 0 && !set["heads"] {
+			cfg.Heads = h
+			break
+		}
+	}
 	for _, c := range []struct {
 		flag      string
 		file, use *int

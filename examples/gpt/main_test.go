@@ -129,7 +129,7 @@ func TestSaveInitEval(t *testing.T) {
 			t.Error("the saved file has lm_head.weight, which is tied to transformer.wte.weight")
 		}
 	}
-	e := runOK(t, "-corpus", "opticks", "-heads", "2", "-init", path, "-eval-only", "-eval-windows", "8")
+	e := runOK(t, "-corpus", "opticks", "-init", path, "-eval-only", "-eval-windows", "8") // heads from the file's metadata
 	if math.Float64bits(float64(e.ValLoss)) != math.Float64bits(float64(s.ValLoss)) {
 		t.Errorf("-eval-only of the saved weights: val loss %v, the run ended at %v", e.ValLoss, s.ValLoss)
 	}
