@@ -23,7 +23,10 @@ import (
 // r-cran-janeaustenr (an R package's lazy-load database), pinned by its
 // SHA-256; the text is decoded here, with no R and no dpkg (DESIGN.md §4).
 const (
-	austenDeb = "pool/main/r/r-cran-janeaustenr/r-cran-janeaustenr_1.0.0-1_all.deb"
+	// austenDebFile is the package's file name, under which it is kept
+	// beside the corpus, and austenDeb its path under a mirror's root.
+	austenDebFile = "r-cran-janeaustenr_1.0.0-1_all.deb"
+	austenDeb     = "pool/main/r/r-cran-janeaustenr/" + austenDebFile
 	// AustenFile is the decoded corpus's name in its data directory, which
 	// other programs (the PyTorch peer) read too.
 	AustenFile = "austen.txt"
@@ -176,35 +179,64 @@ func deb822Sources(path string) []string {
 	return uris
 }
 
-// FetchAusten downloads r-cran-janeaustenr from the first Debian mirror
-// that serves it with its pinned size and SHA-256 ($MIXPREC_DEBIAN_MIRROR,
-// else the machine's apt sources, else deb.debian.org: see MirrorEnv),
-// decodes the six novels and writes the corpus to dir/austen.txt (through a
-// temporary file, fsynced, renamed), reporting progress to progress when
-// it is not nil.
+// FetchAusten makes sure dir holds the Austen corpus as austen.txt and,
+// beside it, the package it is decoded from (its .deb, 1.6 MB), both
+// checked against their pinned SHA-256. It returns at once when both are
+// right. A wrong or missing package is downloaded from the first Debian
+// mirror that serves it with its pinned size and SHA-256
+// ($MIXPREC_DEBIAN_MIRROR, else the machine's apt sources, else
+// deb.debian.org: see MirrorEnv); a wrong or missing corpus is decoded from
+// the package. Files are written through a temporary file, fsynced and
+// renamed. Progress goes to progress when it is not nil.
+//
+// The package is kept so that a damaged corpus is rebuilt without the
+// network, and so that the decoder's tests run on the real package
+// wherever make data has run.
 func FetchAusten(dir string, progress io.Writer) error {
+	textPath, debPath := filepath.Join(dir, AustenFile), filepath.Join(dir, austenDebFile)
+	text, err := os.ReadFile(textPath)
+	textOK := err == nil && sha256Hex(text) == austenSHA256
+	deb, err := os.ReadFile(debPath)
+	debOK := err == nil && sha256Hex(deb) == austenDebSHA256
+	if textOK && debOK {
+		return nil
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("datasets: fetching the Austen corpus: %w", err)
 	}
-	var deb []byte
+	if !debOK {
+		if deb, err = downloadDeb(progress); err != nil {
+			return err
+		}
+		if err := writeChecked(debPath, deb, austenDebSHA256); err != nil {
+			return err
+		}
+	}
+	if textOK {
+		return nil
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "datasets: decoding Jane Austen's novels from %s\n", debPath)
+	}
+	if text, err = AustenFromDeb(deb); err != nil {
+		return fmt.Errorf("datasets: decoding the Austen corpus from %s: %w", debPath, err)
+	}
+	return writeChecked(textPath, text, austenSHA256)
+}
+
+// downloadDeb returns the package from the first of debianMirrors that
+// serves it right.
+func downloadDeb(progress io.Writer) ([]byte, error) {
 	var tried []string
 	for _, m := range debianMirrors() {
-		b, err := fetchDeb(m, progress)
+		deb, err := fetchDeb(m, progress)
 		if err == nil {
-			deb = b
-			break
+			return deb, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s: %v", redact(m), err))
 	}
-	if deb == nil {
-		return fmt.Errorf("datasets: fetching the Austen corpus: %s (set %s to a Debian mirror that has %s)",
-			strings.Join(tried, "; "), MirrorEnv, austenDeb)
-	}
-	text, err := AustenFromDeb(deb)
-	if err != nil {
-		return fmt.Errorf("datasets: fetching the Austen corpus: %w", err)
-	}
-	return writeChecked(filepath.Join(dir, AustenFile), text, austenSHA256)
+	return nil, fmt.Errorf("datasets: fetching the Austen corpus: %s (set %s to a Debian mirror that has %s)",
+		strings.Join(tried, "; "), MirrorEnv, austenDeb)
 }
 
 // fetchDeb reads the package from one mirror (http, https or file URL)

@@ -182,3 +182,149 @@ func TestFetchAusten(t *testing.T) {
 		}
 	})
 }
+
+// TestAustenKeptPackage follows one data directory through the life of
+// the package kept beside the corpus.
+func TestAustenKeptPackage(t *testing.T) {
+	deb, text := smallAusten(t, "")
+	srv := newDebServer(t, deb)
+	t.Setenv(MirrorEnv, srv.URL+"/debian")
+	dir := filepath.Join(t.TempDir(), "austen")
+	textPath, debPath := filepath.Join(dir, AustenFile), filepath.Join(dir, austenDebFile)
+	requests := func(t *testing.T, f func(), want int32) {
+		t.Helper()
+		before := srv.hits.Load()
+		f()
+		if n := srv.hits.Load() - before; n != want {
+			t.Errorf("%d requests to the mirror, want %d", n, want)
+		}
+	}
+	load := func(t *testing.T) {
+		t.Helper()
+		tx, err := LoadText("austen", In(dir), Download(), Progress(nil))
+		if err != nil {
+			t.Fatalf("LoadText: %v", err)
+		}
+		if got := tx.Decode(slices.Concat(tx.Train, tx.Val)); got != text {
+			t.Errorf("corpus %q, want %q", got, text)
+		}
+	}
+	fetch := func(t *testing.T) {
+		t.Helper()
+		if err := FetchAusten(dir, nil); err != nil {
+			t.Fatalf("FetchAusten: %v", err)
+		}
+	}
+	same := func(t *testing.T, p string, want []byte) {
+		t.Helper()
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, want) {
+			t.Errorf("%s: %d bytes, %v; want the %d bytes fetched", p, len(b), err, len(want))
+		}
+	}
+
+	t.Run("the first load fetches and keeps the package", func(t *testing.T) {
+		requests(t, func() { load(t) }, 1)
+		same(t, debPath, deb)
+		same(t, textPath, []byte(text))
+	})
+	t.Run("right files are read as they are", func(t *testing.T) {
+		requests(t, func() { load(t); fetch(t) }, 0)
+	})
+	t.Run("a damaged corpus is rebuilt from the package", func(t *testing.T) {
+		os.WriteFile(textPath, []byte(text[:10]), 0o644)
+		if _, err := LoadText("austen", In(dir)); err == nil || !strings.Contains(err.Error(), "is not the Austen corpus") {
+			t.Errorf("without Download: %v, want the damaged file refused", err)
+		}
+		requests(t, func() { load(t) }, 0)
+		same(t, textPath, []byte(text))
+	})
+	t.Run("a damaged package is fetched again", func(t *testing.T) {
+		os.WriteFile(debPath, deb[:100], 0o644)
+		requests(t, func() { fetch(t) }, 1)
+		same(t, debPath, deb)
+	})
+	t.Run("a missing package is restored by FetchAusten, not by loading", func(t *testing.T) {
+		os.Remove(debPath)
+		requests(t, func() { load(t) }, 0)
+		requests(t, func() { fetch(t) }, 1)
+		same(t, debPath, deb)
+	})
+	if p := partials(dir); len(p) != 0 {
+		t.Errorf("temporary files left: %v", p)
+	}
+}
+
+// TestAustenPackage decodes the real package, which make data keeps in the
+// data directory, and checks every figure issue 39 gives for the corpus;
+// then it serves the package from a local mirror to an empty directory, as
+// a first run fetches it.
+func TestAustenPackage(t *testing.T) {
+	var deb []byte
+	var tried []string
+	for _, dir := range []string{Dir("austen"), filepath.Join("..", "data", "austen")} {
+		p := filepath.Join(dir, austenDebFile)
+		b, err := os.ReadFile(p)
+		if err == nil {
+			deb = b
+			break
+		}
+		tried = append(tried, p)
+	}
+	if deb == nil {
+		t.Skipf("no %s (run make data): looked for %s", austenDebFile, strings.Join(tried, " and "))
+	}
+	const (
+		debSum    = "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95"
+		textBytes = 4025029
+		textSum   = "f2516f2139e3cecf49657122fed58ac46313f1fdff32a26fc66789293e92d573"
+		chars     = 4025028 // one character, '£', takes two bytes
+		vocab     = 81
+		train     = 3622525
+		val       = 402503
+	)
+	if len(deb) != 1626392 || sha256Hex(deb) != debSum {
+		t.Fatalf("the package: %d bytes, SHA-256 %s; want 1626392, %s", len(deb), sha256Hex(deb), debSum)
+	}
+	text, err := decodeAustenDeb(deb)
+	if err != nil {
+		t.Fatalf("decodeAustenDeb: %v", err)
+	}
+	if len(text) != textBytes || sha256Hex(text) != textSum {
+		t.Errorf("the corpus: %d bytes, SHA-256 %s; want %d, %s", len(text), sha256Hex(text), textBytes, textSum)
+	}
+	// The books in austen_books() order, each line followed by "\n".
+	var at []int
+	for _, s := range []string{"SENSE AND SENSIBILITY\n", "PRIDE AND PREJUDICE\n", "MANSFIELD PARK\n", "EMMA\n", "NORTHANGER ABBEY\n", "\nPersuasion\n"} {
+		at = append(at, bytes.Index(text, []byte(s)))
+	}
+	if !slices.IsSorted(at) || at[0] != 0 || slices.Contains(at, -1) {
+		t.Errorf("the titles are at %v, want the books in austen_books() order from 0", at)
+	}
+	check := func(t *testing.T, tx *Text) {
+		t.Helper()
+		if len(tx.Train)+len(tx.Val) != chars || len(tx.Vocab) != vocab || len(tx.Train) != train || len(tx.Val) != val {
+			t.Errorf("%d characters, %d distinct, split %d + %d; want %d, %d, %d + %d",
+				len(tx.Train)+len(tx.Val), len(tx.Vocab), len(tx.Train), len(tx.Val), chars, vocab, train, val)
+		}
+		if tx.Vocab[0] != '\n' || tx.Vocab[len(tx.Vocab)-1] != '£' {
+			t.Errorf("vocabulary %q, want it from \\n to £", string(tx.Vocab))
+		}
+	}
+	tx, err := NewText("austen", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, tx)
+	t.Run("fetched through a mirror", func(t *testing.T) {
+		t.Setenv(MirrorEnv, newDebServer(t, deb).URL+"/debian")
+		dir := t.TempDir()
+		tx, err := LoadText("austen", In(dir), Download(), Progress(nil))
+		if err != nil {
+			t.Fatalf("LoadText: %v", err)
+		}
+		check(t, tx)
+		if b, err := os.ReadFile(filepath.Join(dir, AustenFile)); err != nil || !bytes.Equal(b, text) {
+			t.Errorf("%s: %d bytes, %v; want the corpus", AustenFile, len(b), err)
+		}
+	})
+}

@@ -193,7 +193,7 @@ func loadAusten(c loadConfig) ([]byte, error) {
 		return nil, fmt.Errorf("datasets: %s is not the Austen corpus (SHA-256 %s, %d bytes; want %s, %d bytes): delete it and run make data", path, sha256Hex(b), len(b), austenSHA256, austenBytes)
 	}
 	if err == nil && c.progress != nil {
-		fmt.Fprintf(c.progress, "datasets: %s does not match its SHA-256: fetching it again\n", path)
+		fmt.Fprintf(c.progress, "datasets: %s does not match its SHA-256: replacing it\n", path)
 	}
 	if err := FetchAusten(dir, c.progress); err != nil {
 		return nil, err
