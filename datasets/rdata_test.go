@@ -226,3 +226,22 @@ func TestLazyLoadCompressed(t *testing.T) {
 		})
 	}
 }
+
+// TestAustenDebTruncated cuts a small package built like r-cran-janeaustenr
+// at every byte: each prefix is an error, never a panic.
+func TestAustenDebTruncated(t *testing.T) {
+	books := map[string][]string{}
+	for _, b := range austenBooks {
+		books[b] = []string{b, ""}
+	}
+	rdx, rdb := lazyLoadDB(t, books, austenBooks)
+	deb := fakeDeb(t, map[string][]byte{"Rdata.rdx": rdx, "Rdata.rdb": rdb})
+	if _, err := decodeAustenDeb(deb); err != nil {
+		t.Fatalf("the whole package: %v", err)
+	}
+	for n := range len(deb) - 1 { // the last byte may be the pad after data.tar.xz, which a reader may do without
+		if _, err := decodeAustenDeb(deb[:n]); err == nil {
+			t.Errorf("the first %d of %d bytes decoded", n, len(deb))
+		}
+	}
+}
