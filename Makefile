@@ -4,7 +4,7 @@
 GO      ?= go
 DATA    ?= $(or $(MIXPREC_DATA),$(CURDIR)/data)
 MNIST   := $(DATA)/mnist/train-images-idx3-ubyte.gz
-AUSTEN  := $(DATA)/austen/austen.txt
+AUSTEN  := $(DATA)/austen/austen.txt $(DATA)/austen/r-cran-janeaustenr_1.0.0-1_all.deb
 BIN     := $(CURDIR)/bin
 export MIXPREC_DATA := $(DATA)
 

@@ -19,7 +19,8 @@ import (
 // naming the type, so a file it does not understand is refused, not
 // misread.
 
-// R's SEXP types this reader knows.
+// R's SEXP types this reader knows, and the two pseudo-types of the
+// serialisation it takes: NILVALUE_SXP (NULL) and REFSXP.
 const (
 	rNil      = 0
 	rSym      = 1
@@ -32,12 +33,31 @@ const (
 	rVec      = 19 // generic vector (list)
 	rRef      = 255
 	rNilValue = 254
-	rEmptyEnv = 242
-	rBaseEnv  = 241
-	rGlobal   = 253
-	rMissing  = 251
-	rBaseNS   = 247
 )
+
+// rTypeNames names every type code R's serialisation can carry
+// (Rinternals.h, serialize.c), so that one this reader refuses is reported
+// as R names it.
+var rTypeNames = map[int]string{
+	0: "NILSXP", 1: "SYMSXP", 2: "LISTSXP", 3: "CLOSXP", 4: "ENVSXP", 5: "PROMSXP",
+	6: "LANGSXP", 7: "SPECIALSXP", 8: "BUILTINSXP", 9: "CHARSXP", 10: "LGLSXP",
+	13: "INTSXP", 14: "REALSXP", 15: "CPLXSXP", 16: "STRSXP", 17: "DOTSXP", 18: "ANYSXP",
+	19: "VECSXP", 20: "EXPRSXP", 21: "BCODESXP", 22: "EXTPTRSXP", 23: "WEAKREFSXP",
+	24: "RAWSXP", 25: "OBJSXP",
+	238: "ALTREP_SXP", 239: "ATTRLISTSXP", 240: "ATTRLANGSXP", 241: "BASEENV_SXP",
+	242: "EMPTYENV_SXP", 243: "BCREPREF", 244: "BCREPDEF", 245: "GENERICREFSXP",
+	246: "CLASSREFSXP", 247: "PERSISTSXP", 248: "PACKAGESXP", 249: "NAMESPACESXP",
+	250: "BASENAMESPACE_SXP", 251: "MISSINGARG_SXP", 252: "UNBOUNDVALUE_SXP",
+	253: "GLOBALENV_SXP", 254: "NILVALUE_SXP", 255: "REFSXP",
+}
+
+// rTypeName is a type code and R's name for it, e.g. "4 (ENVSXP)".
+func rTypeName(t int) string {
+	if n, ok := rTypeNames[t]; ok {
+		return fmt.Sprintf("%d (%s)", t, n)
+	}
+	return fmt.Sprintf("%d (unknown)", t)
+}
 
 // rValue is a decoded R object.
 type rValue struct {
@@ -123,6 +143,9 @@ func (d *rReader) length(unit int) (int, error) {
 // native encoding, then the object.
 func decodeRSerialized(b []byte) (*rValue, error) {
 	if len(b) < 2 || b[0] != 'X' || b[1] != '\n' {
+		if len(b) >= 2 && (b[0] == 'A' || b[0] == 'B') && b[1] == '\n' {
+			return nil, fmt.Errorf("%w: the %q format, want XDR (\"X\\n\")", errRData, b[:2])
+		}
 		return nil, fmt.Errorf("%w: no XDR header", errRData)
 	}
 	d := &rReader{r: bytes.NewReader(b[2:])}
@@ -149,7 +172,14 @@ func decodeRSerialized(b []byte) (*rValue, error) {
 			return nil, fmt.Errorf("%w: native encoding %q, want UTF-8", errRData, s)
 		}
 	}
-	return d.item()
+	v, err := d.item()
+	if err != nil {
+		return nil, err
+	}
+	if d.r.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d bytes follow the object", errRData, d.r.Len())
+	}
+	return v, nil
 }
 
 // item reads one object.
@@ -167,7 +197,7 @@ func (d *rReader) item() (*rValue, error) {
 	levels := int(flags) >> 12
 	hasAttr, hasTag := flags&(1<<9) != 0, flags&(1<<10) != 0
 	switch typ {
-	case rNilValue, rEmptyEnv, rBaseEnv, rGlobal, rMissing, rBaseNS:
+	case rNilValue:
 		return &rValue{typ: rNil}, nil
 	case rRef:
 		i := int(flags) >> 8
@@ -188,7 +218,7 @@ func (d *rReader) item() (*rValue, error) {
 			return nil, err
 		}
 		if c.typ != rChar {
-			return nil, fmt.Errorf("%w: a symbol's name is type %d", errRData, c.typ)
+			return nil, fmt.Errorf("%w: a symbol's name is R type %s", errRData, rTypeName(c.typ))
 		}
 		v := &rValue{typ: rSym, sym: c.sym}
 		d.refs = append(d.refs, v)
@@ -206,6 +236,9 @@ func (d *rReader) item() (*rValue, error) {
 				t, err := d.item()
 				if err != nil {
 					return nil, err
+				}
+				if t.typ != rSym {
+					return nil, fmt.Errorf("%w: a pairlist tag of R type %s, want a symbol", errRData, rTypeName(t.typ))
 				}
 				tag = t.sym
 			}
@@ -226,7 +259,7 @@ func (d *rReader) item() (*rValue, error) {
 			case rList:
 				hasAttr, hasTag = f&(1<<9) != 0, f&(1<<10) != 0
 			default:
-				return nil, fmt.Errorf("%w: a pairlist ends in type %d", errRData, f&0xff)
+				return nil, fmt.Errorf("%w: a pairlist ends in R type %s, want NULL", errRData, rTypeName(int(f&0xff)))
 			}
 		}
 	case rChar:
@@ -242,9 +275,16 @@ func (d *rReader) item() (*rValue, error) {
 		}
 		b := make([]byte, n)
 		io.ReadFull(d.r, b)
-		const latin1, bytesEnc = 1 << 2, 1 << 1
+		const latin1, bytesEnc, ascii = 1 << 2, 1 << 1, 1 << 6
 		if levels&(latin1|bytesEnc) != 0 {
 			return nil, fmt.Errorf("%w: a string in Latin-1 or bytes, want UTF-8 or ASCII", errRData)
+		}
+		if levels&ascii != 0 {
+			for i, c := range b {
+				if c >= utf8.RuneSelf {
+					return nil, fmt.Errorf("%w: a string marked ASCII holds byte 0x%02x at %d", errRData, c, i)
+				}
+			}
 		}
 		if !utf8.Valid(b) {
 			return nil, fmt.Errorf("%w: a string that is not UTF-8", errRData)
@@ -262,7 +302,7 @@ func (d *rReader) item() (*rValue, error) {
 				return nil, err
 			}
 			if c.typ != rChar {
-				return nil, fmt.Errorf("%w: element %d of a character vector is type %d", errRData, i, c.typ)
+				return nil, fmt.Errorf("%w: element %d of a character vector is R type %s", errRData, i, rTypeName(c.typ))
 			}
 			v.strs[i], v.valid[i] = c.sym, c.valid[0]
 		}
@@ -302,7 +342,7 @@ func (d *rReader) item() (*rValue, error) {
 		}
 		return d.attributes(v, hasAttr)
 	}
-	return nil, fmt.Errorf("%w: R object type %d", errRData, typ)
+	return nil, fmt.Errorf("%w: R object type %s is not supported", errRData, rTypeName(typ))
 }
 
 // attributes reads a vector's attributes (a pairlist) when it has some.
@@ -315,7 +355,7 @@ func (d *rReader) attributes(v *rValue, has bool) (*rValue, error) {
 		return nil, err
 	}
 	if a.typ != rList && a.typ != rNil {
-		return nil, fmt.Errorf("%w: attributes of type %d", errRData, a.typ)
+		return nil, fmt.Errorf("%w: attributes of R type %s, want a pairlist", errRData, rTypeName(a.typ))
 	}
 	v.attr = a
 	return v, nil
@@ -346,6 +386,11 @@ func lazyLoadObjects(rdx, rdb []byte, want []string) (map[string]*rValue, error)
 	vars := index.field("variables")
 	if vars == nil || vars.typ != rVec {
 		return nil, fmt.Errorf("Rdata.rdx: %w: no variables list", errRData)
+	}
+	// The entries are zlib streams only when compressed is TRUE (or 1);
+	// 2 and 3 mean bzip2 and xz, with another entry layout.
+	if c := index.field("compressed"); c == nil || (c.typ != rLgl && c.typ != rInt) || len(c.ints) != 1 || c.ints[0] != 1 {
+		return nil, fmt.Errorf("Rdata.rdx: %w: compressed is not TRUE (zlib), the one compression this reader takes", errRData)
 	}
 	out := map[string]*rValue{}
 	for _, name := range want {

@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -76,7 +77,8 @@ func NewText(name string, b []byte) (*Text, error) {
 			}
 			i += n
 		}
-		return nil, fmt.Errorf("datasets: corpus %s is not UTF-8 text (an invalid byte at offset %d)", name, i)
+		return nil, fmt.Errorf("datasets: corpus %s is not UTF-8 text (byte 0x%02x at offset %d, line %d, starts no character)",
+			name, b[i], i, 1+bytes.Count(b[:i], []byte("\n")))
 	}
 	seen := map[rune]bool{}
 	n := 0
@@ -116,10 +118,15 @@ func (t *Text) Encode(s string) ([]int32, error) {
 	return out, nil
 }
 
-// Decode returns the text of ids, which must be in the vocabulary.
+// Decode returns the text of ids, which must be in the vocabulary: an id
+// outside it is a programmer error and panics.
 func (t *Text) Decode(ids []int32) string {
 	var b strings.Builder
-	for _, id := range ids {
+	b.Grow(len(ids))
+	for i, id := range ids {
+		if id < 0 || int(id) >= len(t.Vocab) {
+			panic(fmt.Sprintf("datasets.Decode: id %d (at %d of %d) is outside the vocabulary of %s (%d characters)", id, i, len(ids), t.Name, len(t.Vocab)))
+		}
 		b.WriteRune(t.Vocab[id])
 	}
 	return b.String()
@@ -144,15 +151,20 @@ func SampleWindows(ids []int32, block int, rng *rand.Rand, x, y []int32) {
 // its next id as the last target, fit in ids, capped at max:
 // min(max, (len(ids)-1)/block).
 func EvalWindows(ids []int32, block, max int) int {
-	if block <= 0 {
-		panic(fmt.Sprintf("datasets.EvalWindows: block %d", block))
+	if block <= 0 || max < 0 {
+		panic(fmt.Sprintf("datasets.EvalWindows: block %d, max %d", block, max))
 	}
 	return min(max, (len(ids)-1)/block)
 }
 
 // EvalWindow fills x and y (block ids each) with window i:
-// x = ids[i·block:(i+1)·block], y the same shifted by one.
+// x = ids[i·block:(i+1)·block], y the same shifted by one. The window must
+// fit, i < EvalWindows(ids, block, ...).
 func EvalWindow(ids []int32, block, i int, x, y []int32) {
+	if block <= 0 || len(x) < block || len(y) < block || i < 0 || i >= (len(ids)-1)/block {
+		panic(fmt.Sprintf("datasets.EvalWindow: window %d of block %d in %d ids (%d windows fit), x and y of %d and %d",
+			i, block, len(ids), max(0, (len(ids)-1)/max(block, 1)), len(x), len(y)))
+	}
 	copy(x[:block], ids[i*block:(i+1)*block])
 	copy(y[:block], ids[i*block+1:(i+1)*block+1])
 }
@@ -181,7 +193,7 @@ func loadAusten(c loadConfig) ([]byte, error) {
 		return nil, fmt.Errorf("datasets: %s is not the Austen corpus (SHA-256 %s, %d bytes; want %s, %d bytes): delete it and run make data", path, sha256Hex(b), len(b), austenSHA256, austenBytes)
 	}
 	if err == nil && c.progress != nil {
-		fmt.Fprintf(c.progress, "datasets: %s does not match its SHA-256: fetching it again\n", path)
+		fmt.Fprintf(c.progress, "datasets: %s does not match its SHA-256: replacing it\n", path)
 	}
 	if err := FetchAusten(dir, c.progress); err != nil {
 		return nil, err
@@ -197,23 +209,43 @@ func sha256Hex(b []byte) string {
 // OpticksPath is where Newton's Opticks is in a Go toolchain.
 const OpticksPath = "src/testdata/Isaac.Newton-Opticks.txt"
 
-// loadOpticks reads Opticks from the Go toolchain's tree: the GOROOT this
-// program was built with, or, when that has no copy (a binary built
-// elsewhere, or with -trimpath), the one `go env GOROOT` names.
+// runtimeGOROOT and goEnvGOROOT are where loadOpticks looks, variables so
+// that tests can stand in for them.
+var (
+	runtimeGOROOT = runtime.GOROOT
+	goEnvGOROOT   = func() (string, error) {
+		out, err := exec.Command("go", "env", "GOROOT").Output()
+		return strings.TrimSpace(string(out)), err
+	}
+)
+
+// loadOpticks reads Opticks from the Go toolchain's tree: under
+// runtime.GOROOT() first (free, and $GOROOT when that is set, else the
+// toolchain the program was built with), then, when that has no copy (a
+// binary built elsewhere, or with -trimpath, whose GOROOT is ""), under the
+// root `go env GOROOT` names (the go command on PATH).
 func loadOpticks() ([]byte, error) {
 	var tried []string
-	roots := []string{runtime.GOROOT()}
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		roots = append(roots, strings.TrimSpace(string(out)))
-	}
-	for _, r := range roots {
-		if r == "" || slices.Contains(tried, r) {
-			continue
+	read := func(root, how string) []byte {
+		if root == "" {
+			tried = append(tried, how+" is empty")
+			return nil
 		}
-		tried = append(tried, r)
-		if b, err := os.ReadFile(filepath.Join(r, OpticksPath)); err == nil {
-			return b, nil
+		p := filepath.Join(root, OpticksPath)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s (%s): %v", p, how, errors.Unwrap(err)))
 		}
+		return b
 	}
-	return nil, fmt.Errorf("datasets: no %s under a Go toolchain (tried %s); install Go, or give the file's path", OpticksPath, strings.Join(append(tried, "none found by go env GOROOT")[:max(len(tried), 1)], ", "))
+	if b := read(runtimeGOROOT(), "runtime.GOROOT"); b != nil {
+		return b, nil
+	}
+	root, err := goEnvGOROOT()
+	if err != nil {
+		tried = append(tried, fmt.Sprintf("`go env GOROOT`: %v", err))
+	} else if b := read(root, "go env GOROOT"); b != nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("datasets: no Opticks in a Go toolchain (%s); install Go, or give the file's path", strings.Join(tried, "; "))
 }

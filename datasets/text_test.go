@@ -303,29 +303,6 @@ func TestWindows(t *testing.T) {
 	}
 }
 
-func TestAptMirror(t *testing.T) {
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "sources.list.d"), 0o755)
-	os.WriteFile(filepath.Join(dir, "sources.list.d", "debian.sources"), []byte(
-		"Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"+
-			"Types: deb deb-src\n# a comment: here\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n"), 0o644)
-	if got := aptMirror(dir); got != "http://mirror.example/debian" {
-		t.Errorf("deb822: %q", got)
-	}
-	dir = t.TempDir()
-	os.WriteFile(filepath.Join(dir, "sources.list"), []byte("# x\ndeb http://old.example/debian bookworm main\n"), 0o644)
-	if got := aptMirror(dir); got != "http://old.example/debian" {
-		t.Errorf("sources.list: %q", got)
-	}
-	if got := aptMirror(t.TempDir()); got != "" {
-		t.Errorf("no sources: %q", got)
-	}
-	t.Setenv(MirrorEnv, "http://env.example/debian/")
-	if got := debianMirror(); got != "http://env.example/debian" {
-		t.Errorf("with %s: %q", MirrorEnv, got)
-	}
-}
-
 // TestCorpora checks the two named corpora against their published
 // figures: Opticks from the Go toolchain, Austen from the data directory
 // (make data fetches it).
