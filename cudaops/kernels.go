@@ -49,6 +49,7 @@ type kernelSet struct {
 	argmax, im2col, col2im, maxpool, maxpoolGrad, avgpool      *kernel
 	avgpoolGrad, moments, batchnorm, batchnormGrad, sgd, adam  *kernel
 	unscale, dropout                                           *kernel
+	transformerSet                                             // transformer.go
 	all                                                        []*kernel
 }
 
@@ -82,6 +83,9 @@ func newKernelSet(ptx string) (*kernelSet, error) {
 		}
 		*k.p = &kernel{name: k.name, params: params}
 		ks.all = append(ks.all, *k.p)
+	}
+	if err := ks.transformerSet.find(entries, &ks.all); err != nil {
+		return nil, err
 	}
 	return ks, nil
 }

@@ -9,3 +9,4 @@
 #include "norm.cu"
 #include "optim.cu"
 #include "random.cu"
+#include "transformer.cu"
