@@ -26,6 +26,7 @@ const (
 	emuAttKeys   = 32
 	emuFwdTile   = 16 // ATT_FWD_TILE
 	emuGradQTile = emuWarps
+	emuLNGroups  = blockSize / 8 // LN_GROUPS
 )
 
 var transformerEmulators = map[string]func(g *fakeGPU, a *argv, grid int){
@@ -142,9 +143,9 @@ var transformerEmulators = map[string]func(g *fakeGPU, a *argv, grid int){
 		mean, rstd, rows, cols := a.ptr(), a.ptr(), a.int(), a.int()
 		for j := range cols {
 			var tw, tb float64
-			for grp := range emuWarps {
+			for grp := range emuLNGroups {
 				var sw, sb float32
-				for r := grp; r < rows; r += emuWarps {
+				for r := grp; r < rows; r += emuLNGroups {
 					gv := g.ld(dy, gdt, r*cols+j)
 					h := float32(g.ld(x, xdt, r*cols+j)-g.ld(mean, 0, r)) * g.ld(rstd, 0, r)
 					sw += float32(gv * h)

@@ -44,13 +44,15 @@ func (s *transformerSet) find(entries map[string][]int, all *[]*kernel) error {
 }
 
 // Tile sizes of transformer.cu, for the grids: the rows of a block of
-// mp_embedding_grad, and the query rows (forward, dq) or keys (dk, dv) of a
-// block of the attention kernels.
+// mp_embedding_grad, the query rows (forward, dq) or keys (dk, dv) of a
+// block of the attention kernels, and the columns of a block of
+// mp_layernorm_grad_wb.
 const (
 	embedGradRows = 32
 	attFwdTile    = 16
 	attGradQTile  = 8
 	attGradKVTile = 32
+	lnGradCols    = 8 // LN_COLS
 )
 
 // AttentionMaxD is the largest head size the attention kernels take: a
@@ -202,7 +204,7 @@ func (d *Device) LayerNorm(y, mean, rstd, x, w, b device.Buffer, rows, cols int,
 
 // LayerNormGrad computes dx, and dw and db (F32, db nil without a bias)
 // summed over the rows: one warp per row for dx, then one block per strip
-// of 32 columns for dw and db, summing the rows in a fixed order.
+// of 8 columns for dw and db, summing the rows in a fixed order.
 func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, rows, cols int) {
 	d.enter()
 	defer d.leave()
@@ -225,7 +227,7 @@ func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, r
 		d.launch(d.ks.layerNormGrad, rowGrid(rows), ptr(dxb), dt(dxb), ptr(gb), dt(gb), ptr(xb), dt(xb),
 			ptr(mb), ptr(rb), ptr(wb), dt(wb), pInt(rows), pInt(cols))
 	}
-	d.launch(d.ks.layerNormGradWB, tileGrid((cols+31)/32), ptr(dwb), ptr(dbb), ptr(gb), dt(gb), ptr(xb), dt(xb),
+	d.launch(d.ks.layerNormGradWB, tileGrid((cols+lnGradCols-1)/lnGradCols), ptr(dwb), ptr(dbb), ptr(gb), dt(gb), ptr(xb), dt(xb),
 		ptr(mb), ptr(rb), pInt(rows), pInt(cols))
 }
 

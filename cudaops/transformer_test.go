@@ -131,7 +131,7 @@ func cmpLayerNorm(c *cmp, big bool) {
 			// terms on both, in different orders, with |g| < 1.5 and |xhat|
 			// < 1.8 here; dx multiplies them by rstd < 1.8 and 1 + |xhat|.
 			c.near("LayerNormGrad/dx/"+what, dx, func(int) float64 { return 5 * sumSlack(cols, 5*float64(cols)) / float64(cols) })
-			// The columns' sums over rows: float32 runs of rows/8 terms on
+			// The columns' sums over rows: float32 runs of rows/32 terms on
 			// the GPU, of up to 8192/cols on the CPU.
 			c.near("LayerNormGrad/dw/"+what, dw, func(int) float64 { return sumSlack(rows, 2*float64(rows)) })
 			if bias {

@@ -197,22 +197,25 @@ extern "C" __global__ void mp_layernorm_grad(void* dx, int ddt, const void* dy, 
 	}
 }
 
-// LN_GROUPS is how many row groups (one per warp) a block of
-// mp_layernorm_grad_wb splits the rows into.
-#define LN_GROUPS (BLOCK / 32)
+// A block of mp_layernorm_grad_wb takes LN_COLS columns and splits the rows
+// into LN_GROUPS groups: thread t sums column t % LN_COLS over the rows
+// t / LN_COLS, + LN_GROUPS, ... (a warp reads LN_COLS adjacent elements of
+// each of 32 / LN_COLS rows at a time).
+#define LN_COLS 8
+#define LN_GROUPS (BLOCK / LN_COLS)
 
 // mp_layernorm_grad_wb: dw = sum over rows of dy * xhat and db = sum of dy
-// (both F32; db may be null). A block owns a strip of 32 columns, one per
-// lane, so a warp reads 32 adjacent elements of a row; warp g sums rows g,
-// g + LN_GROUPS, ... in float, and lane 0's warp adds the groups' partial
-// sums in order, in double.
+// (both F32; db may be null). Each thread sums its group's rows in float,
+// and one thread per column adds the groups' partial sums in order, in
+// double: a fixed order, and enough threads per column that a few hundred
+// columns keep the GPU busy.
 extern "C" __global__ void mp_layernorm_grad_wb(float* dw, float* db, const void* dy, int gdt, const void* x, int xdt,
                                                 const float* mean, const float* rstd, int rows, int cols) {
-	__shared__ float pw[LN_GROUPS][32], pb[LN_GROUPS][32];
-	int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
-	int strips = (cols + 31) / 32;
+	__shared__ float pw[LN_GROUPS][LN_COLS], pb[LN_GROUPS][LN_COLS];
+	int c = threadIdx.x % LN_COLS, g = threadIdx.x / LN_COLS;
+	int strips = (cols + LN_COLS - 1) / LN_COLS;
 	for (int s = blockIdx.x; s < strips; s += gridDim.x) {
-		int j = s * 32 + lane;
+		int j = s * LN_COLS + c;
 		float sw = 0.0f, sb = 0.0f;
 		if (j < cols) {
 			for (int r = g; r < rows; r += LN_GROUPS) {
@@ -223,14 +226,14 @@ extern "C" __global__ void mp_layernorm_grad_wb(float* dw, float* db, const void
 			}
 		}
 		__syncthreads(); // the previous strip's partial sums are read
-		pw[g][lane] = sw;
-		pb[g][lane] = sb;
+		pw[g][c] = sw;
+		pb[g][c] = sb;
 		__syncthreads();
 		if (g == 0 && j < cols) {
 			double tw = 0.0, tb = 0.0;
 			for (int k = 0; k < LN_GROUPS; k++) {
-				tw += (double)pw[k][lane];
-				tb += (double)pb[k][lane];
+				tw += (double)pw[k][c];
+				tb += (double)pb[k][c];
 			}
 			dw[j] = (float)tw;
 			if (db) {
