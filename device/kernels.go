@@ -25,6 +25,7 @@ type Kernels interface {
 	ConvPoolKernels
 	NormKernels
 	OptimKernels
+	TransformerKernels
 }
 
 // ElementwiseKernels are the kernels that work element by element (or

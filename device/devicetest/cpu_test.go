@@ -38,6 +38,7 @@ func TestCPUByFamily(t *testing.T) {
 		{"Optim", devicetest.RunOptim, early{Memory: d, OptimKernels: d}},
 		{"ConvPool", devicetest.RunConvPool, early{Memory: d, ConvPoolKernels: d}},
 		{"Norm", devicetest.RunNorm, early{Memory: d, NormKernels: d}},
+		{"Transformer", devicetest.RunTransformer, early{Memory: d, TransformerKernels: d}},
 	}
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) { f.run(t, f.dev) })

@@ -11,8 +11,9 @@
 // panics on double Free and use after Free.
 //
 // A backend can also be brought up a group of device.Kernels at a time:
-// RunMemory, RunElementwise, RunLinAlg, RunLoss, RunOptim, RunConvPool and
-// RunNorm each run Run's checks of one group, calling no kernel outside it.
+// RunMemory, RunElementwise, RunLinAlg, RunLoss, RunOptim, RunConvPool,
+// RunNorm and RunTransformer each run Run's checks of one group, calling no
+// kernel outside it.
 // A backend type that embeds the groups it does not implement yet as nil
 // interfaces is a device.Device and passes the groups it does.
 //

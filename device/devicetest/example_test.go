@@ -36,6 +36,7 @@ type early struct {
 	device.ConvPoolKernels
 	device.NormKernels
 	device.OptimKernels
+	device.TransformerKernels
 }
 
 func (early) Name() string { return "early" }

@@ -13,16 +13,6 @@ import (
 // written from the definitions (the embedding as a gather, layer norm from
 // its mean and variance, attention as a full softmax over each row).
 
-// transformerKernels returns dev's transformer kernels, or skips the test
-// for a backend that has none yet.
-func transformerKernels(t *testing.T, dev device.Device) device.TransformerKernels {
-	tk, ok := dev.(device.TransformerKernels)
-	if !ok {
-		t.Skipf("%s does not implement device.TransformerKernels", dev.Name())
-	}
-	return tk
-}
-
 type embedCase struct {
 	name            string
 	n, dim, vocab   int
@@ -52,7 +42,6 @@ func (e *env) ids(c embedCase) []float32 {
 }
 
 func testEmbedding(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	// dst; table
 	types := sameAnd(1, mix(dtype.BF16, dtype.F32), mix(dtype.F32, dtype.F16))
 	for _, ty := range types {
@@ -64,7 +53,7 @@ func testEmbedding(t *testing.T, dev device.Device) {
 				ib := e.put(dtype.F32, ids)
 				got := e.twice(func(fill float32) [][]float32 {
 					db := e.full(ty.dst, c.n*c.dim, fill)
-					tk.Embedding(db, tb, ib, c.n, c.dim)
+					dev.Embedding(db, tb, ib, c.n, c.dim)
 					return [][]float32{e.get(db)}
 				})[0]
 				want := make([]float32, c.n*c.dim)
@@ -82,13 +71,12 @@ func testEmbedding(t *testing.T, dev device.Device) {
 		db := e.alloc(dtype.F32, 2)
 		for _, id := range []float32{3, -1, 0.5} {
 			ib := e.put(dtype.F32, []float32{id})
-			mustPanic(e.t, fmt.Sprintf("Embedding with id %v of a 3-row table", id), func() { tk.Embedding(db, tb, ib, 1, 2) })
+			mustPanic(e.t, fmt.Sprintf("Embedding with id %v of a 3-row table", id), func() { dev.Embedding(db, tb, ib, 1, 2) })
 		}
 	})
 }
 
 func testEmbeddingGrad(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	// dtable; dy
 	types := []dtCase{mix(dtype.F32, dtype.F32), mix(dtype.F32, dtype.F16), mix(dtype.F32, dtype.BF16), mix(dtype.BF16, dtype.BF16)}
 	for _, ty := range types {
@@ -100,7 +88,7 @@ func testEmbeddingGrad(t *testing.T, dev device.Device) {
 				ib := e.put(dtype.F32, ids)
 				got := e.twice(func(fill float32) [][]float32 {
 					db := e.full(ty.dst, c.vocab*c.dim, fill)
-					tk.EmbeddingGrad(db, gb, ib, c.n, c.dim)
+					dev.EmbeddingGrad(db, gb, ib, c.n, c.dim)
 					return [][]float32{e.get(db)}
 				})[0]
 				want, slack := make([]float64, c.vocab*c.dim), make([]float64, c.vocab*c.dim)
@@ -122,7 +110,6 @@ func testEmbeddingGrad(t *testing.T, dev device.Device) {
 }
 
 func testSoftmax(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	for _, ty := range softmaxTypes {
 		for _, c := range softmaxCases {
 			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
@@ -130,7 +117,7 @@ func testSoftmax(t *testing.T, dev device.Device) {
 				xb := e.put(ty.src[0], x)
 				got := e.twice(func(fill float32) [][]float32 {
 					db := e.full(ty.dst, len(x), fill)
-					tk.Softmax(db, xb, c.rows, c.cols)
+					dev.Softmax(db, xb, c.rows, c.cols)
 					return [][]float32{e.get(db)}
 				})[0]
 				want := make([]float64, len(x))
@@ -148,7 +135,6 @@ func testSoftmax(t *testing.T, dev device.Device) {
 }
 
 func testSoftmaxGrad(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	// dst; dy, y
 	types := sameAnd(2, mix(dtype.F32, dtype.BF16, dtype.F32), mix(dtype.F16, dtype.F32, dtype.F32))
 	for _, ty := range types {
@@ -167,7 +153,7 @@ func testSoftmaxGrad(t *testing.T, dev device.Device) {
 				dyb, yb := e.put(ty.src[0], dy), e.put(ty.src[1], y)
 				got := e.twice(func(fill float32) [][]float32 {
 					db := e.full(ty.dst, len(x), fill)
-					tk.SoftmaxGrad(db, dyb, yb, c.rows, c.cols)
+					dev.SoftmaxGrad(db, dyb, yb, c.rows, c.cols)
 					return [][]float32{e.get(db)}
 				})[0]
 				want, slack := make([]float64, len(x)), make([]float64, len(x))
@@ -235,7 +221,6 @@ func lnRef(x []float32, rows, cols int, eps float64) (mean, rstd, hat []float64)
 var lnTypes = sameAnd(1, mix(dtype.F32, dtype.BF16), mix(dtype.BF16, dtype.F32))
 
 func testLayerNorm(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	const eps = 1e-5
 	for _, ty := range lnTypes {
 		for _, c := range lnCases {
@@ -250,7 +235,7 @@ func testLayerNorm(t *testing.T, dev device.Device) {
 				}
 				out := e.twice(func(fill float32) [][]float32 {
 					yb, mb, rb := e.full(ty.dst, len(x), fill), e.full(dtype.F32, c.rows, fill), e.full(dtype.F32, c.rows, fill)
-					tk.LayerNorm(yb, mb, rb, xb, wb, bb, c.rows, c.cols, eps)
+					dev.LayerNorm(yb, mb, rb, xb, wb, bb, c.rows, c.cols, eps)
 					return [][]float32{e.get(yb), e.get(mb), e.get(rb)}
 				})
 				mean, rstd, hat := lnRef(x, c.rows, c.cols, eps)
@@ -275,7 +260,6 @@ func testLayerNorm(t *testing.T, dev device.Device) {
 }
 
 func testLayerNormGrad(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	const eps = 1e-5
 	// dx; dy, x
 	types := sameAnd(2, mix(dtype.F32, dtype.BF16, dtype.F32))
@@ -299,7 +283,7 @@ func testLayerNormGrad(t *testing.T, dev device.Device) {
 					if c.bias {
 						dbb = e.full(dtype.F32, c.cols, fill)
 					}
-					tk.LayerNormGrad(dxb, dwb, dbb, gb, xb, mb, rb, wb, c.rows, c.cols)
+					dev.LayerNormGrad(dxb, dwb, dbb, gb, xb, mb, rb, wb, c.rows, c.cols)
 					res := [][]float32{e.get(dxb), e.get(dwb)}
 					if c.bias {
 						res = append(res, e.get(dbb))
@@ -459,7 +443,6 @@ func (e *env) attInputs(c attCase, dt dtype.DType) (device.AttentionParams, []fl
 }
 
 func testAttention(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	for _, dt := range attTypes {
 		for _, c := range attCases {
 			run(t, dev, fmt.Sprintf("%v/%s", dt, c.name), func(e *env) {
@@ -467,7 +450,7 @@ func testAttention(t *testing.T, dev device.Device) {
 				qb := e.put(dt, qkv)
 				out := e.twice(func(fill float32) [][]float32 {
 					yb, lb := e.full(dt, p.Out(), fill), e.full(dtype.F32, p.Rows(), fill)
-					tk.Attention(yb, lb, qb, p)
+					dev.Attention(yb, lb, qb, p)
 					return [][]float32{e.get(yb), e.get(lb)}
 				})
 				r := newAttRef(p, qkv)
@@ -490,15 +473,14 @@ func testAttention(t *testing.T, dev device.Device) {
 	run(t, dev, "invalid", func(e *env) {
 		p := device.AttentionParams{B: 1, T: 2, H: 1, D: 2, Dropout: 1}
 		qb, yb, lb := e.alloc(dtype.F32, p.QKV()), e.alloc(dtype.F32, p.Out()), e.alloc(dtype.F32, p.Rows())
-		mustPanic(e.t, "Attention with dropout 1", func() { tk.Attention(yb, lb, qb, p) })
+		mustPanic(e.t, "Attention with dropout 1", func() { dev.Attention(yb, lb, qb, p) })
 		p.Dropout = 0
 		short := e.alloc(dtype.F32, p.QKV()-1)
-		mustPanic(e.t, "Attention with a short qkv", func() { tk.Attention(yb, lb, short, p) })
+		mustPanic(e.t, "Attention with a short qkv", func() { dev.Attention(yb, lb, short, p) })
 	})
 }
 
 func testAttentionGrad(t *testing.T, dev device.Device) {
-	tk := transformerKernels(t, dev)
 	for _, dt := range attTypes {
 		for _, c := range attCases {
 			run(t, dev, fmt.Sprintf("%v/%s", dt, c.name), func(e *env) {
@@ -517,7 +499,7 @@ func testAttentionGrad(t *testing.T, dev device.Device) {
 				qb, yb, gb, lb := e.put(dt, qkv), e.put(dt, y32), e.put(dt, dy), e.put(dtype.F32, lse32)
 				got := e.twice(func(fill float32) [][]float32 {
 					db := e.full(dt, p.QKV(), fill)
-					tk.AttentionGrad(db, gb, qb, yb, lb, p)
+					dev.AttentionGrad(db, gb, qb, yb, lb, p)
 					return [][]float32{e.get(db)}
 				})[0]
 				want, abs := make([]float64, p.QKV()), make([]float64, p.QKV())
