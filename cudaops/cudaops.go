@@ -28,8 +28,9 @@
 //
 // Work is queued on one stream and runs asynchronously to the host: the
 // copies to the host and Sync wait for it, and so do CrossEntropy(+Grad)
-// (to check the labels) and UnscaleCheck (to return its answer). A device
-// is safe for use by several goroutines; its calls are serialised.
+// (to check the labels), Embedding(+Grad) (to check the ids) and
+// UnscaleCheck (to return its answer). A device is safe for use by several
+// goroutines; its calls are serialised.
 //
 // The environment of device.Open("cuda"): MIXPREC_CUDA_DEVICE (the device
 // number, default 0), MIXPREC_CUBLAS (a folder holding libcublas.so.N, when

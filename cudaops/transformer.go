@@ -86,7 +86,9 @@ func (d *Device) Embedding(dst, table, ids device.Buffer, n, dim int) {
 // EmbeddingGrad overwrites dtable with the scatter-add of dy's rows, in
 // order of i for every row (see mp_embedding_grad: one thread per column
 // of a block's rows, no atomics), so the sums are the same on every run.
-// It waits for the kernel to check the ids.
+// It waits for the kernel to check the ids: where one is bad it panics as
+// the CPU does, but after the kernel has written the other ids' sums (the
+// CPU checks them all before it writes).
 func (d *Device) EmbeddingGrad(dtable, dy, ids device.Buffer, n, dim int) {
 	d.enter()
 	defer d.leave()
