@@ -13,17 +13,7 @@ import (
 // The operations of transformers: embedding lookup, layer normalisation,
 // softmax, batched products with transposed operands, permutations and
 // splits of axes, and fused causal self-attention. The fused ops run
-// device.TransformerKernels; the rest compose kernels every backend has.
-
-// transformerKernels returns the device's transformer kernels, or panics
-// naming op on a backend without them.
-func (g *Graph) transformerKernels(op Op) device.TransformerKernels {
-	tk, ok := g.dev.(device.TransformerKernels)
-	if !ok {
-		panic(fmt.Sprintf("autograd.%s: the %s backend has no transformer kernels (device.TransformerKernels)", op, g.dev.Name()))
-	}
-	return tk
-}
+// device.TransformerKernels; the rest compose kernels of other groups.
 
 // InputIDs copies token ids onto the graph's device as a leaf of the given
 // shape (default (len(ids))) that does not require grad: exact integers in
@@ -49,7 +39,6 @@ func (g *Graph) InputIDs(ids []int32, shape ...int) *Var {
 // came from, so repeated ids accumulate. It runs in the table's dtype (an
 // F32 parameter stays F32 under autocast, as in PyTorch).
 func (g *Graph) Embedding(table0, ids *Var) *Var {
-	tk := g.transformerKernels(OpEmbedding)
 	dt := g.computeType(OpEmbedding, table0)
 	table := g.as(table0, dt)
 	ids.mustLive("Embedding")
@@ -60,13 +49,13 @@ func (g *Graph) Embedding(table0, ids *Var) *Var {
 	dim, n := ts[1], ids.Value.Numel()
 	var space [8]int
 	y := g.alloc(dt, append(append(space[:0], ids.Shape()...), dim)...)
-	tk.Embedding(y.Buffer(), buf(table), buf(ids), n, dim)
+	g.dev.Embedding(y.Buffer(), buf(table), buf(ids), n, dim)
 	out := g.result(y)
 	if g.recording(table) {
 		g.save(ids.Value)
 		g.push(OpEmbedding, out, []*Var{table}, func(dy *tensor.Tensor) {
 			dtab := g.alloc(table.DType(), ts...)
-			tk.EmbeddingGrad(dtab.Buffer(), dy.Buffer(), buf(ids), n, dim)
+			g.dev.EmbeddingGrad(dtab.Buffer(), dy.Buffer(), buf(ids), n, dim)
 			g.accum(table, dtab)
 		})
 	}
@@ -87,7 +76,6 @@ func (g *Graph) LayerNorm(x0, w0, b0 *Var, eps float32) *Var {
 // by that op's cast, without the F32 output and the cast's pass. Its
 // gradient then arrives in out, as the cast's backward would widen it.
 func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
-	tk := g.transformerKernels(OpLayerNorm)
 	dt := g.computeType(OpLayerNorm, x0, w0, b0)
 	x, w, b := g.as(x0, dt), g.as(w0, dt), g.as(b0, dt)
 	xs := x.Shape()
@@ -105,7 +93,7 @@ func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 	if b != nil {
 		bb = buf(b)
 	}
-	tk.LayerNorm(y.Buffer(), mean.Buffer(), rstd.Buffer(), buf(x), buf(w), bb, rows, cols, eps)
+	g.dev.LayerNorm(y.Buffer(), mean.Buffer(), rstd.Buffer(), buf(x), buf(w), bb, rows, cols, eps)
 	out := g.result(y)
 	if !g.recording(x, w, b) {
 		return out
@@ -120,7 +108,7 @@ func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 			db = g.alloc(dtype.F32, cols)
 			dbb = db.Buffer()
 		}
-		tk.LayerNormGrad(dx.Buffer(), dw.Buffer(), dbb, dy.Buffer(), buf(x), mean.Buffer(), rstd.Buffer(), buf(w), rows, cols)
+		g.dev.LayerNormGrad(dx.Buffer(), dw.Buffer(), dbb, dy.Buffer(), buf(x), mean.Buffer(), rstd.Buffer(), buf(w), rows, cols)
 		g.accum(x, dx)
 		g.accum(w, dw)
 		if b != nil {
@@ -133,18 +121,17 @@ func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 // Softmax returns exp(x)/sum(exp(x)) along the last axis (in F32 under
 // autocast).
 func (g *Graph) Softmax(x0 *Var) *Var {
-	tk := g.transformerKernels(OpSoftmax)
 	dt := g.computeType(OpSoftmax, x0)
 	x := g.as(x0, dt)
 	rows, cols := rowsCols(x.Shape())
 	y := g.alloc(dt, x.Shape()...)
-	tk.Softmax(y.Buffer(), buf(x), rows, cols)
+	g.dev.Softmax(y.Buffer(), buf(x), rows, cols)
 	out := g.result(y)
 	if g.recording(x) {
 		g.save(y)
 		g.push(OpSoftmax, out, []*Var{x}, func(dy *tensor.Tensor) {
 			dx := g.alloc(dt, x.Shape()...)
-			tk.SoftmaxGrad(dx.Buffer(), dy.Buffer(), y.Buffer(), rows, cols)
+			g.dev.SoftmaxGrad(dx.Buffer(), dy.Buffer(), y.Buffer(), rows, cols)
 			g.accum(x, dx)
 		})
 	}
@@ -325,7 +312,6 @@ type Attention struct {
 // recomputes them. Under autocast it runs in the low dtype, as PyTorch's
 // scaled_dot_product_attention.
 func (g *Graph) Attention(qkv0 *Var, a Attention) *Var {
-	tk := g.transformerKernels(OpAttention)
 	dt := g.computeType(OpAttention, qkv0)
 	qkv := g.as(qkv0, dt)
 	qs := qkv.Shape()
@@ -345,13 +331,13 @@ func (g *Graph) Attention(qkv0 *Var, a Attention) *Var {
 	}
 	y := g.alloc(dt, qs[0], qs[1], c)
 	lse := g.alloc(dtype.F32, p.B, p.H, p.T)
-	tk.Attention(y.Buffer(), lse.Buffer(), buf(qkv), p)
+	g.dev.Attention(y.Buffer(), lse.Buffer(), buf(qkv), p)
 	out := g.result(y)
 	if g.recording(qkv) {
 		g.save(qkv.Value, y, lse)
 		g.push(OpAttention, out, []*Var{qkv}, func(dy *tensor.Tensor) {
 			dq := g.alloc(dt, qs...)
-			tk.AttentionGrad(dq.Buffer(), dy.Buffer(), buf(qkv), y.Buffer(), lse.Buffer(), p)
+			g.dev.AttentionGrad(dq.Buffer(), dy.Buffer(), buf(qkv), y.Buffer(), lse.Buffer(), p)
 			g.accum(qkv, dq)
 		})
 	} else {

@@ -19,9 +19,6 @@ import (
 // finite differences, as TestGradients does for the others.
 func TestTransformerGradients(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
-		if _, ok := dev.(device.TransformerKernels); !ok {
-			t.Skipf("%s has no transformer kernels", dev.Name())
-		}
 		rng := rand.New(rand.NewPCG(3, 4))
 		u := func(shape ...int) tensor.Host { return randHost(rng, -1, 1, shape...) }
 		pos := func(shape ...int) tensor.Host { return randHost(rng, 0.5, 1.5, shape...) }
@@ -90,9 +87,6 @@ func TestTransformerGradients(t *testing.T) {
 // autocast, and compares outputs and the gradient of qkv.
 func TestAttentionMatchesComposed(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
-		if _, ok := dev.(device.TransformerKernels); !ok {
-			t.Skipf("%s has no transformer kernels", dev.Name())
-		}
 		cases := []struct {
 			b, t, h, d int
 			causal     bool
