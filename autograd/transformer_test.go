@@ -9,7 +9,6 @@ import (
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/device/devicetest"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/testdev"
 	"github.com/mixprec/mixprec/tensor"
@@ -127,7 +126,7 @@ func TestAttentionMatchesComposed(t *testing.T) {
 					yf, gf := run(false)
 					yc, gc := run(true)
 					if low == dtype.F32 {
-						atol, rtol := devicetest.Tolerance(low)
+						atol, rtol := dtype.Tolerance(low)
 						compare(t, "y", yf, yc, atol, rtol)
 						compare(t, "dqkv", gf, gc, atol, rtol)
 						return
@@ -140,7 +139,7 @@ func TestAttentionMatchesComposed(t *testing.T) {
 					// zero differs by those roundings of its larger terms, so
 					// the two are compared in norm: within a few units of the
 					// dtype's rounding of the whole.
-					_, rtol := devicetest.Tolerance(low)
+					_, rtol := dtype.Tolerance(low)
 					normClose(t, "y", yf, yc, rtol/2)
 					normClose(t, "dqkv", gf, gc, rtol/2)
 				})

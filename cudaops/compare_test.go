@@ -100,7 +100,7 @@ func (c *cmp) both(p pair) (want, got []float32) {
 func (c *cmp) near(what string, p pair, slack func(i int) float64) {
 	c.t.Helper()
 	want, got := c.both(p)
-	atol, rtol := tolerance(p[0].DType())
+	atol, rtol := dtype.Tolerance(p[0].DType())
 	bad := 0
 	for i := range want {
 		w, g := float64(want[i]), float64(got[i])
@@ -108,11 +108,7 @@ func (c *cmp) near(what string, p pair, slack func(i int) float64) {
 		if slack != nil {
 			s = slack(i)
 		}
-		ok := math.Abs(g-w) <= atol+rtol*math.Abs(w)+s
-		if math.IsNaN(w) || math.IsInf(w, 0) {
-			ok = math.IsNaN(w) && math.IsNaN(g) || w == g
-		}
-		if !ok {
+		if !dtype.Close(p[0].DType(), g, w, s) {
 			if bad < 5 {
 				c.t.Errorf("%s: %s[%d] = %v, CPU %v (|diff| %.3g > %.3g)", c.t.Name(), what, i, got[i], want[i], math.Abs(g-w), atol+rtol*math.Abs(w)+s)
 			}
@@ -141,16 +137,6 @@ func (c *cmp) exact(what string, p pair) {
 	if bad > 5 {
 		c.t.Errorf("%s: %s: %d of %d elements differ", c.t.Name(), what, bad, len(want))
 	}
-}
-
-func tolerance(dt dtype.DType) (atol, rtol float64) {
-	switch dt {
-	case dtype.F16:
-		return 1e-3, 1e-2
-	case dtype.BF16:
-		return 1e-3, 2e-2
-	}
-	return 1e-5, 1e-4
 }
 
 // sumSlack is the extra error of a float32 sum of n terms whose magnitudes

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mixprec/mixprec/datasets"
+	"github.com/mixprec/mixprec/dtype"
 )
 
 // idxBytes encodes an IDX file: magic, big-endian dimensions, payload.
@@ -184,10 +184,8 @@ func writeMNIST(t *testing.T, dir string, f mnistFiles) {
 // norm is torchvision's ToTensor + Normalize for one pixel, in float64.
 func norm(b byte, mean, std float64) float64 { return (float64(b)/255 - mean) / std }
 
-// closeF32 applies DESIGN.md's F32 tolerance: |got-want| <= 1e-5 + 1e-4|want|.
-func closeF32(got float32, want float64) bool {
-	return math.Abs(float64(got)-want) <= 1e-5+1e-4*math.Abs(want)
-}
+// closeF32 applies DESIGN.md's F32 tolerance (dtype.Close).
+func closeF32(got float32, want float64) bool { return dtype.Close(dtype.F32, float64(got), want, 0) }
 
 func TestLoadMNIST(t *testing.T) {
 	loaders := []struct {

@@ -160,7 +160,7 @@ func within(t *testing.T, what string, got *safetensors.File, want []safetensors
 	for _, w := range want {
 		g := got.Tensor(w.Name)
 		for j := range w.F32 {
-			if d := math.Abs(float64(g.F32[j] - w.F32[j])); d > 1e-5+1e-4*math.Abs(float64(w.F32[j])) {
+			if !dtype.Close(dtype.F32, float64(g.F32[j]), float64(w.F32[j]), 0) {
 				t.Fatalf("%s[%d]: %s give %v, 1 rank x batch 16 gives %v", w.Name, j, what, g.F32[j], w.F32[j])
 			}
 		}

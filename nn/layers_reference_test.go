@@ -2,7 +2,6 @@ package nn_test
 
 import (
 	"fmt"
-	"github.com/mixprec/mixprec/internal/testdev"
 	"testing"
 
 	"github.com/mixprec/mixprec/amp"
@@ -10,6 +9,7 @@ import (
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/reftest"
+	"github.com/mixprec/mixprec/internal/testdev"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/tensor"
 )
@@ -89,13 +89,12 @@ func TestLayersMatchPyTorch(t *testing.T) {
 					r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.R.Host()), false)
 					defer r.Value.Release()
 					g.Backward(g.Sum(g.Mul(out, r)))
-					tol := reftest.TolFor(dt)
 					want := ref.want(dt)
-					reftest.Compare(t, "out", out.Value.ToHost(), want.Out, tol)
+					reftest.Compare(t, "out", out.Value.ToHost(), want.Out, dt)
 					for i, w := range want.Grads {
 						// Gradients reach the F32 leaves through the casts:
 						// they were computed in dt and rounded to it.
-						reftest.Compare(t, fmt.Sprintf("grad %d", i), leaves[i].Grad.ToHost(), w, tol)
+						reftest.Compare(t, fmt.Sprintf("grad %d", i), leaves[i].Grad.ToHost(), w, dt)
 					}
 				})
 			}
@@ -158,14 +157,13 @@ func TestBatchNormMatchesPyTorch(t *testing.T) {
 				r := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, ref.R.Host()), false)
 				defer r.Value.Release()
 				g.Backward(g.Sum(g.Mul(out, r)))
-				tol := reftest.TolFor(dt)
 				want := map[dtype.DType]result{dtype.F32: ref.result, dtype.F16: ref.F16, dtype.BF16: ref.BF16}[dt]
-				reftest.Compare(t, "out", out.Value.ToHost(), want.Out, tol)
-				reftest.Compare(t, "dx", x.Grad.ToHost(), want.DX, tol)
-				reftest.Compare(t, "dweight", bn.Weight.Grad.ToHost(), want.DWeight, tol)
-				reftest.Compare(t, "dbias", bn.Bias.Grad.ToHost(), want.DBias, tol)
-				reftest.Compare(t, "running_mean", bn.RunningMean.Value.ToHost(), want.RunningMean, tol)
-				reftest.Compare(t, "running_var", bn.RunningVar.Value.ToHost(), want.RunningVar, tol)
+				reftest.Compare(t, "out", out.Value.ToHost(), want.Out, dt)
+				reftest.Compare(t, "dx", x.Grad.ToHost(), want.DX, dt)
+				reftest.Compare(t, "dweight", bn.Weight.Grad.ToHost(), want.DWeight, dt)
+				reftest.Compare(t, "dbias", bn.Bias.Grad.ToHost(), want.DBias, dt)
+				reftest.Compare(t, "running_mean", bn.RunningMean.Value.ToHost(), want.RunningMean, dt)
+				reftest.Compare(t, "running_var", bn.RunningVar.Value.ToHost(), want.RunningVar, dt)
 				g.Release()
 
 				nn.SetTraining(bn, false)
@@ -175,7 +173,7 @@ func TestBatchNormMatchesPyTorch(t *testing.T) {
 				if dt != dtype.F32 {
 					xe = g.Cast(xe, dt)
 				}
-				reftest.Compare(t, "eval out", bn.Forward(g, xe).Value.ToHost(), want.EvalOut, tol)
+				reftest.Compare(t, "eval out", bn.Forward(g, xe).Value.ToHost(), want.EvalOut, dt)
 			})
 		}
 	})

@@ -144,7 +144,7 @@ func TestTorchWeights(t *testing.T) {
 			for i, v := range want.F32 {
 				w64[i] = float64(v)
 			}
-			reftest.Compare(t, name+" logits", got, reftest.Array{Shape: want.Shape, Data: w64}, reftest.TolFor(dtype.F32))
+			reftest.Compare(t, name+" logits", got, reftest.Array{Shape: want.Shape, Data: w64}, dtype.F32)
 		})
 	}
 }

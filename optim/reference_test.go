@@ -56,7 +56,7 @@ func TestMatchesPyTorch(t *testing.T) {
 				// Adam divides by sqrt(v)+eps; after six steps float32
 				// rounding in the moments leaves errors of a few 1e-7
 				// relative, inside the F32 tolerance.
-				reftest.Compare(t, name, p.Value.ToHost(), want, reftest.TolFor(dtype.F32))
+				reftest.Compare(t, name, p.Value.ToHost(), want, dtype.F32)
 			}
 		})
 	}

@@ -25,7 +25,7 @@
 // storage dtype first, so a reference computes on exactly what the device
 // stores; its result is rounded to the destination dtype and compared with
 // DESIGN.md's one tolerance rule, |got-want| <= atol + rtol*|want| (see
-// Tolerance), widened only where a float32 accumulation or a float32
+// dtype.Tolerance), widened only where a float32 accumulation or a float32
 // logsumexp is allowed to lose more, with the reason and the measured error
 // next to it. Kernels that only move or round values (Fill, Copy, Im2Col,
 // MaxPool, Argmax, UnscaleCheck's multiply, Dropout's mask) must match bit
@@ -189,36 +189,6 @@ func RunNorm(t *testing.T, dev device.Device) { runFamily(t, dev, norm) }
 
 // RunTransformer runs Run's checks of device.TransformerKernels.
 func RunTransformer(t *testing.T, dev device.Device) { runFamily(t, dev, transformer) }
-
-// Tolerance returns the (atol, rtol) of DESIGN.md §6 for results stored as
-// dt: F32 (1e-5, 1e-4), F16 (1e-3, 1e-2), BF16 (1e-3, 2e-2).
-func Tolerance(dt dtype.DType) (atol, rtol float64) {
-	switch dt {
-	case dtype.F16:
-		return 1e-3, 1e-2
-	case dtype.BF16:
-		return 1e-3, 2e-2
-	}
-	return 1e-5, 1e-4
-}
-
-// Close reports whether got is within dt's tolerance of want:
-// |got-want| <= atol + rtol*|want|. A NaN matches only a NaN and an infinity
-// only itself.
-func Close(dt dtype.DType, got, want float64) bool {
-	atol, rtol := Tolerance(dt)
-	return within(got, want, atol, rtol, 0)
-}
-
-func within(got, want, atol, rtol, slack float64) bool {
-	switch {
-	case math.IsNaN(want):
-		return math.IsNaN(got)
-	case math.IsInf(want, 0) || math.IsInf(got, 0):
-		return got == want
-	}
-	return math.Abs(got-want) <= atol+rtol*math.Abs(want)+slack
-}
 
 // u32 is the unit roundoff of float32.
 const u32 = 1.0 / (1 << 24)
@@ -384,7 +354,7 @@ func (e *env) near(what string, dt dtype.DType, got []float32, want, slack []flo
 	if len(got) != len(want) {
 		e.t.Fatalf("%s: %s: got %d values, want %d", e.t.Name(), what, len(got), len(want))
 	}
-	atol, rtol := Tolerance(dt)
+	atol, rtol := dtype.Tolerance(dt)
 	bad := 0
 	for i := range want {
 		w := float64(dtype.Round(dt, float32(want[i])))
@@ -393,7 +363,7 @@ func (e *env) near(what string, dt dtype.DType, got []float32, want, slack []flo
 			s = slack[i]
 		}
 		g := float64(got[i])
-		if !within(g, w, atol, rtol, s) {
+		if !dtype.Close(dt, g, w, s) {
 			if bad < maxReports {
 				e.t.Errorf("%s: %s[%d]: got %v, want %v (exact %.9g; |diff| %.3g > tolerance %.3g)",
 					e.t.Name(), what, i, got[i], float32(w), want[i], math.Abs(g-w), atol+rtol*math.Abs(w)+s)
@@ -502,7 +472,7 @@ func (e *env) checkAdjoint(what string, lhs, y, x, rhs []float32) {
 	e.t.Helper()
 	l, r := dot(lhs, y), dot(x, rhs)
 	scale := absDot(lhs, y) + absDot(x, rhs)
-	_, rtol := Tolerance(dtype.F32)
+	_, rtol := dtype.Tolerance(dtype.F32)
 	if math.Abs(l-r) > rtol*scale {
 		e.t.Errorf("%s: %s: <A x, y> = %.9g but <x, A* y> = %.9g (|diff| %.3g > %.3g)", e.t.Name(), what, l, r, math.Abs(l-r), rtol*scale)
 	}

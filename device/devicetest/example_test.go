@@ -68,11 +68,11 @@ func Example() {
 	dev.CopyToHost(got, y)
 	for i, v := range in {
 		want := math.Exp(float64(dtype.Round(dtype.F16, v)))
-		fmt.Printf("exp(%v) = %v, want %.6f: close %v\n", v, got[i], want, devicetest.Close(dtype.F16, float64(got[i]), want))
+		fmt.Printf("exp(%v) = %v, want %.6f: close %v\n", v, got[i], want, dtype.Close(dtype.F16, float64(got[i]), want, 0))
 	}
-	fmt.Println(devicetest.Close(dtype.F16, 7.5, math.Exp(2))) // 1.5% off: outside F16's 1e-3 + 1e-2*|want|
+	fmt.Println(dtype.Close(dtype.F16, 7.5, math.Exp(2), 0)) // 1.5% off: outside F16's 1e-3 + 1e-2*|want|
 	for _, dt := range dtype.All {
-		atol, rtol := devicetest.Tolerance(dt)
+		atol, rtol := dtype.Tolerance(dt)
 		fmt.Printf("%-4v atol %g rtol %g\n", dt, atol, rtol)
 	}
 	// Output:

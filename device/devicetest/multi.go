@@ -67,7 +67,7 @@ func testMultiTensor(t *testing.T, dev device.Device) {
 		}
 		abs = want
 		got := mt.SumSquares(bufs)
-		if math.Abs(got-want) > 1e-5+1e-4*want+sumSlack(n, abs) {
+		if !dtype.Close(dtype.F32, got, want, sumSlack(n, abs)) {
 			e.t.Errorf("SumSquares = %v, want %v", got, want)
 		}
 		if again := mt.SumSquares(bufs); math.Float64bits(again) != math.Float64bits(got) {

@@ -57,28 +57,9 @@ func Load(t testing.TB, key string, v any) {
 	}
 }
 
-// Tol is DESIGN.md §6's tolerance for a dtype: |got-want| <= Atol + Rtol*|want|.
-type Tol struct{ Atol, Rtol float64 }
-
-// TolFor returns the tolerance of dt.
-func TolFor(dt dtype.DType) Tol {
-	switch dt {
-	case dtype.F16:
-		return Tol{1e-3, 1e-2}
-	case dtype.BF16:
-		return Tol{1e-3, 2e-2}
-	}
-	return Tol{1e-5, 1e-4}
-}
-
-// Close reports whether got is within tol of want.
-func (tol Tol) Close(got, want float64) bool {
-	return math.Abs(got-want) <= tol.Atol+tol.Rtol*math.Abs(want)
-}
-
-// Compare checks got against want elementwise, reporting at most five
-// mismatches and the largest error.
-func Compare(t testing.TB, name string, got []float32, want Array, tol Tol) {
+// Compare checks got against want elementwise with dt's tolerance
+// (dtype.Close), reporting at most five mismatches and the largest error.
+func Compare(t testing.TB, name string, got []float32, want Array, dt dtype.DType) {
 	t.Helper()
 	if len(got) != len(want.Data) {
 		t.Errorf("%s: %d values, want %d", name, len(got), len(want.Data))
@@ -88,7 +69,7 @@ func Compare(t testing.TB, name string, got []float32, want Array, tol Tol) {
 	for i, w := range want.Data {
 		g := float64(got[i])
 		worst = math.Max(worst, math.Abs(g-w))
-		if !tol.Close(g, w) {
+		if !dtype.Close(dt, g, w, 0) {
 			if bad < 5 {
 				t.Errorf("%s[%d] = %.8g, want %.8g (|diff| %.3g)", name, i, g, w, math.Abs(g-w))
 			}
@@ -96,7 +77,8 @@ func Compare(t testing.TB, name string, got []float32, want Array, tol Tol) {
 		}
 	}
 	if bad > 0 {
-		t.Errorf("%s: %d of %d values outside |got-want| <= %g + %g|want| (largest error %.3g)", name, bad, len(got), tol.Atol, tol.Rtol, worst)
+		atol, rtol := dtype.Tolerance(dt)
+		t.Errorf("%s: %d of %d values outside |got-want| <= %g + %g|want| (largest error %.3g)", name, bad, len(got), atol, rtol, worst)
 	}
 }
 

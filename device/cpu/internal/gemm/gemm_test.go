@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/mixprec/mixprec/dtype"
 )
 
 // storage is how a test operand is stored.
@@ -147,7 +149,8 @@ func reference(transA, transB bool, m, n, k int, alpha float64, av, bv []float64
 // with u = 2⁻²⁴; 2k·u covers every blocking.
 func tolerance(k int, mag float64) float64 {
 	const u = 1.0 / (1 << 24)
-	return 1e-5 + (1e-4+2*float64(k)*u)*mag
+	atol, rtol := dtype.Tolerance(dtype.F32)
+	return atol + (rtol+2*float64(k)*u)*mag
 }
 
 // gemmCase is one call of Gemm with generated operands.
