@@ -49,14 +49,14 @@ lint:
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	$(GO) run ./tools/layercheck
 	$(GO) generate ./...
-	@git diff --quiet -- '*.s' || { echo "generated files differ from what make generate produces:"; git diff --stat -- '*.s'; exit 1; }
+	@git diff --quiet -- '*.s' cudaops/kernels/ops.cuh autograd/unary_gen.go || { echo "generated files differ from what make generate produces:"; git diff --stat -- '*.s' cudaops/kernels/ops.cuh autograd/unary_gen.go; exit 1; }
 
 ## bench: Go benchmarks: CPU GEMM GFLOP/s (and the fraction of the measured FMA peak), training steps in samples/s
 bench:
 	$(GO) test -run '^$$' -bench 'Gemm/(mlp-fwd|conv-fwd|square-NN-1024|wide)|Peak' -benchtime 1s ./device/cpu/internal/gemm/
 	$(GO) test -run '^$$' -bench 'TrainStep' -benchtime 10x ./nn/models/
 
-## generate: regenerate generated files (the GEMM assembly); they must come out byte for byte as committed
+## generate: regenerate generated files (the GEMM assembly, and from device's op tables the CUDA ops and autograd's unary ops; then make kernels for the PTX); they must come out byte for byte as committed
 generate:
 	$(GO) generate ./...
 

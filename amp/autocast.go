@@ -35,32 +35,32 @@ import (
 	"fmt"
 
 	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 )
 
-// Class is how autocast treats an operation.
-type Class uint8
+// Class is how autocast treats an operation: device's CastClass, which
+// each row of device's elementwise op tables names for its op.
+type Class = device.CastClass
 
+// The classes.
 const (
 	// Promote ops run in the widest dtype of their inputs (F32 if mixed),
 	// which for a single input is that input's dtype.
-	Promote Class = iota
+	Promote = device.CastPromote
 	// Low ops run in the autocast dtype: the matrix products, where the
 	// tensor cores are and where the memory goes.
-	Low
+	Low = device.CastLow
 	// F32 ops run in F32 because they are sensitive to range or precision:
 	// exponentials, logarithms, reductions, normalisation, losses.
-	F32
+	F32 = device.CastF32
 )
 
-func (c Class) String() string {
-	return [...]string{"promote", "low", "f32"}[c]
-}
-
-// classes mirrors PyTorch's CUDA autocast lists for the ops mixprec has.
-// It names every op of autograd, Promote ones included, so that a new op
-// gets a decision instead of a default: TestClassesTotal fails until it has
-// one.
+// classes mirrors PyTorch's CUDA autocast lists for the ops mixprec has
+// that are not elementwise (an elementwise op's class is in its row of
+// device's op table). It names every such op, Promote ones included, so
+// that a new op gets a decision instead of a default: TestClassesTotal
+// fails until it has one.
 var classes = map[autograd.Op]Class{
 	autograd.OpMatMul: Low,
 	autograd.OpLinear: Low,
@@ -73,29 +73,15 @@ var classes = map[autograd.Op]Class{
 	autograd.OpSoftmax:      F32,
 	autograd.OpLogSoftmax:   F32,
 	autograd.OpCrossEntropy: F32,
-	autograd.OpNLL:          F32,
 	autograd.OpSum:          F32,
 	autograd.OpMean:         F32,
-	autograd.OpExp:          F32,
-	autograd.OpLog:          F32,
-	autograd.OpPow:          F32,
-	autograd.OpSqrt:         F32,
 	autograd.OpMSE:          F32,
 	autograd.OpLayerNorm:    F32,
 	autograd.OpBatchNorm:    F32,
 
-	// Elementwise arithmetic, activations, pooling and reshapes run in
-	// their inputs' dtype, as on PyTorch's promote list or on none.
+	// Pooling, dropout and reshapes run in their inputs' dtype, as on
+	// PyTorch's promote list or on none.
 	autograd.OpCast:       Promote,
-	autograd.OpAdd:        Promote,
-	autograd.OpSub:        Promote,
-	autograd.OpMul:        Promote,
-	autograd.OpDiv:        Promote,
-	autograd.OpScale:      Promote,
-	autograd.OpReLU:       Promote,
-	autograd.OpGELU:       Promote,
-	autograd.OpTanh:       Promote,
-	autograd.OpSigmoid:    Promote,
 	autograd.OpMaxPool:    Promote,
 	autograd.OpAvgPool:    Promote,
 	autograd.OpDropout:    Promote,
@@ -103,14 +89,22 @@ var classes = map[autograd.Op]Class{
 	autograd.OpCheckpoint: Promote,
 	autograd.OpPermute:    Promote,
 	autograd.OpSplit:      Promote,
-	autograd.OpGELUTanh:   Promote,
 	// An embedding runs in its weight's dtype (an F32 parameter: F32),
 	// as PyTorch's autocast leaves it.
 	autograd.OpEmbedding: Promote,
 }
 
-// ClassOf reports how autocast treats op.
-func ClassOf(op autograd.Op) Class { return classes[op] }
+// ClassOf reports how autocast treats op: an elementwise op as its row of
+// device's op table says, any other as classes does.
+func ClassOf(op autograd.Op) Class {
+	if k, ok := op.Unary(); ok {
+		return k.Def().Class
+	}
+	if k, ok := op.Binary(); ok {
+		return k.Def().Class
+	}
+	return classes[op]
+}
 
 // Policy is the autocast CastPolicy for one low dtype.
 type Policy struct {
@@ -119,7 +113,7 @@ type Policy struct {
 
 // ComputeType implements autograd.CastPolicy.
 func (p Policy) ComputeType(op autograd.Op, in ...dtype.DType) dtype.DType {
-	switch classes[op] {
+	switch ClassOf(op) {
 	case Low:
 		return p.Low
 	case F32:

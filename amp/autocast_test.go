@@ -20,9 +20,9 @@ func TestClassTable(t *testing.T) {
 		autograd.OpMatMul: amp.Low, autograd.OpLinear: amp.Low, autograd.OpConv: amp.Low, autograd.OpBMM: amp.Low,
 		autograd.OpAttention: amp.Low, // scaled_dot_product_attention is on the lower-precision list
 		autograd.OpSoftmax:   amp.F32, autograd.OpLogSoftmax: amp.F32, autograd.OpCrossEntropy: amp.F32,
-		autograd.OpNLL: amp.F32, autograd.OpSum: amp.F32, autograd.OpMean: amp.F32, autograd.OpExp: amp.F32,
-		autograd.OpLog: amp.F32, autograd.OpPow: amp.F32, autograd.OpSqrt: amp.F32, autograd.OpMSE: amp.F32,
-		autograd.OpLayerNorm: amp.F32, autograd.OpBatchNorm: amp.F32,
+		autograd.OpSum: amp.F32, autograd.OpMean: amp.F32, autograd.OpExp: amp.F32,
+		autograd.OpLog: amp.F32, autograd.OpPow: amp.F32, autograd.OpRsqrt: amp.F32, autograd.OpRecip: amp.F32,
+		autograd.OpMSE: amp.F32, autograd.OpLayerNorm: amp.F32, autograd.OpBatchNorm: amp.F32,
 	}
 	for _, op := range autograd.Ops() {
 		w, ok := want[op]

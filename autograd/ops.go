@@ -181,134 +181,52 @@ func (g *Graph) operand(r *binaryRule, v *Var, dt dtype.DType) *Var {
 	return g.as(v, dt)
 }
 
-// keep says what an elementwise op's backward reads besides dy.
+// keep says what a binary op's backward reads besides dy.
 type keep uint8
 
 const (
 	keepNothing keep = iota
-	keepX            // the input (a unary op)
-	keepY            // the output
-	keepInputs       // both operands (a binary op)
-	keepDivisor      // the second operand and the output (a binary op)
+	keepInputs       // both operands
+	keepDivisor      // the second operand and the output
 )
 
-// unaryRule is an elementwise op: its forward kernel, what its backward
-// reads and its backward kernel, which computes dx from dy and the input x
-// or output y it kept. alpha is the op's scalar parameter. The rules are
-// package-level values, so recording an op makes no closures for them.
-type unaryRule struct {
-	fwd  func(d device.Device, y, x device.Buffer, alpha float32)
-	keep keep
-	grad func(d device.Device, dx, dy, x, y device.Buffer, alpha float32)
-}
-
-// unaryRules, indexed by Op.
-var unaryRules = [numOps]*unaryRule{
-	OpReLU:    activation(device.ReLU),
-	OpGELU:    activation(device.GELU),
-	OpTanh:    activation(device.Tanh),
-	OpSigmoid: activation(device.Sigmoid),
-	OpExp: {
-		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Exp, y, x, 0) },
-		keep: keepY,
-		grad: func(d device.Device, dx, dy, _, y device.Buffer, _ float32) {
-			d.Binary(device.Mul, dx, dy, y, elementwise(dx.Len()))
-		},
-	},
-	OpLog: {
-		fwd:  func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(device.Log, y, x, 0) },
-		keep: keepX,
-		grad: func(d device.Device, dx, dy, x, _ device.Buffer, _ float32) {
-			d.Binary(device.Div, dx, dy, x, elementwise(dx.Len()))
-		},
-	},
-	OpPow: { // alpha is the exponent
-		fwd:  func(d device.Device, y, x device.Buffer, p float32) { d.Unary(device.Pow, y, x, p) },
-		keep: keepX,
-		grad: func(d device.Device, dx, dy, x, _ device.Buffer, p float32) {
-			d.Unary(device.Pow, dx, x, p-1)
-			d.Unary(device.Scale, dx, dx, p)
-			d.Binary(device.Mul, dx, dx, dy, elementwise(dx.Len()))
-		},
-	},
-	OpScale: {
-		fwd:  func(d device.Device, y, x device.Buffer, alpha float32) { d.Unary(device.Scale, y, x, alpha) },
-		keep: keepNothing,
-		grad: func(d device.Device, dx, dy, _, _ device.Buffer, alpha float32) { d.Unary(device.Scale, dx, dy, alpha) },
-	},
-}
-
-// activation is the rule of an op the backend differentiates itself
-// (UnaryGrad): it keeps the output or the input, as the op's row of
-// device's op table says UnaryGrad reads.
-func activation(k device.UnaryOp) *unaryRule {
-	r := &unaryRule{fwd: func(d device.Device, y, x device.Buffer, _ float32) { d.Unary(k, y, x, 0) }}
-	switch k.Def().Grad {
-	case device.GradFromOutput:
-		r.keep = keepY
-		r.grad = func(d device.Device, dx, dy, _, y device.Buffer, _ float32) { d.UnaryGrad(k, dx, dy, y) }
-	case device.GradFromInput:
-		r.keep = keepX
-		r.grad = func(d device.Device, dx, dy, x, _ device.Buffer, _ float32) { d.UnaryGrad(k, dx, dy, x) }
-	default:
-		panic(fmt.Sprintf("autograd: %v has no gradient rule in device's op table", k))
-	}
-	return r
-}
-
-// unary applies the elementwise op op with parameter alpha.
+// unary applies the unary elementwise op op with parameter alpha. Its row
+// of device's op table says what its backward keeps, and UnaryGrad
+// differentiates it.
 func (g *Graph) unary(op Op, x0 *Var, alpha float32) *Var {
-	r := unaryRules[op]
+	k, _ := op.Unary()
 	dt := g.computeType(op, x0)
 	x := g.as(x0, dt)
 	y := g.alloc(dt, x.Shape()...)
-	r.fwd(g.dev, y.Buffer(), buf(x), alpha)
+	g.dev.Unary(k, y.Buffer(), buf(x), alpha)
 	out := g.result(y)
 	if !g.recording(x) {
 		return out
 	}
-	switch r.keep {
-	case keepX:
-		g.save(x.Value)
-	case keepY:
-		g.save(y)
+	var in *tensor.Tensor
+	switch k.Def().Keep {
+	case device.KeepInput:
+		in = x.Value
+	case device.KeepOutput:
+		in = y
 	}
+	g.save(in)
 	g.push(op, out, []*Var{x}, func(dy *tensor.Tensor) {
 		dx := g.alloc(dt, x.Shape()...)
-		r.grad(g.dev, dx.Buffer(), dy.Buffer(), buf(x), y.Buffer(), alpha)
+		var ib device.Buffer
+		if in != nil {
+			ib = in.Buffer()
+		}
+		g.dev.UnaryGrad(k, dx.Buffer(), dy.Buffer(), ib, alpha)
 		g.accum(x, dx)
 	})
 	return out
 }
 
-// ReLU returns max(x, 0).
-func (g *Graph) ReLU(x *Var) *Var { return g.unary(OpReLU, x, 0) }
-
-// GELU returns x·Φ(x), the exact (erf) form PyTorch uses by default.
-func (g *Graph) GELU(x *Var) *Var { return g.unary(OpGELU, x, 0) }
-
-// Tanh returns tanh(x).
-func (g *Graph) Tanh(x *Var) *Var { return g.unary(OpTanh, x, 0) }
-
-// Sigmoid returns 1/(1+e^-x).
-func (g *Graph) Sigmoid(x *Var) *Var { return g.unary(OpSigmoid, x, 0) }
-
 // elementwise returns the strides that make Binary a plain elementwise op.
 func elementwise(n int) device.Strides {
 	return device.Strides{Shape: []int{n}, A: []int{1}, B: []int{1}}
 }
-
-// Exp returns e^x.
-func (g *Graph) Exp(x *Var) *Var { return g.unary(OpExp, x, 0) }
-
-// Log returns the natural logarithm of x.
-func (g *Graph) Log(x *Var) *Var { return g.unary(OpLog, x, 0) }
-
-// Pow returns x^p elementwise.
-func (g *Graph) Pow(x *Var, p float32) *Var { return g.unary(OpPow, x, p) }
-
-// Scale returns alpha * x.
-func (g *Graph) Scale(x *Var, alpha float32) *Var { return g.unary(OpScale, x, alpha) }
 
 // Reshape returns x with a new shape of the same size, sharing its memory.
 // One dimension may be -1.

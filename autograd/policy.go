@@ -11,7 +11,9 @@ import (
 // Op names a differentiable operation, for cast policies and messages.
 type Op uint8
 
-// The operations a CastPolicy is asked about.
+// The operations a CastPolicy is asked about. The unary elementwise ops
+// (OpReLU, OpExp, ...) follow, one per row of device's unary op table
+// (unary_gen.go).
 const (
 	OpCast Op = iota
 	OpMatMul
@@ -22,21 +24,11 @@ const (
 	OpSub
 	OpMul
 	OpDiv
-	OpScale
-	OpReLU
-	OpGELU
-	OpTanh
-	OpSigmoid
-	OpExp
-	OpLog
-	OpPow
-	OpSqrt
 	OpSum
 	OpMean
 	OpSoftmax
 	OpLogSoftmax
 	OpCrossEntropy
-	OpNLL
 	OpMSE
 	OpBatchNorm
 	OpLayerNorm
@@ -49,21 +41,43 @@ const (
 	OpAttention
 	OpPermute
 	OpSplit
-	OpGELUTanh
 
-	numOps
+	// opUnary is the first unary elementwise op.
+	opUnary
+	numOps = opUnary + Op(device.NumUnaryOps)
 )
 
-var opNames = [numOps]string{"cast", "matmul", "linear", "conv", "bmm", "add", "sub", "mul", "div", "scale",
-	"relu", "gelu", "tanh", "sigmoid", "exp", "log", "pow", "sqrt", "sum", "mean", "softmax", "log_softmax",
-	"cross_entropy", "nll", "mse", "batch_norm", "layer_norm", "max_pool", "avg_pool", "dropout", "reshape",
-	"checkpoint", "embedding", "attention", "permute", "split", "gelu_tanh"}
+var opNames = [opUnary]string{"cast", "matmul", "linear", "conv", "bmm", "add", "sub", "mul", "div",
+	"sum", "mean", "softmax", "log_softmax", "cross_entropy", "mse", "batch_norm", "layer_norm",
+	"max_pool", "avg_pool", "dropout", "reshape", "checkpoint", "embedding", "attention", "permute", "split"}
 
 func (op Op) String() string {
-	if op < numOps {
+	if k, ok := op.Unary(); ok {
+		return k.String()
+	}
+	if op < opUnary {
 		return opNames[op]
 	}
 	return fmt.Sprintf("Op(%d)", uint8(op))
+}
+
+// Unary reports the kernel of a unary elementwise op: device's op table
+// declares the op (its forward, what it keeps, its gradient and autocast
+// class), and the op's method runs it.
+func (op Op) Unary() (device.UnaryOp, bool) {
+	if op >= opUnary && op < numOps {
+		return device.UnaryOp(op - opUnary), true
+	}
+	return 0, false
+}
+
+// Binary reports the kernel of a binary elementwise op (Add, Sub, Mul,
+// Div), whose row of device's op table declares its autocast class.
+func (op Op) Binary() (device.BinaryOp, bool) {
+	if r := binaryRules[op]; r != nil {
+		return r.kernel, true
+	}
+	return 0, false
 }
 
 // Ops lists every operation, for policy tables and their tests.

@@ -233,10 +233,11 @@ func cmpBinary(c *cmp) {
 	for op := range device.BinaryOp(device.NumBinaryOps) {
 		for _, ty := range combos(2) {
 			for _, s := range shapes {
-				a := c.put(ty[1], c.uniform(s.na, -2, 2))
-				bv := c.uniform(s.nb, 0.5, 2)
-				if op != device.Div {
-					bv = c.uniform(s.nb, -2, 2)
+				d := op.Def().Domains[0]
+				a := c.put(ty[1], c.domain(d, s.na))
+				bv := c.domain(d, s.nb)
+				if d.BHi != 0 {
+					bv = c.domain(device.Domain{Lo: d.BLo, Hi: d.BHi, Signed: d.BSigned}, s.nb)
 				}
 				b := c.put(ty[2], bv)
 				n := 1
@@ -253,55 +254,58 @@ func cmpBinary(c *cmp) {
 	}
 }
 
+// cmpUnary runs every unary op of device's table on each of its input
+// domains.
 func cmpUnary(c *cmp) {
-	cases := []struct {
-		op     device.UnaryOp
-		alpha  float32
-		lo, hi float64
-	}{
-		{device.Scale, -1.5, -3, 3}, {device.AddConst, 0.25, -3, 3}, {device.Neg, 0, -3, 3},
-		{device.Exp, 0, -5, 5}, {device.Log, 0, 0.01, 20}, {device.Sqrt, 0, 0, 20},
-		{device.Rsqrt, 1e-5, 0.01, 20}, {device.Square, 0, -3, 3}, {device.Pow, 1.7, 0, 4},
-		{device.Pow, 3, -2, 2}, {device.ReLU, 0, -3, 3}, {device.GELU, 0, -6, 6},
-		{device.Tanh, 0, -6, 6}, {device.Sigmoid, 0, -12, 12}, {device.Recip, 0, 0.1, 5},
-	}
-	for _, u := range cases {
-		for _, ty := range combos(1) {
-			n := 20001
-			src := c.put(ty[1], c.uniform(n, u.lo, u.hi))
-			dst := c.out(ty[0], n)
-			c.cpu.Unary(u.op, dst[0], src[0], u.alpha)
-			c.dev.Unary(u.op, dst[1], src[1], u.alpha)
-			c.near(fmt.Sprintf("%v/%v/%s", u.op, u.alpha, name(ty)), dst, nil)
+	for op := range device.UnaryOp(device.NumUnaryOps) {
+		for _, d := range op.Def().Domains {
+			for _, ty := range combos(1) {
+				n := 20001
+				src := c.put(ty[1], c.domain(d, n))
+				dst := c.out(ty[0], n)
+				c.cpu.Unary(op, dst[0], src[0], d.Alpha)
+				c.dev.Unary(op, dst[1], src[1], d.Alpha)
+				c.near(fmt.Sprintf("%v/%v/%s", op, d.Alpha, name(ty)), dst, nil)
+			}
 		}
 	}
 }
 
+// cmpUnaryGrad runs every unary op's gradient on each of its input
+// domains, from the CPU's forward output for an op that keeps it.
 func cmpUnaryGrad(c *cmp) {
-	for _, op := range []device.UnaryOp{device.ReLU, device.Tanh, device.Sigmoid, device.GELU} {
-		for _, ty := range combos(2) {
-			n := 20001
-			x := c.uniform(n, -5, 5)
-			in := make([]float32, n)
-			for i, v := range x {
-				switch op {
-				case device.ReLU:
-					in[i] = max(v, 0)
-				case device.Tanh:
-					in[i] = float32(math.Tanh(float64(v)))
-				case device.Sigmoid:
-					in[i] = float32(1 / (1 + math.Exp(-float64(v))))
-				default:
-					in[i] = v
+	for op := range device.UnaryOp(device.NumUnaryOps) {
+		def := op.Def()
+		for _, d := range def.Domains {
+			for _, ty := range combos(2) {
+				n := 20001
+				in := c.domain(d, n)
+				if def.Keep == device.KeepOutput {
+					for i, v := range in {
+						in[i] = def.Eval(v, d.Alpha)
+					}
 				}
+				dy, inb := c.put(ty[1], c.uniform(n, -2, 2)), c.put(ty[2], in)
+				dst := c.out(ty[0], n)
+				c.cpu.UnaryGrad(op, dst[0], dy[0], inb[0], d.Alpha)
+				c.dev.UnaryGrad(op, dst[1], dy[1], inb[1], d.Alpha)
+				c.near(fmt.Sprintf("%v/%s", op, name(ty)), dst, nil)
 			}
-			dy, inb := c.put(ty[1], c.uniform(n, -2, 2)), c.put(ty[2], in)
-			dst := c.out(ty[0], n)
-			c.cpu.UnaryGrad(op, dst[0], dy[0], inb[0])
-			c.dev.UnaryGrad(op, dst[1], dy[1], inb[1])
-			c.near(fmt.Sprintf("%v/%s", op, name(ty)), dst, nil)
 		}
 	}
+}
+
+// domain draws n inputs from d.
+func (c *cmp) domain(d device.Domain, n int) []float32 {
+	v := c.uniform(n, d.Lo, d.Hi)
+	if d.Signed {
+		for i := range v {
+			if i%2 == 1 {
+				v[i] = -v[i]
+			}
+		}
+	}
+	return v
 }
 
 func cmpReduce(c *cmp) {

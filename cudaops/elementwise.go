@@ -138,21 +138,29 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32)
 	d.launch(d.ks.unary, gridFor(db.Len()), pInt(int(op)), ptr(db), dt(db), ptr(sb), dt(sb), pInt(db.Len()), pF32(alpha))
 }
 
-// UnaryGrad computes dst = dy * op'(in) for the ops device's op table gives
-// a gradient rule (in is the forward output or input, as the row says).
-func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
-	if op >= device.NumUnaryOps || op.Def().Grad == device.NoGrad {
-		panic(fmt.Sprintf("cudaops: UnaryGrad has no rule for %v", op))
+// UnaryGrad computes dst = dy * op'(x) from in, op's input or output as
+// its row of device's op table keeps (nil, and not read, when it keeps
+// nothing).
+func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer, alpha float32) {
+	if op >= device.NumUnaryOps {
+		panic(fmt.Sprintf("cudaops: unknown unary op %v", op))
 	}
 	d.enter()
 	defer d.leave()
 	what := "UnaryGrad " + op.String()
-	db, gb, ib := d.buf(dst, what), d.buf(dy, what), d.buf(in, what)
-	checkLen(what, db.Len(), gb, ib)
+	db, gb := d.buf(dst, what), d.buf(dy, what)
+	checkLen(what, db.Len(), gb)
+	var ib *Buffer
+	idt := pInt(0)
+	if op.Def().Keep != device.KeepNothing {
+		ib = d.buf(in, what)
+		checkLen(what, db.Len(), ib)
+		idt = dt(ib)
+	}
 	if db.Len() == 0 {
 		return
 	}
-	d.launch(d.ks.unaryGrad, gridFor(db.Len()), pInt(int(op)), ptr(db), dt(db), ptr(gb), dt(gb), ptr(ib), dt(ib), pInt(db.Len()))
+	d.launch(d.ks.unaryGrad, gridFor(db.Len()), pInt(int(op)), ptr(db), dt(db), ptr(gb), dt(gb), ptr(ib), idt, pInt(db.Len()), pF32(alpha))
 }
 
 // reduceBlockMin is the reduction length from which Reduce gives each

@@ -362,98 +362,35 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			g.st(dst, ddt, i, v)
 		}
 	},
+	// The elementwise ops' switches (ops.cuh) are generated from the rows
+	// of device's op tables, whose Go functions these run: the kernels'
+	// arguments and indexing are emulated, each op's CUDA text is not (the
+	// conformance suite on a GPU holds it to the oracle).
 	"mp_binary": func(g *fakeGPU, a *argv, _ int) {
 		op, dst, ddt, x, xdt, y, ydt := a.int(), a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
 		n, d := a.int(), a.dims()
+		f := device.BinaryOp(op).Def().F32
 		for i := range n {
 			oa, ob := d.offsets(i)
-			u, v := g.ld(x, xdt, oa), g.ld(y, ydt, ob)
-			var r float32
-			switch device.BinaryOp(op) {
-			case device.Add:
-				r = u + v
-			case device.Sub:
-				r = u - v
-			case device.Mul:
-				r = u * v
-			case device.Div:
-				r = u / v
-			case device.Maximum:
-				if isNaN(u) || u > v {
-					r = u
-				} else {
-					r = v
-				}
-			default: // device.Minimum
-				if isNaN(u) || u < v {
-					r = u
-				} else {
-					r = v
-				}
-			}
-			g.st(dst, ddt, i, r)
+			g.st(dst, ddt, i, f(g.ld(x, xdt, oa), g.ld(y, ydt, ob)))
 		}
 	},
 	"mp_unary": func(g *fakeGPU, a *argv, _ int) {
 		op, dst, ddt, src, sdt, n, alpha := a.int(), a.ptr(), a.int(), a.ptr(), a.int(), a.int(), a.f32()
+		def := device.UnaryOp(op).Def()
 		for i := range n {
-			x := g.ld(src, sdt, i)
-			var r float32
-			switch device.UnaryOp(op) {
-			case device.Scale:
-				r = alpha * x
-			case device.AddConst:
-				r = x + alpha
-			case device.Neg:
-				r = -x
-			case device.Exp:
-				r = expf(x)
-			case device.Log:
-				r = f32(math.Log(float64(x)))
-			case device.Sqrt:
-				r = f32(math.Sqrt(float64(x)))
-			case device.Rsqrt:
-				r = 1 / f32(math.Sqrt(float64(x+alpha)))
-			case device.Square:
-				r = x * x
-			case device.Pow:
-				r = f32(math.Pow(float64(x), float64(alpha)))
-			case device.ReLU:
-				if x > 0 || isNaN(x) {
-					r = x
-				}
-			case device.GELU:
-				r = x * normcdff(x)
-			case device.Tanh:
-				r = f32(math.Tanh(float64(x)))
-			case device.Sigmoid:
-				r = 1 / (1 + expf(-x))
-			default: // device.Recip
-				r = 1 / x
-			}
-			g.st(dst, ddt, i, r)
+			g.st(dst, ddt, i, def.Eval(g.ld(src, sdt, i), alpha))
 		}
 	},
 	"mp_unary_grad": func(g *fakeGPU, a *argv, _ int) {
-		op, dst, ddt, dy, gdt, in, idt, n := a.int(), a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int(), a.int()
+		op, dst, ddt, dy, gdt, in, idt, n, alpha := a.int(), a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int(), a.int(), a.f32()
+		f := device.UnaryOp(op).Def().Grad
 		for i := range n {
-			gv, x := g.ld(dy, gdt, i), g.ld(in, idt, i)
-			var o float32
-			switch device.UnaryOp(op) {
-			case device.ReLU:
-				if !(x <= 0) {
-					o = gv
-				}
-			case device.Tanh:
-				o = gv * (1 - x*x)
-			case device.Sigmoid:
-				o = gv * x * (1 - x)
-			default: // device.GELU
-				cdf := normcdff(x)
-				pdf := expf(-0.5*x*x) * 0.398942280401432678
-				o = gv * (cdf + x*pdf)
+			var v float32
+			if in != 0 {
+				v = g.ld(in, idt, i)
 			}
-			g.st(dst, ddt, i, o)
+			g.st(dst, ddt, i, f(g.ld(dy, gdt, i), v, alpha))
 		}
 	},
 	// reduce.cu

@@ -47,11 +47,11 @@ type ElementwiseKernels interface {
 	Binary(op BinaryOp, dst, a, b Buffer, s Strides)
 	// Unary computes dst = op(src) elementwise, with op's scalar parameter alpha.
 	Unary(op UnaryOp, dst, src Buffer, alpha float32)
-	// UnaryGrad computes dst = dy * op'(in) for the ops whose row of the op
-	// table has a gradient rule (the activations, whose derivative is not a
-	// plain product): in is their output y or their input x, as the row's
-	// Grad says.
-	UnaryGrad(op UnaryOp, dst, dy, in Buffer)
+	// UnaryGrad computes dst = dy * op'(x), op's gradient rule with scalar
+	// parameter alpha: in is op's input x or its output y, as the Keep of
+	// op's row says, and is not read (it may be nil) when that is
+	// KeepNothing.
+	UnaryGrad(op UnaryOp, dst, dy, in Buffer, alpha float32)
 	// Reduce sums src (shape s.Shape, contiguous) into dst through s.A: every
 	// source element i adds to dst[offset(i, s.A)], so a stride of 0 marks a
 	// reduced dimension. dst is overwritten with alpha * the sum.

@@ -3,121 +3,91 @@ package device
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"strings"
 	"testing"
 )
 
-// inputs are float32 values with the edge cases of every op: zeros and
-// NaNs of both signs, infinities, subnormals, and random numbers.
-func inputs() []float32 {
-	v := []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), math.Float32frombits(0xffc00000),
-		float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-40, 1, -1, 0.5, 3e38, -3e38}
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 200 {
-		v = append(v, float32(r.NormFloat64()*3))
-	}
-	return v
-}
-
-// same is equality of values, with any NaN equal to any NaN.
-func same(a, b float32) bool { return a == b || (a != a && b != b) }
-
-// TestOpTables checks that every op has a complete row: a unique name that
-// String returns, an F64 reference, and gradient functions exactly where
-// the row says UnaryGrad supports the op. A constant added without its
-// row fails here.
+// TestOpTables checks that every op has a complete row: a name used once,
+// which String returns; its Go function(s) and CUDA text; a gradient rule
+// and its CUDA text (unary ops); an autocast class; and an input domain. A
+// constant added without its row, or a row missing a part, fails here.
 func TestOpTables(t *testing.T) {
 	names := map[string]bool{}
-	// checkRow checks the parts every row has: a name used once in its
-	// family, which String returns, and the references.
-	checkRow := func(op fmt.Stringer, id string, name string, complete bool) bool {
-		if name == "" || !complete {
-			t.Errorf("%s: incomplete row", id)
-			return false
+	check := func(op fmt.Stringer, kind, name string, missing []string, domains []Domain) {
+		t.Helper()
+		id := fmt.Sprintf("%s %q", kind, name)
+		if name == "" {
+			t.Errorf("%s %d: no name", kind, op)
 		}
-		key := id[:strings.IndexByte(id, '(')] + " " + name // "UnaryOp relu"
-		if names[key] {
-			t.Errorf("%s: name %q used twice", id, name)
+		if names[kind+" "+name] {
+			t.Errorf("%s: name used twice", id)
 		}
-		names[key] = true
+		names[kind+" "+name] = true
 		if got := op.String(); got != name {
-			t.Errorf("%s.String() = %q, want %q", id, got, name)
+			t.Errorf("%s: String() = %q", id, got)
 		}
-		return true
+		for _, m := range missing {
+			t.Errorf("%s: its row has no %s", id, m)
+		}
+		for _, d := range domains {
+			if !(d.Lo < d.Hi) || (d.BHi != 0 && !(d.BLo < d.BHi)) {
+				t.Errorf("%s: domain %+v is empty", id, d)
+			}
+		}
 	}
 	for op := range BinaryOp(NumBinaryOps) {
 		d := op.Def()
-		checkRow(op, fmt.Sprintf("BinaryOp(%d)", uint8(op)), d.Name, d.F32 != nil && d.F64 != nil)
+		check(op, "BinaryOp", d.Name, missing(map[string]bool{
+			"F32": d.F32 != nil, "CUDA": d.CUDA != "", "Class": d.Class != ClassUnset, "Domains": len(d.Domains) > 0,
+		}), d.Domains)
 	}
 	for op := range UnaryOp(NumUnaryOps) {
 		d := op.Def()
-		if !checkRow(op, fmt.Sprintf("UnaryOp(%d)", uint8(op)), d.Name, d.F64 != nil) {
-			continue
-		}
-		if hasGrad := d.GradF32 != nil && d.GradF64 != nil; hasGrad != (d.Grad != NoGrad) || (d.GradF32 == nil) != (d.GradF64 == nil) {
-			t.Errorf("%v: Grad is %d but GradF32 set %v, GradF64 set %v", op, d.Grad, d.GradF32 != nil, d.GradF64 != nil)
-		}
+		check(op, "UnaryOp", d.Name, missing(map[string]bool{
+			"F32 or F64": d.F32 != nil || d.F64 != nil, "CUDA": d.CUDA != "", "Grad": d.Grad != nil,
+			"CUDAGrad": d.CUDAGrad != "", "Class": d.Class != ClassUnset, "Domains": len(d.Domains) > 0,
+			"valid Keep": d.Keep <= KeepOutput,
+		}), d.Domains)
 	}
-	if got := UnaryOp(NumUnaryOps).String(); got != "UnaryOp(14)" {
-		t.Errorf("String of an op outside the table = %q, want %q", got, "UnaryOp(14)")
+	if got := UnaryOp(NumUnaryOps).String(); got != fmt.Sprintf("UnaryOp(%d)", NumUnaryOps) {
+		t.Errorf("String of an op outside the table = %q", got)
 	}
 }
 
-// TestF32RowsAreRoundedF64 checks that every F32 function is the F64
-// reference rounded once to float32: these ops are single IEEE operations
-// (products and sums of float32 values are exact or correctly rounded in
-// float64), so a backend computing them either way gets the same value.
-// Zeros of either sign count as equal (math.Max(+0, -0) is +0, the float32
-// rule returns its second operand on a tie).
-func TestF32RowsAreRoundedF64(t *testing.T) {
-	x := inputs()
-	for op := range BinaryOp(NumBinaryOps) {
-		d := op.Def()
-		for _, a := range x {
-			for _, b := range x[:40] {
-				got, want := d.F32(a, b), float32(d.F64(float64(a), float64(b)))
-				if !same(got, want) {
-					t.Errorf("%v: F32(%v, %v) = %v, float32(F64) = %v", op, a, b, got, want)
-				}
-			}
+// missing lists the parts of has that are false, in a fixed order.
+func missing(has map[string]bool) []string {
+	var out []string
+	for _, k := range []string{"F32", "F32 or F64", "CUDA", "Grad", "CUDAGrad", "Class", "Domains", "valid Keep"} {
+		if v, ok := has[k]; ok && !v {
+			out = append(out, k)
 		}
 	}
+	return out
+}
+
+// TestGradReadsWhatItKeeps checks that the gradient rule of an op that
+// keeps nothing does not read in, which a backend does not pass it.
+func TestGradReadsWhatItKeeps(t *testing.T) {
 	for op := range UnaryOp(NumUnaryOps) {
 		d := op.Def()
-		if d.F32 == nil {
+		if d.Keep != KeepNothing {
 			continue
 		}
-		for _, v := range x {
-			for _, alpha := range []float32{0, 1.5, -2.25, 1e-5} {
-				got, want := d.F32(v, alpha), float32(d.F64(float64(v), float64(alpha)))
-				if !same(got, want) {
-					t.Errorf("%v: F32(%v, %v) = %v, float32(F64) = %v", op, v, alpha, got, want)
-				}
+		for _, dy := range []float32{-1.5, 0, 2} {
+			a, b := d.Grad(dy, 0, 0.75), d.Grad(dy, float32(math.NaN()), 0.75)
+			if a != b {
+				t.Errorf("%v keeps nothing, but its gradient of dy %v reads in: %v with in 0, %v with NaN", op, dy, a, b)
 			}
 		}
 	}
 }
 
-// TestGradRowsAgree checks each GradF32 against its float64 reference,
-// within the float32 tolerance for finite values and exactly on NaN.
-func TestGradRowsAgree(t *testing.T) {
-	x := inputs()
-	for op := range UnaryOp(NumUnaryOps) {
-		d := op.Def()
-		if d.Grad == NoGrad {
-			continue
-		}
-		for _, dy := range x[:20] {
-			for _, in := range x {
-				if math.Abs(float64(in)) > 100 || math.Abs(float64(dy)) > 100 {
-					continue // where float32 products overflow and float64 ones do not
-				}
-				got, want := float64(d.GradF32(dy, in)), d.GradF64(float64(dy), float64(in))
-				if math.IsNaN(want) != math.IsNaN(got) || (!math.IsNaN(want) && math.Abs(got-want) > 1e-5+1e-4*math.Abs(want)) {
-					t.Errorf("%v: GradF32(%v, %v) = %v, GradF64 = %v", op, dy, in, got, want)
-				}
-			}
-		}
+// TestEval checks that Eval is F32 where a row has it and F64 rounded once
+// otherwise.
+func TestEval(t *testing.T) {
+	if got := Square.Def().Eval(3, 0); got != 9 {
+		t.Errorf("square(3) = %v, want 9", got)
+	}
+	if got, want := Exp.Def().Eval(1, 0), float32(math.E); got != want {
+		t.Errorf("exp(1) = %v, want %v", got, want)
 	}
 }

@@ -342,104 +342,143 @@ func unaryPiece(op device.UnaryOp, db, sb *Buffer, alpha float32, lo, hi int) {
 	commit(db, lo, w)
 }
 
-// unaryRow computes out = op(x). The ops that are one float32 operation
-// have loops of their own, which make no call per element; every other op
-// runs through its row of device's op table, in float32 where the row has
-// F32 and otherwise in float64, rounded once.
-func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
-	x = x[:len(out)]
-	switch op {
-	case device.Scale:
+// unaryLoops are the CPU's own loops for some ops: the ones that are one
+// float32 operation, which then make no call per element, and GELU in
+// float32 (gelu.go). Every other op runs through its row of device's op
+// table. TestUnaryLoopsMatchTable holds the loops to the rows.
+var unaryLoops = [device.NumUnaryOps]func(out, x []float32, alpha float32){
+	device.Scale: func(out, x []float32, alpha float32) {
 		for i, v := range x {
 			out[i] = alpha * v
 		}
-	case device.AddConst:
+	},
+	device.AddConst: func(out, x []float32, alpha float32) {
 		for i, v := range x {
 			out[i] = v + alpha
 		}
-	case device.Neg:
+	},
+	device.Neg: func(out, x []float32, _ float32) {
 		for i, v := range x {
 			out[i] = -v
 		}
-	case device.ReLU:
+	},
+	device.ReLU: func(out, x []float32, _ float32) {
 		for i, v := range x {
 			out[i] = relu(v)
 		}
-	case device.Square:
+	},
+	device.Square: func(out, x []float32, _ float32) {
 		for i, v := range x {
 			out[i] = v * v
 		}
-	case device.Recip:
+	},
+	device.Recip: func(out, x []float32, _ float32) {
 		for i, v := range x {
 			out[i] = 1 / v
 		}
-	case device.GELU: // in float32, not through its float64 row (gelu.go)
-		geluRow(out, x)
-	default:
-		def := op.Def()
-		if f := def.F32; f != nil {
-			for i, v := range x {
-				out[i] = f(v, alpha)
-			}
-			return
-		}
-		f, a := def.F64, float64(alpha)
-		for i, v := range x {
-			out[i] = float32(f(float64(v), a))
-		}
-	}
+	},
+	device.GELU: func(out, x []float32, _ float32) { geluRow(out, x) },
 }
 
-// UnaryGrad computes dst = dy * op'(in).
-func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer) {
-	if op.Def().Grad == device.NoGrad {
-		panic(fmt.Sprintf("cpu: UnaryGrad has no rule for %v", op))
-	}
-	db, gb, ib := d.buf(dst, "UnaryGrad"), d.buf(dy, "UnaryGrad"), d.buf(in, "UnaryGrad")
-	d.checkLenOf("UnaryGrad", op, db.n, gb, ib)
-	if db.n <= grain {
-		unaryGradPiece(op, db, gb, ib, 0, db.n)
+// unaryRow computes out = op(x): through the op's loop, or its row of
+// device's op table, in float32 where the row has F32 and otherwise in
+// float64, rounded once.
+func unaryRow(op device.UnaryOp, out, x []float32, alpha float32) {
+	x = x[:len(out)]
+	if loop := unaryLoops[op]; loop != nil {
+		loop(out, x, alpha)
 		return
 	}
-	d.parallel(db.n, func(lo, hi int) { unaryGradPiece(op, db, gb, ib, lo, hi) })
+	def := op.Def()
+	if f := def.F32; f != nil {
+		for i, v := range x {
+			out[i] = f(v, alpha)
+		}
+		return
+	}
+	f, a := def.F64, float64(alpha)
+	for i, v := range x {
+		out[i] = float32(f(float64(v), a))
+	}
 }
 
-// unaryGradPiece is UnaryGrad on [lo, hi). The activations have loops of
-// their own, which make no call per element; an op without one runs
-// through its row of device's op table (TestUnaryLoopsMatchTable holds
-// the loops to the rows).
-func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, lo, hi int) {
+// UnaryGrad computes dst = dy * op'(x) from in, op's input or output.
+func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer, alpha float32) {
+	keep := op.Def().Keep
+	db, gb := d.buf(dst, "UnaryGrad"), d.buf(dy, "UnaryGrad")
+	ib := gb // not read: the rule needs dy alone
+	if keep != device.KeepNothing {
+		ib = d.buf(in, "UnaryGrad")
+	}
+	d.checkLenOf("UnaryGrad", op, db.n, gb, ib)
+	if db.n <= grain {
+		unaryGradPiece(op, db, gb, ib, alpha, 0, db.n)
+		return
+	}
+	d.parallel(db.n, func(lo, hi int) { unaryGradPiece(op, db, gb, ib, alpha, lo, hi) })
+}
+
+// unaryGradLoops are the CPU's own gradient loops for the activations,
+// which then make no call per element; every other op runs through its
+// row of device's op table. TestUnaryLoopsMatchTable holds the loops to
+// the rows.
+var unaryGradLoops = [device.NumUnaryOps]func(o, g, in []float32, alpha float32){
+	device.Scale: func(o, g, _ []float32, alpha float32) {
+		for i := range g {
+			o[i] = alpha * g[i]
+		}
+	},
+	device.Exp: func(o, g, y []float32, _ float32) {
+		for i := range g {
+			o[i] = g[i] * y[i]
+		}
+	},
+	// y is the output; y > 0 exactly where the input was, and a NaN y
+	// passes dy.
+	device.ReLU: func(o, g, y []float32, _ float32) {
+		for i := range g {
+			o[i] = math.Float32frombits(math.Float32bits(g[i]) & reluGradMask(y[i]))
+		}
+	},
+	device.Tanh: func(o, g, y []float32, _ float32) {
+		for i := range g {
+			o[i] = g[i] * (1 - y[i]*y[i])
+		}
+	},
+	device.Sigmoid: func(o, g, y []float32, _ float32) {
+		for i := range g {
+			o[i] = g[i] * y[i] * (1 - y[i])
+		}
+	},
+	device.GELU: func(o, g, x []float32, _ float32) { geluGradRow(o, g, x) },
+}
+
+// unaryGradPiece is UnaryGrad on [lo, hi).
+func unaryGradPiece(op device.UnaryOp, db, gb, ib *Buffer, alpha float32, lo, hi int) {
 	if op == device.ReLU && reluGradFast(db, gb, ib, lo, hi) {
 		return
 	}
 	if op == device.GELU && geluBF16(db, ib, gb, lo, hi) {
 		return
 	}
-	gv, iv, w := read(gb, lo, hi), read(ib, lo, hi), writeView(db, lo, hi)
+	gv, w := read(gb, lo, hi), writeView(db, lo, hi)
+	iv := gv
+	if ib != gb {
+		iv = read(ib, lo, hi)
+	}
 	o, g, x := w.v, gv.v, iv.v[:len(gv.v)]
-	switch op {
-	case device.ReLU: // x is the output y; y > 0 exactly where the input was, and a NaN y passes dy
+	if loop := unaryGradLoops[op]; loop != nil {
+		loop(o, g, x, alpha)
+	} else {
+		f := op.Def().Grad
 		for i := range g {
-			o[i] = math.Float32frombits(math.Float32bits(g[i]) & reluGradMask(x[i]))
-		}
-	case device.Tanh:
-		for i := range g {
-			o[i] = g[i] * (1 - x[i]*x[i])
-		}
-	case device.Sigmoid:
-		for i := range g {
-			o[i] = g[i] * x[i] * (1 - x[i])
-		}
-	case device.GELU:
-		geluGradRow(o, g, x)
-	default:
-		f := op.Def().GradF32
-		for i := range g {
-			o[i] = f(g[i], x[i])
+			o[i] = f(g[i], x[i], alpha)
 		}
 	}
+	if ib != gb {
+		iv.done()
+	}
 	gv.done()
-	iv.done()
 	commit(db, lo, w)
 }
 

@@ -34,7 +34,7 @@ func BenchmarkReLU(b *testing.B) {
 		b.Run(fmt.Sprintf("grad/%v", dt), func(b *testing.B) {
 			b.SetBytes(int64(3 * n * dt.Size()))
 			for b.Loop() {
-				d.UnaryGrad(device.ReLU, x, g, y)
+				d.UnaryGrad(device.ReLU, x, g, y, 0)
 			}
 		})
 		d.Free(x)

@@ -22,64 +22,55 @@ func opInputs() []float32 {
 	return v
 }
 
-// TestUnaryLoopsMatchTable checks the CPU's own loops for the ops that are
-// one float32 operation (and ReLU's gradient) against the rows of device's
-// op table, which define the ops, bit for bit.
+// TestUnaryLoopsMatchTable checks the CPU's own loops (unaryLoops,
+// unaryGradLoops and ReLU's bit-pattern paths) against the rows of
+// device's op table, which define the ops, bit for bit, through the
+// kernels themselves: every op, so an op without a loop is checked to run
+// its row.
 func TestUnaryLoopsMatchTable(t *testing.T) {
 	x := opInputs()
+	d := New()
+	n := len(x)
+	dy, in, dst := d.Alloc(dtype.F32, n, device.Temp), d.Alloc(dtype.F32, n, device.Temp), d.Alloc(dtype.F32, n, device.Temp)
+	defer d.Free(dy)
+	defer d.Free(in)
+	defer d.Free(dst)
+	got, hdy := make([]float32, n), make([]float32, n)
+	d.CopyFromHost(in, x)
+	check := func(what string, op device.UnaryOp, i int, want float32) {
+		t.Helper()
+		if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
+			t.Errorf("%s %v(dy %v, x %v) = %v (%#08x), want %v (%#08x)", what, op, hdy[i], x[i], got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+		}
+	}
 	for op := range device.UnaryOp(device.NumUnaryOps) {
 		def := op.Def()
 		for _, alpha := range []float32{0, 1.5, -0.25, float32(math.NaN())} {
-			got := make([]float32, len(x))
-			unaryRow(op, got, x, alpha)
+			if op == device.GELU { // computed in float32 (gelu.go): TestGELU32 bounds it
+				break
+			}
+			d.Unary(op, dst, in, alpha)
+			d.CopyToHost(got, dst)
 			for i, v := range x {
-				var want float32
-				if def.F32 != nil {
-					want = def.F32(v, alpha)
-				} else {
-					want = float32(def.F64(float64(v), float64(alpha)))
-				}
-				if op == device.GELU { // computed in float32 (gelu.go): TestGELU32 bounds it
-					continue
-				}
-				if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
-					t.Errorf("Unary %v(%v, alpha %v) = %v (%#08x), want %v (%#08x)", op, v, alpha, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
-				}
+				check("Unary", op, i, def.Eval(v, alpha))
 			}
 		}
-	}
-	d := New()
-	for op := range device.UnaryOp(device.NumUnaryOps) {
-		def := op.Def()
-		if def.Grad == device.NoGrad || op == device.GELU { // GELU: TestGELU32
+		if op == device.GELU {
 			continue
 		}
-		n := len(x)
-		dy, in, dst := d.Alloc(dtype.F32, n, device.Temp), d.Alloc(dtype.F32, n, device.Temp), d.Alloc(dtype.F32, n, device.Temp)
 		// Every dy against every in, a row at a time, so that NaN and
-		// zero dy meet positive, zero and NaN outputs.
-		hdy := make([]float32, n)
-		hin := make([]float32, n)
-		got := make([]float32, n)
+		// zero dy meet positive, zero and NaN operands.
 		for _, g := range x[:20] {
 			for i := range hdy {
 				hdy[i] = g
 			}
-			copy(hin, x)
 			d.CopyFromHost(dy, hdy)
-			d.CopyFromHost(in, hin)
-			d.UnaryGrad(op, dst, dy, in)
+			d.UnaryGrad(op, dst, dy, in, 1.5)
 			d.CopyToHost(got, dst)
 			for i := range got {
-				want := def.GradF32(hdy[i], hin[i])
-				if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
-					t.Errorf("UnaryGrad %v(dy %v, in %v) = %v (%#08x), want %v (%#08x)", op, hdy[i], hin[i], got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
-				}
+				check("UnaryGrad", op, i, def.Grad(hdy[i], x[i], 1.5))
 			}
 		}
-		d.Free(dy)
-		d.Free(in)
-		d.Free(dst)
 	}
 }
 

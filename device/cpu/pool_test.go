@@ -222,7 +222,7 @@ func TestSmallKernelsDoNotAllocate(t *testing.T) {
 		{"Axpby", func() { d.Axpby(y, x, y, 2, 1) }},
 		{"Axpby beta 0", func() { d.Axpby(y, x, nil, 2, 0) }},
 		{"Unary", func() { d.Unary(device.ReLU, y, x, 0) }},
-		{"UnaryGrad", func() { d.UnaryGrad(device.ReLU, y, x, x) }},
+		{"UnaryGrad", func() { d.UnaryGrad(device.ReLU, y, x, x, 0) }},
 		{"Dropout", func() { d.Dropout(y, x, 0.5, device.RandKey{Seed: 1}) }},
 		{"CopyFromHost", func() { d.CopyFromHost(h, host) }},
 		{"CopyToHost", func() { d.CopyToHost(host, h) }},

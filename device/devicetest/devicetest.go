@@ -306,6 +306,15 @@ func (e *env) signed(n int, lo, hi float64) []float32 {
 	return v
 }
 
+// draw returns n values uniform in [lo, hi), or, when signed, with
+// magnitudes uniform there and random signs: a device.Domain's inputs.
+func (e *env) draw(lo, hi float64, signed bool, n int) []float32 {
+	if signed {
+		return e.signed(n, lo, hi)
+	}
+	return e.uniform(n, lo, hi)
+}
+
 // roundTo rounds every element of v to dt in place.
 func roundTo(dt dtype.DType, v []float32) {
 	for i, x := range v {

@@ -2,9 +2,11 @@ package devicetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/devicetest/oracle"
 	"github.com/mixprec/mixprec/dtype"
 )
 
@@ -114,8 +116,16 @@ var binaryCases = []binaryCase{
 	bcast("large(257,300)+(257,1)", []int{257, 300}, []int{257, 300}, []int{257, 1}),
 }
 
-// binaryRef is op's float64 reference, from device's op table.
-func binaryRef(op device.BinaryOp, x, y float64) float64 { return op.Def().F64(x, y) }
+// binaryRef is op's float64 reference, from the oracle; a binary op
+// without one fails t.
+func binaryRef(t *testing.T, op device.BinaryOp) func(x, y float64) float64 {
+	t.Helper()
+	f, ok := oracle.BinaryOp(op.String())
+	if !ok {
+		t.Fatalf("binary op %v has no reference: add it to devicetest/oracle", op)
+	}
+	return f
+}
 
 // walk calls f(i, offA, offB) for every element i of shape in row-major
 // order, with the offsets of a and b through strides sa and sb.
@@ -150,102 +160,122 @@ var binaryTypes = sameAnd(2,
 
 func testBinary(t *testing.T, dev device.Device) {
 	for op := range device.BinaryOp(device.NumBinaryOps) {
-		for _, ty := range binaryTypes {
-			for _, c := range binaryCases {
-				run(t, dev, fmt.Sprintf("%v/%v/%s", op, ty, c.name), func(e *env) {
-					a := e.uniform(c.na, -2, 2)
-					var b []float32
-					if op == device.Div {
-						b = e.signed(c.nb, 0.5, 2)
-					} else {
-						b = e.uniform(c.nb, -2, 2)
-					}
-					if op == device.Maximum || op == device.Minimum {
-						// Some ties, which either operand answers.
-						for i := 0; i < min(c.na, c.nb); i += 3 {
-							b[i] = a[i]
+		ref := binaryRef(t, op)
+		for _, d := range op.Def().Domains {
+			for _, ty := range binaryTypes {
+				for _, c := range binaryCases {
+					run(t, dev, caseName(op.String(), d.Name, ty.String(), c.name), func(e *env) {
+						a := e.draw(d.Lo, d.Hi, d.Signed, c.na)
+						b := e.draw(d.Lo, d.Hi, d.Signed, c.nb)
+						if d.BHi != 0 {
+							b = e.draw(d.BLo, d.BHi, d.BSigned, c.nb)
 						}
-					}
-					ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
-					n := numel(c.shape)
-					s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
-					got := e.twice(func(fill float32) [][]float32 {
-						db := e.full(ty.dst, n, fill)
-						e.dev.Binary(op, db, ab, bb, s)
-						return [][]float32{e.get(db)}
-					})[0]
-					want := make([]float64, n)
-					walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
-						want[i] = binaryRef(op, float64(a[oa]), float64(b[ob]))
+						if op == device.Maximum || op == device.Minimum {
+							// Some ties, which either operand answers.
+							for i := 0; i < min(c.na, c.nb); i += 3 {
+								b[i] = a[i]
+							}
+						}
+						ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
+						n := numel(c.shape)
+						s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
+						got := e.twice(func(fill float32) [][]float32 {
+							db := e.full(ty.dst, n, fill)
+							e.dev.Binary(op, db, ab, bb, s)
+							return [][]float32{e.get(db)}
+						})[0]
+						want := make([]float64, n)
+						walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
+							want[i] = ref(float64(a[oa]), float64(b[ob]))
+						})
+						e.near("dst", ty.dst, got, want, nil)
 					})
-					e.near("dst", ty.dst, got, want, nil)
-				})
+				}
 			}
 		}
 	}
 	testBinaryNaN(t, dev)
 }
 
-// unaryCase is a unary op with its parameter and an input domain where it
-// is defined and well conditioned; the reference is the op's F64 in
-// device's op table.
+// caseName joins the parts of a case's name that are not empty with "/".
+func caseName(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "/")
+}
+
+// unaryCase is a unary op with one of its input domains (from its row of
+// device's table) and its reference, from the oracle.
 type unaryCase struct {
-	name   string
-	op     device.UnaryOp
-	alpha  float32
-	lo, hi float64
-	signed bool // magnitude in [lo, hi) with a random sign
-}
-
-func (c unaryCase) ref(x float64) float64 { return c.op.Def().F64(x, float64(c.alpha)) }
-
-// unaryDomain is one parameter and input domain of a unary op; name tells
-// several of one op apart.
-type unaryDomain struct {
-	name   string
-	alpha  float32
-	lo, hi float64
-	signed bool
-}
-
-// unaryDomains lists, for every op of device's table, where the suite
-// draws its inputs. An op without one fails the suite (see unaryCases).
-var unaryDomains = map[device.UnaryOp][]unaryDomain{
-	device.Scale:    {{alpha: -1.7, lo: -3, hi: 3}},
-	device.AddConst: {{alpha: 0.3, lo: -3, hi: 3}},
-	device.Neg:      {{lo: -3, hi: 3}},
-	device.Exp:      {{lo: -4, hi: 4}},
-	device.Log:      {{lo: 0.05, hi: 10}},
-	device.Sqrt:     {{lo: 0, hi: 10}},
-	device.Rsqrt:    {{name: "eps", alpha: 1e-5, lo: 0.05, hi: 10}, {name: "0.5", alpha: 0.5, lo: 0, hi: 4}},
-	device.Square:   {{lo: -3, hi: 3}},
-	device.Pow:      {{name: "1.5", alpha: 1.5, lo: 0, hi: 4}, {name: "-0.5", alpha: -0.5, lo: 0.1, hi: 4}, {name: "3", alpha: 3, lo: -2, hi: 2}},
-	device.ReLU:     {{lo: -3, hi: 3}},
-	device.GELU:     {{lo: -5, hi: 5}},
-	device.Tanh:     {{lo: -5, hi: 5}},
-	device.Sigmoid:  {{lo: -10, hi: 10}},
-	device.Recip:    {{lo: 0.1, hi: 4, signed: true}},
+	name  string
+	op    device.UnaryOp
+	d     device.Domain
+	alpha float32
+	ref   oracle.Unary
 }
 
 // unaryCases are the cases of every op of device's table, in op order,
-// named "op" or "op/domain"; an op with no domain is a failure of t.
+// named "op" or "op/domain"; an op with no domain or no reference in the
+// oracle is a failure of t.
 func unaryCases(t *testing.T) []unaryCase {
 	t.Helper()
 	var out []unaryCase
 	for op := range device.UnaryOp(device.NumUnaryOps) {
-		ds := unaryDomains[op]
-		if len(ds) == 0 {
-			t.Errorf("unary op %v has no input domain: add one to devicetest's unaryDomains", op)
+		def := op.Def()
+		ref, ok := oracle.UnaryOp(op.String())
+		if !ok {
+			t.Errorf("unary op %v has no reference: add it to devicetest/oracle", op)
+			continue
 		}
-		for _, d := range ds {
-			name := op.String()
-			if d.name != "" {
-				name += "/" + d.name
-			}
-			out = append(out, unaryCase{name, op, d.alpha, d.lo, d.hi, d.signed})
+		if len(def.Domains) == 0 {
+			t.Errorf("unary op %v has no input domain: add one to its row of device's table", op)
+		}
+		for _, d := range def.Domains {
+			out = append(out, unaryCase{caseName(op.String(), d.Name), op, d, d.Alpha, ref})
 		}
 	}
 	return out
+}
+
+// input draws n inputs from c's domain, with a 0 among them where the
+// domain holds it (ReLU's kink, where its rules meet).
+func (c unaryCase) input(e *env, n int) []float32 {
+	x := e.draw(c.d.Lo, c.d.Hi, c.d.Signed, n)
+	if n > 2 && c.d.Lo <= 0 && 0 < c.d.Hi && !c.d.Signed {
+		x[1] = 0
+	}
+	return x
+}
+
+// fwd is the reference of op(x).
+func (c unaryCase) fwd(x float64) float64 { return c.ref.F(x, float64(c.alpha)) }
+
+// gradInput is what UnaryGrad reads for the op, from the raw input x: the
+// forward output for ops that keep it, x itself for the others (which
+// ops that keep nothing do not read).
+func (c unaryCase) gradInput(x float32) float32 {
+	if c.op.Def().Keep == device.KeepOutput {
+		return float32(c.fwd(float64(x)))
+	}
+	return x
+}
+
+// grad is the reference of dy * op'(x) from in, what UnaryGrad reads: the
+// oracle's rule in terms of the output for ops that keep it, of the input
+// for the others. It fails t when the op keeps its output and the oracle
+// has no rule in terms of it.
+func (c unaryCase) grad(t *testing.T, dy, in float64) float64 {
+	if c.op.Def().Keep == device.KeepOutput {
+		if c.ref.DY == nil {
+			t.Fatalf("unary op %v keeps its output, and the oracle has no derivative in terms of it (DY)", c.op)
+		}
+		return c.ref.DY(dy, in, float64(c.alpha))
+	}
+	return c.ref.DX(dy, in, float64(c.alpha))
 }
 
 // unaryTypes are Unary's dtype combinations: dst; src.
@@ -260,26 +290,7 @@ func testUnary(t *testing.T, dev device.Device) {
 		for _, ty := range unaryTypes {
 			for _, n := range elemSizes {
 				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
-					var x []float32
-					if c.signed {
-						x = e.signed(n, c.lo, c.hi)
-					} else {
-						x = e.uniform(n, c.lo, c.hi)
-					}
-					if c.op == device.ReLU && n > 2 {
-						x[1] = 0
-					}
-					xb := e.put(ty.src[0], x)
-					got := e.twice(func(fill float32) [][]float32 {
-						db := e.full(ty.dst, n, fill)
-						e.dev.Unary(c.op, db, xb, c.alpha)
-						return [][]float32{e.get(db)}
-					})[0]
-					want := make([]float64, n)
-					for i, v := range x {
-						want[i] = c.ref(float64(v))
-					}
-					e.near("dst", ty.dst, got, want, nil)
+					e.checkUnary(c, ty, c.input(e, n))
 				})
 			}
 		}
@@ -287,34 +298,20 @@ func testUnary(t *testing.T, dev device.Device) {
 	testUnaryNaN(t, dev)
 }
 
-// unaryGradCase is an op UnaryGrad supports, with what it reads.
-type unaryGradCase struct {
-	name string
-	op   device.UnaryOp
-}
-
-// in maps a raw input x to what UnaryGrad reads: the forward output y for
-// ops differentiated from it, x itself for the others.
-func (c unaryGradCase) in(x float64) float64 {
-	def := c.op.Def()
-	if def.Grad == device.GradFromOutput {
-		return def.F64(x, 0)
+// checkUnary runs Unary on x and compares it with the reference.
+func (e *env) checkUnary(c unaryCase, ty dtCase, x []float32) {
+	e.t.Helper()
+	xb := e.put(ty.src[0], x)
+	got := e.twice(func(fill float32) [][]float32 {
+		db := e.full(ty.dst, len(x), fill)
+		e.dev.Unary(c.op, db, xb, c.alpha)
+		return [][]float32{e.get(db)}
+	})[0]
+	want := make([]float64, len(x))
+	for i, v := range x {
+		want[i] = c.fwd(float64(v))
 	}
-	return x
-}
-
-// ref is the float64 reference of dy * op'(in).
-func (c unaryGradCase) ref(dy, in float64) float64 { return c.op.Def().GradF64(dy, in) }
-
-// unaryGradCases are the ops of device's table that UnaryGrad supports.
-func unaryGradCases() []unaryGradCase {
-	var out []unaryGradCase
-	for op := range device.UnaryOp(device.NumUnaryOps) {
-		if op.Def().Grad != device.NoGrad {
-			out = append(out, unaryGradCase{op.String(), op})
-		}
-	}
-	return out
+	e.near("dst", ty.dst, got, want, nil)
 }
 
 // unaryGradTypes are UnaryGrad's dtype combinations: dst; dy, in.
@@ -325,35 +322,50 @@ var unaryGradTypes = sameAnd(2,
 )
 
 func testUnaryGrad(t *testing.T, dev device.Device) {
-	for _, c := range unaryGradCases() {
+	for _, c := range unaryCases(t) {
 		for _, ty := range unaryGradTypes {
 			for _, n := range elemSizes {
 				run(t, dev, fmt.Sprintf("%s/%v/n%d", c.name, ty, n), func(e *env) {
-					x := e.uniform(n, -5, 5)
-					if n > 2 {
-						x[0] = 0
-					}
-					in := make([]float32, n)
-					for i, v := range x {
-						in[i] = float32(c.in(float64(v)))
-					}
-					dy := e.uniform(n, -2, 2)
-					dyb, inb := e.put(ty.src[0], dy), e.put(ty.src[1], in)
-					got := e.twice(func(fill float32) [][]float32 {
-						db := e.full(ty.dst, n, fill)
-						e.dev.UnaryGrad(c.op, db, dyb, inb)
-						return [][]float32{e.get(db)}
-					})[0]
-					want := make([]float64, n)
-					for i := range want {
-						want[i] = c.ref(float64(dy[i]), float64(in[i]))
-					}
-					e.near("dst", ty.dst, got, want, nil)
+					e.checkUnaryGrad(c, ty, c.input(e, n), e.uniform(n, -2, 2), "")
 				})
 			}
 		}
 	}
 	testUnaryGradNaN(t, dev)
+}
+
+// checkUnaryGrad runs UnaryGrad on dy and what the op keeps of x, and
+// compares it with the reference. nanIn, "in" or "dy", sprinkles NaNs
+// into that operand first.
+func (e *env) checkUnaryGrad(c unaryCase, ty dtCase, x, dy []float32, nanIn string, nanBits ...uint32) {
+	e.t.Helper()
+	n := len(x)
+	in := make([]float32, n)
+	for i, v := range x {
+		in[i] = c.gradInput(v)
+	}
+	switch nanIn {
+	case "in":
+		e.sprinkle(in, nanBits, 4)
+	case "dy":
+		e.sprinkle(dy, nanBits, 4)
+	}
+	dyb := e.put(ty.src[0], dy)
+	// An op that keeps nothing gets no operand: its rule must not read one.
+	var inb device.Buffer
+	if c.op.Def().Keep != device.KeepNothing {
+		inb = e.put(ty.src[1], in)
+	}
+	got := e.twice(func(fill float32) [][]float32 {
+		db := e.full(ty.dst, n, fill)
+		e.dev.UnaryGrad(c.op, db, dyb, inb, c.alpha)
+		return [][]float32{e.get(db)}
+	})[0]
+	want := make([]float64, n)
+	for i := range want {
+		want[i] = c.grad(e.t, float64(dy[i]), float64(in[i]))
+	}
+	e.near("dst", ty.dst, got, want, nil)
 }
 
 func testDropout(t *testing.T, dev device.Device) {

@@ -52,28 +52,9 @@ func testUnaryNaN(t *testing.T, dev device.Device) {
 			for _, ty := range unaryTypes {
 				for _, n := range elemSizes {
 					run(t, dev, fmt.Sprintf("nan/%s/%s/%v/n%d", c.name, nk.name, ty, n), func(e *env) {
-						var x []float32
-						if c.signed {
-							x = e.signed(n, c.lo, c.hi)
-						} else {
-							x = e.uniform(n, c.lo, c.hi)
-						}
+						x := c.input(e, n)
 						e.sprinkle(x, nk.bits, 4)
-						xb := e.put(ty.src[0], x)
-						got := e.twice(func(fill float32) [][]float32 {
-							db := e.full(ty.dst, n, fill)
-							e.dev.Unary(c.op, db, xb, c.alpha)
-							return [][]float32{e.get(db)}
-						})[0]
-						want := make([]float64, n)
-						for i, v := range x {
-							if isNaN32(v) {
-								want[i] = math.NaN()
-							} else {
-								want[i] = c.ref(float64(v))
-							}
-						}
-						e.near("dst", ty.dst, got, want, nil)
+						e.checkUnary(c, ty, x)
 					})
 				}
 			}
@@ -81,44 +62,23 @@ func testUnaryNaN(t *testing.T, dev device.Device) {
 	}
 }
 
-// testUnaryGradNaN feeds NaNs as the saved operand (the output, or GELU's
-// input) and as the incoming gradient. The references of device's op table
-// follow PyTorch: ReLU zeroes the gradient exactly where its output is
-// <= 0 (threshold_backward), so a NaN output passes dy and a NaN dy
-// becomes 0 where the output is 0; every other rule multiplies, and a NaN
-// in either operand gives a NaN.
+// testUnaryGradNaN feeds NaNs as the kept operand (the output, or the
+// input) and as the incoming gradient. The oracle's rules follow PyTorch:
+// ReLU zeroes the gradient exactly where its output is <= 0
+// (threshold_backward), so a NaN output passes dy and a NaN dy becomes 0
+// where the output is 0; every other rule multiplies, and a NaN in either
+// operand gives a NaN.
 func testUnaryGradNaN(t *testing.T, dev device.Device) {
-	for _, c := range unaryGradCases() {
+	for _, c := range unaryCases(t) {
 		for _, where := range []string{"in", "dy"} {
+			if where == "in" && c.op.Def().Keep == device.KeepNothing {
+				continue // no such operand
+			}
 			for _, nk := range nanKinds {
 				for _, ty := range unaryGradTypes {
 					for _, n := range elemSizes {
 						run(t, dev, fmt.Sprintf("nan/%s/%s=%s/%v/n%d", c.name, where, nk.name, ty, n), func(e *env) {
-							x := e.uniform(n, -5, 5)
-							if n > 2 {
-								x[0] = 0
-							}
-							in := make([]float32, n)
-							for i, v := range x {
-								in[i] = float32(c.in(float64(v)))
-							}
-							dy := e.uniform(n, -2, 2)
-							if where == "in" {
-								e.sprinkle(in, nk.bits, 4)
-							} else {
-								e.sprinkle(dy, nk.bits, 4)
-							}
-							dyb, inb := e.put(ty.src[0], dy), e.put(ty.src[1], in)
-							got := e.twice(func(fill float32) [][]float32 {
-								db := e.full(ty.dst, n, fill)
-								e.dev.UnaryGrad(c.op, db, dyb, inb)
-								return [][]float32{e.get(db)}
-							})[0]
-							want := make([]float64, n)
-							for i := range want {
-								want[i] = c.ref(float64(dy[i]), float64(in[i]))
-							}
-							e.near("dst", ty.dst, got, want, nil)
+							e.checkUnaryGrad(c, ty, c.input(e, n), e.uniform(n, -2, 2), where, nk.bits...)
 						})
 					}
 				}
@@ -132,6 +92,7 @@ func testUnaryGradNaN(t *testing.T, dev device.Device) {
 func testBinaryNaN(t *testing.T, dev device.Device) {
 	cases := []binaryCase{binaryCases[0], binaryCases[2], binaryCases[4], binaryCases[len(binaryCases)-2]}
 	for _, op := range []device.BinaryOp{device.Maximum, device.Minimum} {
+		ref := binaryRef(t, op)
 		for _, where := range []string{"a", "b", "ab"} {
 			for _, nk := range nanKinds {
 				for _, ty := range binaryTypes {
@@ -154,8 +115,7 @@ func testBinaryNaN(t *testing.T, dev device.Device) {
 							})[0]
 							want := make([]float64, n)
 							walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
-								// math.Max and math.Min return NaN for a NaN operand.
-								want[i] = binaryRef(op, float64(a[oa]), float64(b[ob]))
+								want[i] = ref(float64(a[oa]), float64(b[ob]))
 							})
 							e.near("dst", ty.dst, got, want, nil)
 						})
