@@ -190,6 +190,16 @@ const (
 	keepDivisor      // the second operand and the output
 )
 
+// Unary applies k, an op of device's unary op table, with its scalar
+// parameter alpha (0 for an op without one): what the named methods (ReLU,
+// Exp, Pow, ...) do, for code that chooses the op at run time.
+func (g *Graph) Unary(k device.UnaryOp, x *Var, alpha float32) *Var {
+	if k >= device.NumUnaryOps {
+		panic(fmt.Sprintf("autograd.Unary: unknown op %v", k))
+	}
+	return g.unary(opUnary+Op(k), x, alpha)
+}
+
 // unary applies the unary elementwise op op with parameter alpha. Its row
 // of device's op table says what its backward keeps, and UnaryGrad
 // differentiates it.

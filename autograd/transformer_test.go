@@ -9,13 +9,14 @@ import (
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/devicetest/oracle"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/testdev"
 	"github.com/mixprec/mixprec/tensor"
 )
 
-// TestTransformerGradients checks the transformer ops' gradients against
-// finite differences, as TestGradients does for the others.
+// TestTransformerGradients checks the transformer ops' forwards and
+// gradients against the oracle, as TestGradients does for the others.
 func TestTransformerGradients(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
 		rng := rand.New(rand.NewPCG(3, 4))
@@ -35,49 +36,67 @@ func TestTransformerGradients(t *testing.T) {
 				return g.Attention(v[0], a)
 			}
 		}
-		cases := []struct {
-			name string
-			f    fn
-			in   []tensor.Host
-		}{
+		attRef := func(a autograd.Attention) ref {
+			p := oracle.AttentionParams{Heads: a.Heads, Scale: float64(a.Scale), Causal: a.Causal, Dropout: float64(a.Dropout)}
+			if a.RNG != nil {
+				p.Key = oracle.DropKey{Seed: dropRNG.Seed, Offset: dropRNG.Counter}
+			}
+			return func(in []oracle.Array) oracle.Array { return oracle.Attention(in[0], p) }
+		}
+		bmm := func(ta, tb bool) ref {
+			return func(in []oracle.Array) oracle.Array { return oracle.BatchMatMul(in[0], in[1], ta, tb) }
+		}
+		causalDrop := autograd.Attention{Heads: 2, Causal: true, Dropout: 0.3, RNG: dropRNG}
+		cases := []gradCase{
 			{"embedding", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				return g.Embedding(v[0], g.InputIDs(ids, 2, 3))
-			}, []tensor.Host{u(4, 5)}},
+			}, func(in []oracle.Array) oracle.Array { return oracle.Embedding(in[0], labelsOf(ids), 2, 3) }, []tensor.Host{u(4, 5)}},
 			{"layernorm", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.LayerNorm(v[0], v[1], v[2], 1e-5) },
+				func(in []oracle.Array) oracle.Array {
+					return oracle.LayerNorm(in[0], in[1], &in[2], float64(float32(1e-5)))
+				},
 				[]tensor.Host{randHost(rng, -2, 3, 2, 3, 6), pos(6), u(6)}},
 			{"layernorm/no-bias", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.LayerNorm(v[0], v[1], nil, 1e-5) },
+				func(in []oracle.Array) oracle.Array {
+					return oracle.LayerNorm(in[0], in[1], nil, float64(float32(1e-5)))
+				},
 				[]tensor.Host{u(5, 4), pos(4)}},
-			{"softmax", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Softmax(v[0]) }, []tensor.Host{randHost(rng, -3, 3, 3, 7)}},
+			{"softmax", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Softmax(v[0]) },
+				func(in []oracle.Array) oracle.Array { return oracle.Softmax(in[0]) }, []tensor.Host{randHost(rng, -3, 3, 3, 7)}},
 			{"bmm/NN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				return g.BatchMatMul(v[0], v[1], autograd.NN)
-			}, []tensor.Host{u(2, 3, 4), u(2, 4, 5)}},
+			},
+				bmm(false, false), []tensor.Host{u(2, 3, 4), u(2, 4, 5)}},
 			{"bmm/NT", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				return g.BatchMatMul(v[0], v[1], autograd.NT)
-			}, []tensor.Host{u(2, 3, 4), u(2, 5, 4)}},
+			},
+				bmm(false, true), []tensor.Host{u(2, 3, 4), u(2, 5, 4)}},
 			{"bmm/TN", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				return g.BatchMatMul(v[0], v[1], autograd.TN)
-			}, []tensor.Host{u(2, 4, 3), u(2, 4, 5)}},
+			},
+				bmm(true, false), []tensor.Host{u(2, 4, 3), u(2, 4, 5)}},
 			{"bmm/TT-4d", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				return g.BatchMatMul(v[0], v[1], autograd.TT)
-			}, []tensor.Host{u(2, 2, 4, 3), u(2, 2, 5, 4)}},
-			{"permute", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
-				return g.Mul(g.Permute(v[0], 2, 0, 1), v[1])
-			}, []tensor.Host{u(2, 3, 4), u(4, 2, 3)}},
+			},
+				bmm(true, true), []tensor.Host{u(2, 2, 4, 3), u(2, 2, 5, 4)}},
+			{"permute", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var { return g.Mul(g.Permute(v[0], 2, 0, 1), v[1]) },
+				func(in []oracle.Array) oracle.Array {
+					return binary("mul")([]oracle.Array{oracle.Permute(in[0], 2, 0, 1), in[1]})
+				},
+				[]tensor.Host{u(2, 3, 4), u(4, 2, 3)}},
 			{"chunk/two-of-three", func(g *autograd.Graph, v []*autograd.Var) *autograd.Var {
 				p := g.Chunk(v[0], 3)
 				return g.Mul(p[0], p[2]) // the middle part gets no gradient
+			}, func(in []oracle.Array) oracle.Array {
+				p := oracle.Chunk(in[0], 3)
+				return binary("mul")([]oracle.Array{p[0], p[2]})
 			}, []tensor.Host{u(6, 2)}},
-			{"attention/causal", att(autograd.Attention{Heads: 2, Causal: true}, false), []tensor.Host{u(2, 5, 12)}},
-			{"attention/full", att(autograd.Attention{Heads: 1, Scale: 0.7}, false), []tensor.Host{u(1, 4, 9)}},
-			{"attention/causal-dropout", att(autograd.Attention{Heads: 2, Causal: true, Dropout: 0.3, RNG: dropRNG}, false), []tensor.Host{u(2, 6, 12)}},
-			{"attention-composed/causal-dropout", att(autograd.Attention{Heads: 2, Causal: true, Dropout: 0.3, RNG: dropRNG}, true), []tensor.Host{u(2, 6, 12)}},
+			{"attention/causal", att(autograd.Attention{Heads: 2, Causal: true}, false), attRef(autograd.Attention{Heads: 2, Causal: true}), []tensor.Host{u(2, 5, 12)}},
+			{"attention/full", att(autograd.Attention{Heads: 1, Scale: 0.7}, false), attRef(autograd.Attention{Heads: 1, Scale: 0.7}), []tensor.Host{u(1, 4, 9)}},
+			{"attention/causal-dropout", att(causalDrop, false), attRef(causalDrop), []tensor.Host{u(2, 6, 12)}},
+			{"attention-composed/causal-dropout", att(causalDrop, true), attRef(causalDrop), []tensor.Host{u(2, 6, 12)}},
 		}
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) { gradCheck(t, dev, c.f, c.in...) })
-		}
-		if s := dev.MemStats(); s.Live.Total != 0 {
-			t.Errorf("memory leaked after all checks: %v", s)
-		}
+		runGradCases(t, dev, cases)
 	})
 }
 
