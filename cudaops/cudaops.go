@@ -125,12 +125,10 @@ type Device struct {
 	info Info
 	opts Options
 
-	mu       sync.Mutex // serialises everything below and all use of g
-	acct     device.Accountant
-	cache    device.Cache[uint64] // freed blocks by size class (see alloc.go)
-	reserved int64                // bytes held from the driver: in buffers and cached
-	flag     uint64               // 4 bytes of device memory for kernels' error flags
-	closed   bool
+	mu     sync.Mutex          // serialises everything below and all use of g
+	pool   device.Pool[uint64] // accounting and the caching allocator (see alloc.go)
+	flag   uint64              // 4 bytes of device memory for kernels' error flags
+	closed bool
 }
 
 var _ device.Device = (*Device)(nil)
@@ -209,6 +207,7 @@ func Open(ordinal int, opts Options) (*Device, error) {
 // newDevice wraps an opened gpu. The caller has entered g.
 func newDevice(g gpu, ks *kernelSet, info Info, opts Options) (*Device, error) {
 	d := &Device{g: g, ks: ks, info: info, opts: opts}
+	d.initPool()
 	flag, err := g.memAlloc(256)
 	if err != nil {
 		return nil, err
@@ -246,9 +245,8 @@ func (d *Device) leave() {
 // bits of F16 and BF16 values.
 type Buffer struct {
 	device.BufferHeader
-	dev  *Device
-	ptr  uint64 // 0 for an empty buffer
-	size int64  // bytes reserved for it (its bucket)
+	dev *Device
+	ptr uint64 // 0 for an empty buffer
 }
 
 // Device is the owning device.
@@ -277,18 +275,14 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 	if c >= device.NumCategories {
 		panic(fmt.Sprintf("cudaops: Alloc with category %v", c))
 	}
-	bytes := device.Bytes(dt, n) // panics on an unknown dtype
+	device.Bytes(dt, n) // panics on an unknown dtype
 	d.enter()
 	defer d.leave()
 	b := &Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d}
-	if bytes > 0 {
-		var err error
-		b.ptr, b.size, err = d.allocBlock(bytes)
-		if err != nil {
-			panic(fmt.Sprintf("cudaops: Alloc(%v, %d, %v): %v (%s reserved)", dt, n, c, err, device.FormatBytes(d.reserved)))
-		}
+	var err error
+	if b.ptr, err = d.pool.Alloc(&b.BufferHeader); err != nil {
+		panic(fmt.Sprintf("cudaops: Alloc(%v, %d, %v): %v (%s reserved)", dt, n, c, err, device.FormatBytes(d.pool.MemStats().Reserved)))
 	}
-	d.acct.Alloc(&b.BufferHeader)
 	return b
 }
 
@@ -298,10 +292,9 @@ func (d *Device) Free(buf device.Buffer) {
 	d.enter()
 	defer d.leave()
 	b := d.buf(buf, "Free")
-	if b.ptr != 0 {
-		d.freeBlock(b.ptr, b.size)
+	if err := d.pool.Free(&b.BufferHeader, b.ptr); err != nil {
+		panic("cudaops: Free: " + err.Error())
 	}
-	d.acct.Free(&b.BufferHeader)
 }
 
 // SetCategory moves b to category c in the accounting.
@@ -311,7 +304,7 @@ func (d *Device) SetCategory(buf device.Buffer, c device.Category) {
 	}
 	d.enter()
 	defer d.leave()
-	d.acct.Recategorize(&d.buf(buf, "SetCategory").BufferHeader, c)
+	d.pool.Recategorize(&d.buf(buf, "SetCategory").BufferHeader, c)
 }
 
 // CopyFromHost writes src into dst, rounding to dst's dtype on the host
@@ -380,17 +373,10 @@ func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
 
 // MemStats reports the accounting, with Reserved the bytes held from the
 // driver (in buffers or cached for reuse).
-func (d *Device) MemStats() device.MemStats {
-	d.mu.Lock()
-	reserved := d.reserved
-	d.mu.Unlock()
-	s := d.acct.Stats()
-	s.Reserved = reserved
-	return s
-}
+func (d *Device) MemStats() device.MemStats { return d.pool.MemStats() }
 
 // ResetPeak sets every peak to its live value.
-func (d *Device) ResetPeak() { d.acct.ResetPeak() }
+func (d *Device) ResetPeak() { d.pool.ResetPeak() }
 
 // Sync waits for all queued work and reports an error the GPU raised
 // while running it.
@@ -408,7 +394,7 @@ func (d *Device) Sync() error {
 func (d *Device) EmptyCache() error {
 	d.enter()
 	defer d.leave()
-	return d.emptyCache()
+	return d.pool.EmptyCache()
 }
 
 // Time runs fn, which queues work on d, and returns the GPU time between
@@ -449,7 +435,7 @@ func (d *Device) Close() error {
 		d.mu.Unlock()
 	}()
 	err := d.g.sync()
-	if e := d.emptyCache(); err == nil {
+	if e := d.pool.EmptyCache(); err == nil {
 		err = e
 	}
 	d.g.memFree(d.flag)

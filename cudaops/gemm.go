@@ -66,13 +66,15 @@ func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
 	var temps []*Buffer
 	defer func() {
 		for _, t := range temps {
-			d.freeBlock(t.ptr, t.size)
+			if err := d.pool.ReturnBlock(bucket(t.Bytes()), t.ptr); err != nil {
+				panic("cudaops: Gemm: " + err.Error())
+			}
 		}
 	}()
 	temp := func(n int) *Buffer {
 		t := &Buffer{BufferHeader: device.NewBufferHeader(dtype.F32, n, device.Workspace), dev: d}
 		var err error
-		if t.ptr, t.size, err = d.allocBlock(device.Bytes(dtype.F32, n)); err != nil {
+		if t.ptr, _, err = d.pool.TakeBlock(t.Bytes()); err != nil {
 			panic(fmt.Sprintf("cudaops: Gemm: temporary of %d floats: %v", n, err))
 		}
 		temps = append(temps, t)

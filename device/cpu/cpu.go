@@ -32,19 +32,19 @@ func init() {
 // collector reclaims it, so a program (or a test) that makes many devices
 // and drops them does not accumulate goroutines.
 type Device struct {
-	acct    device.Accountant
+	// pool accounts memory and caches freed blocks by size in bytes,
+	// whatever their dtype: a training step allocates the same sizes every
+	// step, and reusing them saves Go from zeroing and collecting
+	// megabytes per step.
+	pool    device.Pool[[]float32]
 	workers int
 	helpers *helpers
 
-	// A cache of freed storage by exact size in bytes, whatever the dtype:
-	// a training step allocates the same sizes every step, and reusing them
-	// saves Go from zeroing and collecting megabytes per step.
-	mu    sync.Mutex
-	cache device.Cache[[]float32]
 	// slab holds Buffer structs not yet handed out, so that Alloc makes
 	// one Go allocation per bufSlab buffers instead of one each. A struct
 	// is never handed out twice: a stale reference to a freed buffer
-	// still finds it freed.
+	// still finds it freed. mu guards it.
+	mu   sync.Mutex
 	slab []Buffer
 }
 
@@ -59,7 +59,9 @@ const DefaultCacheBytes = 2 << 30
 // GOMAXPROCS goroutines per kernel.
 func New() *Device {
 	d := &Device{workers: runtime.GOMAXPROCS(0)}
-	d.cache.Limit = DefaultCacheBytes
+	d.pool.Limit = DefaultCacheBytes
+	d.pool.Size = func(n int64) int64 { return 4 * int64(blockWords(n)) }
+	d.pool.NewBlock = func(size int64) ([]float32, error) { return make([]float32, size/4), nil }
 	d.helpers = newHelpers(d.workers - 1)
 	// The helpers hold nothing that leads back to d, so an unreferenced
 	// Device is collected and its helpers stopped.
@@ -78,11 +80,7 @@ func (d *Device) Close() error {
 }
 
 // EmptyCache returns the memory cached for reuse to Go's collector.
-func (d *Device) EmptyCache() {
-	d.mu.Lock()
-	d.cache.Drain(nil)
-	d.mu.Unlock()
-}
+func (d *Device) EmptyCache() { d.pool.EmptyCache() }
 
 // Buffer is CPU memory: float32 values, or the raw bits of 16-bit values,
 // both stored in a block of float32 words (so that a freed block serves
@@ -134,20 +132,16 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 	if n < 0 {
 		panic(fmt.Sprintf("cpu: Alloc of %d elements", n))
 	}
-	size := device.Bytes(dt, n) // panics on an unknown dtype
+	device.Bytes(dt, n) // panics on an unknown dtype
 	d.mu.Lock()
 	b := d.newBuffer(dt, n, c)
-	words, ok := d.cache.Get(size)
 	d.mu.Unlock()
-	if !ok {
-		words = make([]float32, blockWords(size))
-	}
+	words, _ := d.pool.Alloc(&b.BufferHeader) // Go's heap has no error to return
 	if dt == dtype.F32 {
 		b.f32 = words[:n]
 	} else {
 		b.u16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(words))), n)
 	}
-	d.acct.Alloc(&b.BufferHeader)
 	return b
 }
 
@@ -155,12 +149,11 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 // cache is full) and its bytes to the accounting.
 func (d *Device) Free(buf device.Buffer) {
 	b := d.buf(buf, "Free")
-	if b.n > 0 && !b.host {
-		d.mu.Lock()
-		d.cache.Put(b.Bytes(), b.words())
-		d.mu.Unlock()
+	if b.host {
+		d.pool.FreeView(&b.BufferHeader)
+	} else {
+		d.pool.Free(&b.BufferHeader, b.words())
 	}
-	d.acct.Free(&b.BufferHeader)
 	b.f32, b.u16 = nil, nil
 }
 
@@ -197,13 +190,13 @@ func (d *Device) ViewHost(dt dtype.DType, f32 []float32, bits []uint16, c device
 	} else {
 		b.u16 = bits[:n:n]
 	}
-	d.acct.Alloc(&b.BufferHeader)
+	d.pool.AccountView(&b.BufferHeader)
 	return b
 }
 
 // SetCategory moves b to category c in the accounting.
 func (d *Device) SetCategory(buf device.Buffer, c device.Category) {
-	d.acct.Recategorize(&d.buf(buf, "SetCategory").BufferHeader, c)
+	d.pool.Recategorize(&d.buf(buf, "SetCategory").BufferHeader, c)
 }
 
 // CopyFromHost writes src into dst, rounding to dst's dtype.
@@ -248,16 +241,10 @@ func (d *Device) CopyToHost(dst []float32, src device.Buffer) {
 }
 
 // MemStats reports the accounting; Reserved adds the bytes cached for reuse.
-func (d *Device) MemStats() device.MemStats {
-	s := d.acct.Stats()
-	d.mu.Lock()
-	s.Reserved += d.cache.Cached()
-	d.mu.Unlock()
-	return s
-}
+func (d *Device) MemStats() device.MemStats { return d.pool.MemStats() }
 
 // ResetPeak sets every peak to its live value.
-func (d *Device) ResetPeak() { d.acct.ResetPeak() }
+func (d *Device) ResetPeak() { d.pool.ResetPeak() }
 
 // Sync returns nil: CPU kernels finish before they return.
 func (d *Device) Sync() error { return nil }
