@@ -14,33 +14,22 @@ func TestCPU(t *testing.T) {
 	devicetest.Run(t, func() device.Device { return cpu.New() })
 }
 
-// TestCPUByFamily runs each group's function on a device that has the
-// CPU's memory and that group of kernels alone (an early backend, as in
-// ExampleRunElementwise), so a check that calls a kernel of another group
-// fails (its panic is reported as the case's failure): each function tests
-// what a backend brought up to that group has.
+// TestCPUByFamily runs each group's runner on the CPU backend, which
+// hands it the device's memory and that group of kernels alone, so a check
+// that calls a kernel of another group fails (its panic is reported as the
+// case's failure): each runner tests what a backend brought up to that
+// group has.
 func TestCPUByFamily(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the suite a second time")
 	}
 	d := cpu.New()
-	families := []struct {
-		name string
-		run  func(*testing.T, device.Device)
-		dev  device.Device
-	}{
-		// The memory checks compare a buffer's Device() with the device
-		// that allocated it, which only the CPU device itself is.
-		{"Memory", devicetest.RunMemory, d},
-		{"Elementwise", devicetest.RunElementwise, early{Memory: d, ElementwiseKernels: d}},
-		{"LinAlg", devicetest.RunLinAlg, early{Memory: d, LinAlgKernels: d}},
-		{"Loss", devicetest.RunLoss, early{Memory: d, LossKernels: d}},
-		{"Optim", devicetest.RunOptim, early{Memory: d, OptimKernels: d}},
-		{"ConvPool", devicetest.RunConvPool, early{Memory: d, ConvPoolKernels: d}},
-		{"Norm", devicetest.RunNorm, early{Memory: d, NormKernels: d}},
-		{"Transformer", devicetest.RunTransformer, early{Memory: d, TransformerKernels: d}},
-	}
-	for _, f := range families {
-		t.Run(f.name, func(t *testing.T) { f.run(t, f.dev) })
-	}
+	t.Run("Memory", func(t *testing.T) { devicetest.RunMemory(t, d) })
+	t.Run("Elementwise", func(t *testing.T) { devicetest.RunElementwise(t, d) })
+	t.Run("LinAlg", func(t *testing.T) { devicetest.RunLinAlg(t, d) })
+	t.Run("Loss", func(t *testing.T) { devicetest.RunLoss(t, d) })
+	t.Run("Optim", func(t *testing.T) { devicetest.RunOptim(t, d) })
+	t.Run("ConvPool", func(t *testing.T) { devicetest.RunConvPool(t, d) })
+	t.Run("Norm", func(t *testing.T) { devicetest.RunNorm(t, d) })
+	t.Run("Transformer", func(t *testing.T) { devicetest.RunTransformer(t, d) })
 }

@@ -12,24 +12,26 @@
 //
 // A backend can also be brought up a group of device.Kernels at a time:
 // RunMemory, RunElementwise, RunLinAlg, RunLoss, RunOptim, RunConvPool,
-// RunNorm and RunTransformer each run Run's checks of one group, calling no
-// kernel outside it.
-// A backend type that embeds the groups it does not implement yet as nil
-// interfaces is a device.Device and passes the groups it does.
+// RunNorm and RunTransformer each take the backend's memory with one group
+// (an ElementwiseBackend, a LinAlgBackend, ...) and run Run's checks of it,
+// through a device that has that group alone, so they call no kernel
+// outside it. A backend type that embeds the groups it does not implement
+// yet as nil interfaces is a device.Device, and device.Pool gives it memory
+// and its accounting; TestStub brings up such a backend with Gemm alone.
 //
-// The references are independent of the CPU backend, which this suite tests
-// like any other, except that the elementwise ops' references are the
-// float64 rows of device's op tables, which the CPU evaluates itself for
-// the transcendental ops (rounding once to float32): there the suite checks
-// the CPU's conversions and splitting, other backends' arithmetic. Inputs are drawn with fixed seeds and rounded to their
-// storage dtype first, so a reference computes on exactly what the device
-// stores; its result is rounded to the destination dtype and compared with
-// DESIGN.md's one tolerance rule, |got-want| <= atol + rtol*|want| (see
-// dtype.Tolerance), widened only where a float32 accumulation or a float32
-// logsumexp is allowed to lose more, with the reason and the measured error
-// next to it. Kernels that only move or round values (Fill, Copy, Im2Col,
-// MaxPool, Argmax, UnscaleCheck's multiply, Dropout's mask) must match bit
-// for bit.
+// The references are float64 code written here and in package oracle,
+// from the operations' definitions, apart from every backend and from
+// device's op tables (whose rows define the elementwise ops for the
+// backends): an elementwise op's value and gradient come from the oracle,
+// and the suite draws its inputs from the domains in its row. Inputs are
+// drawn with fixed seeds and rounded to their storage dtype first, so a
+// reference computes on exactly what the device stores; its result is
+// rounded to the destination dtype and compared with DESIGN.md's one
+// tolerance rule, |got-want| <= atol + rtol*|want| (dtype.Close), widened
+// only where a float32 accumulation or a float32 logsumexp is allowed to
+// lose more, with the reason and the measured error next to it. Kernels
+// that only move or round values (Fill, Copy, Im2Col, MaxPool, Argmax,
+// UnscaleCheck's multiply, Dropout's mask) must match bit for bit.
 //
 // Every kernel is run twice, first into a destination pre-filled with NaN
 // and then into one holding another value, and the two results must agree
@@ -150,12 +152,96 @@ func Run(t *testing.T, open func() device.Device) {
 	}
 }
 
+// Backend is what every group's checks need of a backend: a name and its
+// memory. A backend is brought up a group of device.Kernels at a time, and
+// each group's runner takes the backend with that group alone: a backend
+// that has memory and elementwise kernels (an ElementwiseBackend) runs
+// RunMemory and RunElementwise long before it is a device.Device.
+type Backend interface {
+	Name() string
+	device.Memory
+}
+
+// ElementwiseBackend is a Backend with device.ElementwiseKernels.
+type ElementwiseBackend interface {
+	Backend
+	device.ElementwiseKernels
+}
+
+// LinAlgBackend is a Backend with device.LinAlgKernels.
+type LinAlgBackend interface {
+	Backend
+	device.LinAlgKernels
+}
+
+// LossBackend is a Backend with device.LossKernels.
+type LossBackend interface {
+	Backend
+	device.LossKernels
+}
+
+// OptimBackend is a Backend with device.OptimKernels.
+type OptimBackend interface {
+	Backend
+	device.OptimKernels
+}
+
+// ConvPoolBackend is a Backend with device.ConvPoolKernels.
+type ConvPoolBackend interface {
+	Backend
+	device.ConvPoolKernels
+}
+
+// NormBackend is a Backend with device.NormKernels.
+type NormBackend interface {
+	Backend
+	device.NormKernels
+}
+
+// TransformerBackend is a Backend with device.TransformerKernels.
+type TransformerBackend interface {
+	Backend
+	device.TransformerKernels
+}
+
+// partial is the device.Device a group's runner tests: the backend's memory
+// and the one group it was given, the other groups nil interfaces, so that
+// a check calling a kernel outside its group panics and fails its case.
+// backend is what the runner was given, where the checks of the group's
+// optional interfaces (device.NarrowGemmer, device.MultiTensor) look.
+type partial struct {
+	backend Backend
+	device.Memory
+	device.ElementwiseKernels
+	device.LinAlgKernels
+	device.LossKernels
+	device.ConvPoolKernels
+	device.NormKernels
+	device.OptimKernels
+	device.TransformerKernels
+}
+
+func (p *partial) Name() string { return p.backend.Name() }
+
+// backendOf is the backend under test: the one a group's runner was
+// given, or dev itself.
+func backendOf(dev device.Device) any {
+	if p, ok := dev.(*partial); ok {
+		return p.backend
+	}
+	return dev
+}
+
+// optional returns the backend's optional interface T, and whether it has
+// it.
+func optional[T any](dev device.Device) (T, bool) {
+	v, ok := backendOf(dev).(T)
+	return v, ok
+}
+
 // runFamily runs the subtests of Run that belong to f, on dev.
 func runFamily(t *testing.T, dev device.Device, f family) {
 	t.Helper()
-	if dev == nil {
-		t.Fatal("devicetest: nil device")
-	}
 	for _, tc := range tests {
 		if tc.fam == f {
 			t.Run(tc.name, func(t *testing.T) { tc.fn(t, dev) })
@@ -163,32 +249,68 @@ func runFamily(t *testing.T, dev device.Device, f family) {
 	}
 }
 
-// RunMemory runs Run's checks of the device's memory: accounting, host
+// group runs f's subtests on b's memory with the one group k.
+func group(t *testing.T, b Backend, f family, set func(p *partial)) {
+	t.Helper()
+	if b == nil {
+		t.Fatal("devicetest: nil backend")
+	}
+	p := &partial{backend: b, Memory: b}
+	set(p)
+	runFamily(t, p, f)
+}
+
+// RunMemory runs Run's checks of the backend's memory: accounting, host
 // copies, and the panics on a double Free and on use after Free (including
-// by Fill, Copy and Unary, which a backend without its elementwise kernels
-// yet passes by panicking in any way).
-func RunMemory(t *testing.T, dev device.Device) { runFamily(t, dev, memory) }
+// by Fill, Copy and Unary when the backend has its elementwise kernels).
+func RunMemory(t *testing.T, b Backend) {
+	t.Helper()
+	if b == nil {
+		t.Fatal("devicetest: nil backend")
+	}
+	p := &partial{backend: b, Memory: b}
+	if k, ok := b.(device.ElementwiseKernels); ok {
+		p.ElementwiseKernels = k
+	}
+	runFamily(t, p, memory)
+}
 
 // RunElementwise runs Run's checks of device.ElementwiseKernels.
-func RunElementwise(t *testing.T, dev device.Device) { runFamily(t, dev, elementwise) }
+func RunElementwise(t *testing.T, b ElementwiseBackend) {
+	group(t, b, elementwise, func(p *partial) { p.ElementwiseKernels = b })
+}
 
-// RunLinAlg runs Run's checks of device.LinAlgKernels.
-func RunLinAlg(t *testing.T, dev device.Device) { runFamily(t, dev, linAlg) }
+// RunLinAlg runs Run's checks of device.LinAlgKernels, and of its optional
+// device.NarrowGemmer and device.UnscalingGemmer where b has them.
+func RunLinAlg(t *testing.T, b LinAlgBackend) {
+	group(t, b, linAlg, func(p *partial) { p.LinAlgKernels = b })
+}
 
 // RunLoss runs Run's checks of device.LossKernels.
-func RunLoss(t *testing.T, dev device.Device) { runFamily(t, dev, loss) }
+func RunLoss(t *testing.T, b LossBackend) {
+	group(t, b, loss, func(p *partial) { p.LossKernels = b })
+}
 
-// RunOptim runs Run's checks of device.OptimKernels.
-func RunOptim(t *testing.T, dev device.Device) { runFamily(t, dev, optimKernels) }
+// RunOptim runs Run's checks of device.OptimKernels, and of its optional
+// device.MultiTensor and device.StepCaster where b has them.
+func RunOptim(t *testing.T, b OptimBackend) {
+	group(t, b, optimKernels, func(p *partial) { p.OptimKernels = b })
+}
 
 // RunConvPool runs Run's checks of device.ConvPoolKernels.
-func RunConvPool(t *testing.T, dev device.Device) { runFamily(t, dev, convPool) }
+func RunConvPool(t *testing.T, b ConvPoolBackend) {
+	group(t, b, convPool, func(p *partial) { p.ConvPoolKernels = b })
+}
 
 // RunNorm runs Run's checks of device.NormKernels.
-func RunNorm(t *testing.T, dev device.Device) { runFamily(t, dev, norm) }
+func RunNorm(t *testing.T, b NormBackend) {
+	group(t, b, norm, func(p *partial) { p.NormKernels = b })
+}
 
 // RunTransformer runs Run's checks of device.TransformerKernels.
-func RunTransformer(t *testing.T, dev device.Device) { runFamily(t, dev, transformer) }
+func RunTransformer(t *testing.T, b TransformerBackend) {
+	group(t, b, transformer, func(p *partial) { p.TransformerKernels = b })
+}
 
 // u32 is the unit roundoff of float32.
 const u32 = 1.0 / (1 << 24)

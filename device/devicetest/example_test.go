@@ -25,31 +25,16 @@ func ExampleRun() {
 	_ = testCUDA // in cudaops: func TestConformance(t *testing.T) { ... }
 }
 
-// early is a backend part way through its bring-up: memory and the
-// elementwise kernels work, and the other groups are nil interfaces, which
-// panic when called, until they are written.
-type early struct {
-	device.Memory
-	device.ElementwiseKernels
-	device.LinAlgKernels
-	device.LossKernels
-	device.ConvPoolKernels
-	device.NormKernels
-	device.OptimKernels
-	device.TransformerKernels
-}
-
-func (early) Name() string { return "early" }
-
 // A backend is brought up a group of kernels at a time: its test runs the
-// checks of the groups it has (here the CPU backend stands in for its
-// memory and elementwise kernels).
-func ExampleRunElementwise() {
-	testEarly := func(t *testing.T) {
-		mem := cpu.New()
-		devicetest.RunElementwise(t, early{Memory: mem, ElementwiseKernels: mem})
+// memory checks and those of each group it has (see stub in stub_test.go,
+// a backend with memory and Gemm alone, and TestStub).
+func ExampleRunLinAlg() {
+	testStub := func(t *testing.T) {
+		s := newStub()
+		devicetest.RunMemory(t, s)
+		devicetest.RunLinAlg(t, s)
 	}
-	_ = testEarly // in the backend's package: func TestElementwise(t *testing.T) { ... }
+	_ = testStub // in the backend's package: func TestLinAlg(t *testing.T) { ... }
 }
 
 // The suite's comparison rule, for tests that check a kernel themselves:

@@ -196,7 +196,7 @@ func gemmRef(p device.GemmParams, a, b, c []float32) (want, slack []float64) {
 // gradient) and mixed with F32, must give the bits of Gemm into a 16-bit
 // dst read back as F32, and leave the rest of dst as it was.
 func testGemmNarrow(t *testing.T, dev device.Device) {
-	ng, ok := dev.(device.NarrowGemmer)
+	ng, ok := optional[device.NarrowGemmer](dev)
 	if !ok {
 		t.Skip("the backend does not implement the optional device.NarrowGemmer")
 	}
@@ -231,8 +231,8 @@ func checkGemmNarrow(e *env, ng device.NarrowGemmer, via dtype.DType, src [2]dty
 // finite results, and leave the rest of dst as it was; an Inf in A, or a
 // factor that overflows, must be reported.
 func testGemmNarrowUnscale(t *testing.T, dev device.Device) {
-	ug, ok := dev.(device.UnscalingGemmer)
-	ng, ok2 := dev.(device.NarrowGemmer)
+	ug, ok := optional[device.UnscalingGemmer](dev)
+	ng, ok2 := optional[device.NarrowGemmer](dev)
 	if !ok || !ok2 {
 		t.Skip("the backend does not implement the optional device.UnscalingGemmer")
 	}

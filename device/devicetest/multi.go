@@ -15,11 +15,11 @@ import (
 // SumSquares the float64 sum of squares within the F32 rule, for tensors
 // of lengths that cut into pieces unevenly.
 func testMultiTensor(t *testing.T, dev device.Device) {
-	mt, ok := dev.(device.MultiTensor)
+	mt, ok := optional[device.MultiTensor](dev)
 	if !ok {
 		t.Skipf("%s has no optional device.MultiTensor", dev.Name())
 	}
-	sc, _ := dev.(device.StepCaster)
+	sc, _ := optional[device.StepCaster](dev)
 	lengths := []int{1, 5000, 16384, 16385, 70000, 3}
 	run(t, dev, "AdamMulti", func(e *env) {
 		var steps []device.AdamStep
