@@ -22,6 +22,7 @@ const (
 	OpSigmoid  = opUnary + Op(device.Sigmoid)  // sigmoid
 	OpRecip    = opUnary + Op(device.Recip)    // recip
 	OpGELUTanh = opUnary + Op(device.GELUTanh) // gelu_tanh
+	OpSiLU     = opUnary + Op(device.SiLU)     // silu
 )
 
 // Scale returns alpha·x.
@@ -68,3 +69,6 @@ func (g *Graph) Recip(x *Var) *Var { return g.unary(OpRecip, x, 0) }
 
 // GELUTanh returns PyTorch's gelu(approximate='tanh'): x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))/2.
 func (g *Graph) GELUTanh(x *Var) *Var { return g.unary(OpGELUTanh, x, 0) }
+
+// SiLU returns x·σ(x), the sigmoid-weighted linear unit (PyTorch's silu, or swish).
+func (g *Graph) SiLU(x *Var) *Var { return g.unary(OpSiLU, x, 0) }

@@ -178,6 +178,7 @@ const (
 	Sigmoid                 // 1/(1 + e⁻ˣ).
 	Recip                   // 1/x.
 	GELUTanh                // PyTorch's gelu(approximate='tanh'): x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))/2.
+	SiLU                    // x·σ(x), the sigmoid-weighted linear unit (PyTorch's silu, or swish).
 
 	// NumUnaryOps is the number of unary operations.
 	NumUnaryOps = iota
@@ -355,6 +356,16 @@ var unaryOps = [NumUnaryOps]UnaryDef{
 		CUDAGrad: "float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)); " +
 			"return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 0.134145f * x * x));",
 		Class: CastPromote, Domains: []Domain{{Lo: -5, Hi: 5}}},
+	SiLU: {Name: "silu",
+		F64:  func(x, _ float64) float64 { return x / (1 + math.Exp(-x)) },
+		CUDA: "x / (1.0f + expf(-x))",
+		Keep: KeepInput,
+		Grad: func(dy, x, _ float32) float32 {
+			s := 1 / (1 + math.Exp(-float64(x)))
+			return dy * float32(s*(1+float64(x)*(1-s)))
+		},
+		CUDAGrad: "float s = 1.0f / (1.0f + expf(-x)); return g * (s * (1.0f + x * (1.0f - s)));",
+		Class:    CastPromote, Domains: []Domain{{Lo: -8, Hi: 8}}},
 }
 
 // Def returns op's row of the table. It panics for an op outside it, which

@@ -218,6 +218,9 @@ func ReLU() Module { return Func{"ReLU", (*autograd.Graph).ReLU} }
 // GELU is the exact GELU as a module.
 func GELU() Module { return Func{"GELU", (*autograd.Graph).GELU} }
 
+// SiLU is x·σ(x) as a module (PyTorch's nn.SiLU).
+func SiLU() Module { return Func{"SiLU", (*autograd.Graph).SiLU} }
+
 // Tanh is tanh as a module.
 func Tanh() Module { return Func{"Tanh", (*autograd.Graph).Tanh} }
 

@@ -30,6 +30,7 @@
 #define U_SIGMOID 12
 #define U_RECIP 13
 #define U_GELU_TANH 14
+#define U_SILU 15
 
 // The value of an op code the Go side never passes.
 #define OP_UNKNOWN __int_as_float(0x7fc00000)
@@ -84,6 +85,8 @@ __device__ __forceinline__ float unary_op(int op, float x, float alpha) {
 		return 1.0f / x;
 	case U_GELU_TANH:
 		return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+	case U_SILU:
+		return x / (1.0f + expf(-x));
 	}
 	return OP_UNKNOWN;
 }
@@ -149,6 +152,11 @@ __device__ __forceinline__ float unary_grad_op(int op, float g, float in, float 
 		float x = in;
 		float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
 		return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 0.134145f * x * x));
+	}
+	case U_SILU: {
+		float x = in;
+		float s = 1.0f / (1.0f + expf(-x));
+		return g * (s * (1.0f + x * (1.0f - s)));
 	}
 	}
 	return OP_UNKNOWN;

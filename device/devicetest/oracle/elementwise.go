@@ -118,6 +118,13 @@ var unary = map[string]Unary{
 		},
 		DY: func(dy, y, _ float64) float64 { return dy * y * (1 - y) },
 	},
+	"silu": {
+		F: func(x, _ float64) float64 { return x / (1 + math.Exp(-x)) },
+		DX: func(dy, x, _ float64) float64 {
+			s := 1 / (1 + math.Exp(-x))
+			return dy * (s + x*s*(1-s))
+		},
+	},
 	"recip": {
 		F:  func(x, _ float64) float64 { return 1 / x },
 		DX: func(dy, x, _ float64) float64 { return -dy / (x * x) },
