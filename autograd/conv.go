@@ -73,115 +73,141 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 		}
 		panic(fmt.Sprintf("autograd.Conv2d: input %v, weight %v, bias %v, stride %d, padding %d; want (N,C,H,W), (OC,C,KH,KW), (OC)", xs, ws, bs, stride, pad))
 	}
-	n, oc := xs[0], ws[0]
-	s := device.NewConvShape(n, xs[1], xs[2], xs[3], ws[2], ws[3], stride, pad)
+	s := device.NewConvShape(xs[0], xs[1], xs[2], xs[3], ws[2], ws[3], stride, pad)
 	if s.OH < 1 || s.OW < 1 {
 		panic(fmt.Sprintf("autograd.Conv2d: kernel %dx%d with padding %d does not fit input %v", ws[2], ws[3], pad, xs))
 	}
+	c := &conv{g: g, x: x, w: w, b: b, dt: dt, s: s, oc: ws[0], chunk: g.chunkImages(dt, s, ws[0])}
+	c.biasSt = device.Strides{Shape: []int{s.N, c.oc, s.OH * s.OW}, A: []int{0, 1, 0}}
+	rec := g.recording(x, w, b)
+	// kept holds the whole batch's columns, for the weight gradient, when
+	// the graph's budget allows (ConvColumnBudget).
+	if rec && w.requiresGrad && g.keepColumns(device.Bytes(dt, s.N*s.C*s.KH*s.KW*s.OH*s.OW)) {
+		c.kept = g.alloc(dt, s.N, s.C*s.KH*s.KW, s.OH*s.OW)
+		g.dev.Im2Col(c.kept.Buffer(), buf(x), s)
+	}
+	out := g.result(c.forward())
+	if rec {
+		g.save(x.Value, w.Value, c.kept)
+		g.push(OpConv, out, []*Var{x, w, b}, c.backward)
+	}
+	return out
+}
+
+// conv is one Conv2d: its operands (in its dtype), its geometry, the
+// images it unrolls at a time, and the columns it keeps for backward.
+type conv struct {
+	g         *Graph
+	x, w, b   *Var
+	dt        dtype.DType
+	s         device.ConvShape
+	oc, chunk int
+	biasSt    device.Strides // the bias broadcast over y (N, OC, OH*OW)
+	kept      *tensor.Tensor
+}
+
+// forward returns y (N, OC, OH, OW). A 16-bit y is written by the GEMMs
+// themselves, which accumulate in F32 and round once: b is already in dt,
+// so the bias GEMM stores it exactly, and the product's GEMM widens it
+// back exactly as its first addend (beta 1). The bits are those of an F32
+// accumulator rounded by a Copy, without the accumulator and the Copy's
+// pass over it.
+func (c *conv) forward() *tensor.Tensor {
+	g, s, oc := c.g, c.s, c.oc
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
-	chunk := g.chunkImages(dt, s, oc)
-	y := g.alloc(dt, n, oc, s.OH, s.OW)
-	biasSt := device.Strides{Shape: []int{n, oc, ohw}, A: []int{0, 1, 0}}
+	y := g.alloc(c.dt, s.N, oc, s.OH, s.OW)
 	var ones *tensor.Tensor
-	if b != nil {
-		ones = tensor.New(g.dev, dt, device.Workspace, ohw)
+	if c.b != nil {
+		ones = tensor.New(g.dev, c.dt, device.Workspace, ohw)
 		defer ones.Release()
 		g.dev.Fill(ones.Buffer(), 1)
 	}
-	// A 16-bit y is written by the GEMMs themselves, which accumulate in
-	// F32 and round once: b is already in dt, so the bias GEMM stores it
-	// exactly, and the product's GEMM widens it back exactly as its first
-	// addend (beta 1). The bits are those of an F32 accumulator rounded by
-	// a Copy, without the accumulator and the Copy's pass over it.
-	// kept holds the whole batch's columns, for the weight gradient, when
-	// the graph's budget allows (ConvColumnBudget).
-	rec := g.recording(x, w, b)
-	var kept *tensor.Tensor
-	if rec && w.requiresGrad && g.keepColumns(device.Bytes(dt, n*ckk*ohw)) {
-		kept = g.alloc(dt, n, ckk, ohw)
-		g.dev.Im2Col(kept.Buffer(), buf(x), s)
-	}
-	g.eachChunk(dt, s, chunk, buf(x), true, kept, func(col *tensor.Tensor, offB int, cs device.ConvShape) {
+	g.eachChunk(c.dt, s, c.chunk, buf(c.x), true, c.kept, func(col *tensor.Tensor, offB int, cs device.ConvShape) {
 		dst, off := y.Buffer(), cs.N0*oc*ohw
 		beta := float32(0)
-		if b != nil {
+		if c.b != nil {
 			// dst[i] (OC, OHW) = b (OC, 1) @ ones (1, OHW): the bias
 			// broadcast as a GEMM with k = 1, which writes each element as
 			// b exactly at the GEMM's vector speed (Expand's general
 			// strides cost about five times as much here); the product
 			// below adds onto it.
-			g.dev.Gemm(dst, buf(b), ones.Buffer(), device.GemmParams{M: oc, N: ohw, K: 1, Alpha: 1,
+			g.dev.Gemm(dst, buf(c.b), ones.Buffer(), device.GemmParams{M: oc, N: ohw, K: 1, Alpha: 1,
 				Batch: cs.NB, StrideC: oc * ohw, OffC: off})
 			beta = 1
 		}
 		// dst[i] (OC, OHW) += w (OC, CKK) @ col[i] (CKK, OHW), for each image i
-		g.dev.Gemm(dst, buf(w), col.Buffer(), device.GemmParams{M: oc, N: ohw, K: ckk, Alpha: 1, Beta: beta,
+		g.dev.Gemm(dst, buf(c.w), col.Buffer(), device.GemmParams{M: oc, N: ohw, K: ckk, Alpha: 1, Beta: beta,
 			Batch: cs.NB, StrideB: ckk * ohw, StrideC: oc * ohw, OffB: offB, OffC: off})
 	})
-	out := g.result(y)
-	if !rec {
-		return out
+	return y
+}
+
+// backward gives b, w and x the gradients of dy (N, OC, OH, OW) that they
+// require.
+func (c *conv) backward(dy *tensor.Tensor) {
+	g, s, oc := c.g, c.s, c.oc
+	if c.b != nil && c.b.requiresGrad {
+		db := g.alloc(c.dt, oc)
+		g.dev.Reduce(db.Buffer(), dy.Buffer(), c.biasSt, 1)
+		g.accum(c.b, db)
 	}
-	g.save(x.Value, w.Value, kept)
-	g.push(OpConv, out, []*Var{x, w, b}, func(dy *tensor.Tensor) {
-		if b != nil && b.requiresGrad {
-			db := g.alloc(dt, oc)
-			g.dev.Reduce(db.Buffer(), dy.Buffer(), biasSt, 1)
-			g.accum(b, db)
-		}
-		var dw, dx *tensor.Tensor
-		if w.requiresGrad {
-			// Accumulate over images in F32 and round once at the end.
-			dw = g.alloc(dtype.F32, ws...)
-		}
-		if x.requiresGrad {
-			dx = g.alloc(dt, xs...)
-		}
-		if dw == nil && dx == nil {
-			return
-		}
-		var dcol *tensor.Tensor
-		if dx != nil {
-			// F32, so that Col2Im sums the overlapping windows before the
-			// one rounding to dt.
-			dcol = g.alloc(dtype.F32, chunk, ckk, ohw)
-			dcol.SetCategory(device.Workspace)
-			defer dcol.Release()
-		}
-		g.eachChunk(dt, s, chunk, buf(x), dw != nil, kept, func(col *tensor.Tensor, offB int, cs device.ConvShape) {
-			if dw != nil {
-				// dw (OC, CKK) += dy[n] (OC, OHW) @ col[i]ᵀ (OHW, CKK) for
-				// each image in order, the batch's first overwriting dw.
-				// The others are one batched call into a shared C
-				// (StrideC 0, Beta 1), which a backend runs in order; the
-				// CPU shares it out as column strips of dw, each adding
-				// every image, with the bits of one call per image.
-				i0 := 0
-				if cs.N0 == 0 {
-					g.dev.Gemm(dw.Buffer(), dy.Buffer(), col.Buffer(), device.GemmParams{TransB: true, M: oc, N: ckk, K: ohw, Alpha: 1, OffB: offB})
-					i0 = 1
-				}
-				if i0 < cs.NB {
-					g.dev.Gemm(dw.Buffer(), dy.Buffer(), col.Buffer(), device.GemmParams{TransB: true, M: oc, N: ckk, K: ohw,
-						Alpha: 1, Beta: 1, Batch: cs.NB - i0, StrideA: oc * ohw, StrideB: ckk * ohw,
-						OffA: (cs.N0 + i0) * oc * ohw, OffB: offB + i0*ckk*ohw})
-				}
-			}
-			if dx != nil {
-				// dcol[i] (CKK, OHW) = wᵀ (CKK, OC) @ dy[n] (OC, OHW)
-				g.dev.Gemm(dcol.Buffer(), buf(w), dy.Buffer(), device.GemmParams{TransA: true, M: ckk, N: ohw, K: oc, Alpha: 1,
-					Batch: cs.NB, StrideB: oc * ohw, StrideC: ckk * ohw, OffB: cs.N0 * oc * ohw})
-				g.dev.Col2Im(dx.Buffer(), dcol.Buffer(), cs)
-			}
-		})
+	var dw, dx *tensor.Tensor
+	if c.w.requiresGrad {
+		// Accumulate over images in F32 and round once at the end.
+		dw = g.alloc(dtype.F32, c.w.Shape()...)
+	}
+	if c.x.requiresGrad {
+		dx = g.alloc(c.dt, c.x.Shape()...)
+	}
+	if dw == nil && dx == nil {
+		return
+	}
+	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
+	var dcol *tensor.Tensor
+	if dx != nil {
+		// F32, so that Col2Im sums the overlapping windows before the one
+		// rounding to dt.
+		dcol = g.alloc(dtype.F32, c.chunk, ckk, ohw)
+		dcol.SetCategory(device.Workspace)
+		defer dcol.Release()
+	}
+	g.eachChunk(c.dt, s, c.chunk, buf(c.x), dw != nil, c.kept, func(col *tensor.Tensor, offB int, cs device.ConvShape) {
 		if dw != nil {
-			g.accum(w, dw)
+			c.weightGrad(dw, dy, col, offB, cs)
 		}
 		if dx != nil {
-			g.accum(x, dx)
+			// dcol[i] (CKK, OHW) = wᵀ (CKK, OC) @ dy[n] (OC, OHW)
+			g.dev.Gemm(dcol.Buffer(), buf(c.w), dy.Buffer(), device.GemmParams{TransA: true, M: ckk, N: ohw, K: oc, Alpha: 1,
+				Batch: cs.NB, StrideB: oc * ohw, StrideC: ckk * ohw, OffB: cs.N0 * oc * ohw})
+			g.dev.Col2Im(dx.Buffer(), dcol.Buffer(), cs)
 		}
 	})
-	return out
+	if dw != nil {
+		g.accum(c.w, dw)
+	}
+	if dx != nil {
+		g.accum(c.x, dx)
+	}
+}
+
+// weightGrad adds chunk cs's part of the weight gradient to dw (OC, CKK):
+// dy[n] (OC, OHW) @ col[i]ᵀ (OHW, CKK) for each image in order, the
+// batch's first overwriting dw. The others are one batched call into a
+// shared C (StrideC 0, Beta 1), which a backend runs in order; the CPU
+// shares it out as column strips of dw, each adding every image, with the
+// bits of one call per image.
+func (c *conv) weightGrad(dw, dy, col *tensor.Tensor, offB int, cs device.ConvShape) {
+	oc, ckk, ohw := c.oc, c.s.C*c.s.KH*c.s.KW, c.s.OH*c.s.OW
+	i0 := 0
+	if cs.N0 == 0 {
+		c.g.dev.Gemm(dw.Buffer(), dy.Buffer(), col.Buffer(), device.GemmParams{TransB: true, M: oc, N: ckk, K: ohw, Alpha: 1, OffB: offB})
+		i0 = 1
+	}
+	if i0 < cs.NB {
+		c.g.dev.Gemm(dw.Buffer(), dy.Buffer(), col.Buffer(), device.GemmParams{TransB: true, M: oc, N: ckk, K: ohw,
+			Alpha: 1, Beta: 1, Batch: cs.NB - i0, StrideA: oc * ohw, StrideB: ckk * ohw,
+			OffA: (cs.N0 + i0) * oc * ohw, OffB: offB + i0*ckk*ohw})
+	}
 }
 
 // eachChunk calls fn for each chunk of images of x with the chunk's columns
