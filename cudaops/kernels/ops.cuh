@@ -37,56 +37,78 @@
 
 __device__ __forceinline__ float binary_op(int op, float x, float y) {
 	switch (op) {
-	case OP_ADD:
+	case OP_ADD: {
 		return x + y;
-	case OP_SUB:
+	}
+	case OP_SUB: {
 		return x - y;
-	case OP_MUL:
+	}
+	case OP_MUL: {
 		return x * y;
-	case OP_DIV:
+	}
+	case OP_DIV: {
 		return x / y;
-	case OP_MAXIMUM:
+	}
+	case OP_MAXIMUM: {
 		return (is_nan(x) || x > y) ? x : y;
-	case OP_MINIMUM:
+	}
+	case OP_MINIMUM: {
 		return (is_nan(x) || x < y) ? x : y;
+	}
 	}
 	return OP_UNKNOWN;
 }
 
 __device__ __forceinline__ float unary_op(int op, float x, float alpha) {
 	switch (op) {
-	case U_SCALE:
+	case U_SCALE: {
 		return alpha * x;
-	case U_ADDCONST:
+	}
+	case U_ADDCONST: {
 		return x + alpha;
-	case U_NEG:
+	}
+	case U_NEG: {
 		return -x;
-	case U_EXP:
+	}
+	case U_EXP: {
 		return expf(x);
-	case U_LOG:
+	}
+	case U_LOG: {
 		return logf(x);
-	case U_SQRT:
+	}
+	case U_SQRT: {
 		return sqrtf(x);
-	case U_RSQRT:
+	}
+	case U_RSQRT: {
 		return 1.0f / sqrtf(x + alpha);
-	case U_SQUARE:
+	}
+	case U_SQUARE: {
 		return x * x;
-	case U_POW:
+	}
+	case U_POW: {
 		return powf(x, alpha);
-	case U_RELU:
+	}
+	case U_RELU: {
 		return (x > 0.0f || is_nan(x)) ? x : 0.0f;
-	case U_GELU:
+	}
+	case U_GELU: {
 		return x * normcdff(x);
-	case U_TANH:
+	}
+	case U_TANH: {
 		return tanhf(x);
-	case U_SIGMOID:
+	}
+	case U_SIGMOID: {
 		return 1.0f / (1.0f + expf(-x));
-	case U_RECIP:
+	}
+	case U_RECIP: {
 		return 1.0f / x;
-	case U_GELU_TANH:
+	}
+	case U_GELU_TANH: {
 		return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-	case U_SILU:
+	}
+	case U_SILU: {
 		return x / (1.0f + expf(-x));
+	}
 	}
 	return OP_UNKNOWN;
 }

@@ -371,25 +371,7 @@ func testAvgPool(t *testing.T, dev device.Device) {
 		for _, c := range poolCases() {
 			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
 				s := c.s
-				hw, ohw := s.H*s.W, s.OH*s.OW
-				x := e.uniform(s.N*s.C*hw, -2, 2)
-				xb := e.put(ty.src[0], x)
-				got := e.twice(func(fill float32) [][]float32 {
-					yb := e.full(ty.dst, s.N*s.C*ohw, fill)
-					e.dev.AvgPool(yb, xb, s)
-					return [][]float32{e.get(yb)}
-				})[0]
-				want := make([]float64, s.N*s.C*ohw)
-				for p := range s.N * s.C {
-					for oh := range s.OH {
-						for ow := range s.OW {
-							var sum float64
-							poolWindow(s, oh, ow, func(j int) { sum += float64(x[p*hw+j]) })
-							want[p*ohw+oh*s.OW+ow] = sum / avgDivisor(s, oh, ow)
-						}
-					}
-				}
-				e.near("y", ty.dst, got, want, nil)
+				e.checkAvgPool(s, ty, e.uniform(s.N*s.C*s.H*s.W, -2, 2))
 			})
 		}
 	}
@@ -401,29 +383,59 @@ func testAvgPoolGrad(t *testing.T, dev device.Device) {
 		for _, c := range poolCases() {
 			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
 				s := c.s
-				hw, ohw := s.H*s.W, s.OH*s.OW
-				n := s.N * s.C * hw
-				dy := e.uniform(s.N*s.C*ohw, -1, 1)
-				dyb := e.put(ty.src[0], dy)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, n, fill)
-					e.dev.AvgPoolGrad(db, dyb, s)
-					return [][]float32{e.get(db)}
-				})[0]
-				want := make([]float64, n)
-				for p := range s.N * s.C {
-					for oh := range s.OH {
-						for ow := range s.OW {
-							g := float64(dy[p*ohw+oh*s.OW+ow]) / avgDivisor(s, oh, ow)
-							poolWindow(s, oh, ow, func(j int) { want[p*hw+j] += g })
-						}
-					}
-				}
-				e.near("dx", ty.dst, got, want, nil)
+				e.checkAvgPoolGrad(s, ty, e.uniform(s.N*s.C*s.OH*s.OW, -1, 1))
 			})
 		}
 	}
 	testAvgPoolGradNaN(t, dev)
+}
+
+// checkAvgPool runs AvgPool on x and compares it with each window's mean,
+// padding counted as zeros.
+func (e *env) checkAvgPool(s device.PoolShape, ty dtCase, x []float32) {
+	e.t.Helper()
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	xb := e.put(ty.src[0], x)
+	got := e.twice(func(fill float32) [][]float32 {
+		yb := e.full(ty.dst, s.N*s.C*ohw, fill)
+		e.dev.AvgPool(yb, xb, s)
+		return [][]float32{e.get(yb)}
+	})[0]
+	want := make([]float64, s.N*s.C*ohw)
+	for p := range s.N * s.C {
+		for oh := range s.OH {
+			for ow := range s.OW {
+				var sum float64
+				poolWindow(s, oh, ow, func(j int) { sum += float64(x[p*hw+j]) })
+				want[p*ohw+oh*s.OW+ow] = sum / avgDivisor(s, oh, ow)
+			}
+		}
+	}
+	e.near("y", ty.dst, got, want, nil)
+}
+
+// checkAvgPoolGrad runs AvgPoolGrad on dy and compares it with dy spread
+// evenly over each window.
+func (e *env) checkAvgPoolGrad(s device.PoolShape, ty dtCase, dy []float32) {
+	e.t.Helper()
+	hw, ohw := s.H*s.W, s.OH*s.OW
+	n := s.N * s.C * hw
+	dyb := e.put(ty.src[0], dy)
+	got := e.twice(func(fill float32) [][]float32 {
+		db := e.full(ty.dst, n, fill)
+		e.dev.AvgPoolGrad(db, dyb, s)
+		return [][]float32{e.get(db)}
+	})[0]
+	want := make([]float64, n)
+	for p := range s.N * s.C {
+		for oh := range s.OH {
+			for ow := range s.OW {
+				g := float64(dy[p*ohw+oh*s.OW+ow]) / avgDivisor(s, oh, ow)
+				poolWindow(s, oh, ow, func(j int) { want[p*hw+j] += g })
+			}
+		}
+	}
+	e.near("dx", ty.dst, got, want, nil)
 }
 
 // testAvgPoolAdjoint checks <AvgPool(x), y> == <x, AvgPoolGrad(y)>.

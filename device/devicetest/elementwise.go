@@ -176,25 +176,32 @@ func testBinary(t *testing.T, dev device.Device) {
 								b[i] = a[i]
 							}
 						}
-						ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
-						n := numel(c.shape)
-						s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
-						got := e.twice(func(fill float32) [][]float32 {
-							db := e.full(ty.dst, n, fill)
-							e.dev.Binary(op, db, ab, bb, s)
-							return [][]float32{e.get(db)}
-						})[0]
-						want := make([]float64, n)
-						walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
-							want[i] = ref(float64(a[oa]), float64(b[ob]))
-						})
-						e.near("dst", ty.dst, got, want, nil)
+						e.checkBinary(op, ref, ty, c, a, b)
 					})
 				}
 			}
 		}
 	}
 	testBinaryNaN(t, dev)
+}
+
+// checkBinary runs Binary on a and b through c's strides and compares it
+// with ref.
+func (e *env) checkBinary(op device.BinaryOp, ref func(x, y float64) float64, ty dtCase, c binaryCase, a, b []float32) {
+	e.t.Helper()
+	ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
+	n := numel(c.shape)
+	s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
+	got := e.twice(func(fill float32) [][]float32 {
+		db := e.full(ty.dst, n, fill)
+		e.dev.Binary(op, db, ab, bb, s)
+		return [][]float32{e.get(db)}
+	})[0]
+	want := make([]float64, n)
+	walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
+		want[i] = ref(float64(a[oa]), float64(b[ob]))
+	})
+	e.near("dst", ty.dst, got, want, nil)
 }
 
 // caseName joins the parts of a case's name that are not empty with "/".

@@ -105,19 +105,7 @@ func testBinaryNaN(t *testing.T, dev device.Device) {
 							if where != "a" {
 								e.sprinkle(b, nk.bits, 4)
 							}
-							ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
-							n := numel(c.shape)
-							s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
-							got := e.twice(func(fill float32) [][]float32 {
-								db := e.full(ty.dst, n, fill)
-								e.dev.Binary(op, db, ab, bb, s)
-								return [][]float32{e.get(db)}
-							})[0]
-							want := make([]float64, n)
-							walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
-								want[i] = ref(float64(a[oa]), float64(b[ob]))
-							})
-							e.near("dst", ty.dst, got, want, nil)
+							e.checkBinary(op, ref, ty, c, a, b)
 						})
 					}
 				}
@@ -194,25 +182,7 @@ func testAvgPoolNaN(t *testing.T, dev device.Device) {
 			for _, c := range poolCases() {
 				run(t, dev, fmt.Sprintf("nan/%s/%v/%s", nk.name, ty, c.name), func(e *env) {
 					s := c.s
-					hw, ohw := s.H*s.W, s.OH*s.OW
-					x := e.poolNaNInput(s.N*s.C*hw, nk.bits)
-					xb := e.put(ty.src[0], x)
-					got := e.twice(func(fill float32) [][]float32 {
-						yb := e.full(ty.dst, s.N*s.C*ohw, fill)
-						e.dev.AvgPool(yb, xb, s)
-						return [][]float32{e.get(yb)}
-					})[0]
-					want := make([]float64, s.N*s.C*ohw)
-					for p := range s.N * s.C {
-						for oh := range s.OH {
-							for ow := range s.OW {
-								var sum float64
-								poolWindow(s, oh, ow, func(j int) { sum += float64(x[p*hw+j]) })
-								want[p*ohw+oh*s.OW+ow] = sum / avgDivisor(s, oh, ow)
-							}
-						}
-					}
-					e.near("y", ty.dst, got, want, nil)
+					e.checkAvgPool(s, ty, e.poolNaNInput(s.N*s.C*s.H*s.W, nk.bits))
 				})
 			}
 		}
@@ -225,26 +195,9 @@ func testAvgPoolGradNaN(t *testing.T, dev device.Device) {
 			for _, c := range poolCases() {
 				run(t, dev, fmt.Sprintf("nan/dy=%s/%v/%s", nk.name, ty, c.name), func(e *env) {
 					s := c.s
-					hw, ohw := s.H*s.W, s.OH*s.OW
-					n := s.N * s.C * hw
-					dy := e.uniform(s.N*s.C*ohw, -1, 1)
+					dy := e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
 					e.sprinkle(dy, nk.bits, 6)
-					dyb := e.put(ty.src[0], dy)
-					got := e.twice(func(fill float32) [][]float32 {
-						db := e.full(ty.dst, n, fill)
-						e.dev.AvgPoolGrad(db, dyb, s)
-						return [][]float32{e.get(db)}
-					})[0]
-					want := make([]float64, n)
-					for p := range s.N * s.C {
-						for oh := range s.OH {
-							for ow := range s.OW {
-								g := float64(dy[p*ohw+oh*s.OW+ow]) / avgDivisor(s, oh, ow)
-								poolWindow(s, oh, ow, func(j int) { want[p*hw+j] += g })
-							}
-						}
-					}
-					e.near("dx", ty.dst, got, want, nil)
+					e.checkAvgPoolGrad(s, ty, dy)
 				})
 			}
 		}

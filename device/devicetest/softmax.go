@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/devicetest/oracle"
 	"github.com/mixprec/mixprec/dtype"
 )
 
@@ -30,17 +31,18 @@ var softmaxCases = []rowsCase{
 	{"parallel/600x40", 600, 40, 0, 4},
 }
 
-// logSumExp is the float64 log(sum(exp(x))), computed stably.
-func logSumExp(x []float32) float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = math.Max(m, float64(v))
+// rowsRef applies the oracle's row op f to x (rows, cols).
+func rowsRef(x []float32, c rowsCase, f func(oracle.Array) oracle.Array) []float64 {
+	return f(oracle.FromF32(x, c.rows, c.cols)).Data
+}
+
+// narrow returns v as float32s.
+func narrow(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
 	}
-	var s float64
-	for _, v := range x {
-		s += math.Exp(float64(v) - m)
-	}
-	return m + math.Log(s)
+	return out
 }
 
 // maxAbs is max |x_i|.
@@ -83,14 +85,9 @@ func testLogSoftmax(t *testing.T, dev device.Device) {
 					e.dev.LogSoftmax(db, xb, c.rows, c.cols)
 					return [][]float32{e.get(db)}
 				})[0]
-				want, slack := make([]float64, len(x)), make([]float64, len(x))
-				for r := range c.rows {
-					row := x[r*c.cols : (r+1)*c.cols]
-					lse := logSumExp(row)
-					for j, v := range row {
-						want[r*c.cols+j] = float64(v) - lse
-						slack[r*c.cols+j] = lseSlack(row)
-					}
+				want, slack := rowsRef(x, c, oracle.LogSoftmax), make([]float64, len(x))
+				for i := range slack {
+					slack[i] = lseSlack(x[i/c.cols*c.cols : (i/c.cols+1)*c.cols])
 				}
 				e.near("dst", ty.dst, got, want, slack)
 			})
@@ -109,14 +106,7 @@ func testLogSoftmaxGrad(t *testing.T, dev device.Device) {
 		for _, c := range softmaxCases {
 			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
 				x := e.logits(c)
-				y := make([]float32, len(x))
-				for r := range c.rows {
-					row := x[r*c.cols : (r+1)*c.cols]
-					lse := logSumExp(row)
-					for j, v := range row {
-						y[r*c.cols+j] = float32(float64(v) - lse)
-					}
-				}
+				y := narrow(rowsRef(x, c, oracle.LogSoftmax))
 				dy := e.uniform(len(x), -1, 1)
 				dyb, yb := e.put(ty.src[0], dy), e.put(ty.src[1], y)
 				got := e.twice(func(fill float32) [][]float32 {
@@ -182,11 +172,14 @@ func testCrossEntropy(t *testing.T, dev device.Device) {
 					e.dev.CrossEntropy(db, xb, lb, c.rows, c.cols)
 					return [][]float32{e.get(db)}
 				})[0]
-				want, slack := make([]float64, c.rows), make([]float64, c.rows)
-				for r := range c.rows {
-					row := x[r*c.cols : (r+1)*c.cols]
-					want[r] = logSumExp(row) - float64(row[int(labels[r])])
-					slack[r] = lseSlack(row)
+				ids := make([]int, c.rows)
+				for r, l := range labels {
+					ids[r] = int(l)
+				}
+				want := oracle.CrossEntropyRows(oracle.FromF32(x, c.rows, c.cols), ids).Data
+				slack := make([]float64, c.rows)
+				for r := range slack {
+					slack[r] = lseSlack(x[r*c.cols : (r+1)*c.cols])
 				}
 				e.near("loss", ty.dst, got, want, slack)
 			})
@@ -220,17 +213,13 @@ func testCrossEntropyGrad(t *testing.T, dev device.Device) {
 					e.dev.CrossEntropyGrad(db, xb, lb, gb, c.rows, c.cols)
 					return [][]float32{e.get(db)}
 				})[0]
-				want := make([]float64, len(x))
-				for r := range c.rows {
-					row := x[r*c.cols : (r+1)*c.cols]
-					lse := logSumExp(row)
-					for j, v := range row {
-						p := math.Exp(float64(v) - lse)
-						if j == int(labels[r]) {
-							p--
-						}
-						want[r*c.cols+j] = float64(dloss[r]) * p
+				want := rowsRef(x, c, oracle.Softmax)
+				for i := range want {
+					r := i / c.cols
+					if i%c.cols == int(labels[r]) {
+						want[i]--
 					}
+					want[i] *= float64(dloss[r])
 				}
 				e.near("dlogits", ty.dst, got, want, nil)
 			})
