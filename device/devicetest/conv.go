@@ -332,6 +332,20 @@ func maxPoolGradRef(s device.PoolShape, x, dy []float32) []float64 {
 	return want
 }
 
+// checkMaxPoolGrad runs MaxPoolGrad on dy and MaxPool's choices ab on x,
+// and compares it with dy routed through the reference's choices.
+func (e *env) checkMaxPoolGrad(s device.PoolShape, ty dtCase, x, dy []float32, ab device.Buffer) {
+	e.t.Helper()
+	n := s.N * s.C * s.H * s.W
+	dyb := e.put(ty.src[0], dy)
+	got := e.twice(func(fill float32) [][]float32 {
+		db := e.full(ty.dst, n, fill)
+		e.dev.MaxPoolGrad(db, dyb, ab, s)
+		return [][]float32{e.get(db)}
+	})[0]
+	e.near("dx", ty.dst, got, maxPoolGradRef(s, x, dy), nil)
+}
+
 func testMaxPoolGrad(t *testing.T, dev device.Device) {
 	for _, ty := range maxPoolGradTypes {
 		for _, c := range poolCases() {
@@ -341,13 +355,7 @@ func testMaxPoolGrad(t *testing.T, dev device.Device) {
 					n := s.N * s.C * s.H * s.W
 					x := e.poolInput(n, ties)
 					dy := e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
-					dyb, ab := e.put(ty.src[0], dy), e.put(ty.src[1], windowPos(s, maxPoolRef(s, x)))
-					got := e.twice(func(fill float32) [][]float32 {
-						db := e.full(ty.dst, n, fill)
-						e.dev.MaxPoolGrad(db, dyb, ab, s)
-						return [][]float32{e.get(db)}
-					})[0]
-					e.near("dx", ty.dst, got, maxPoolGradRef(s, x, dy), nil)
+					e.checkMaxPoolGrad(s, ty, x, dy, e.put(ty.src[1], windowPos(s, maxPoolRef(s, x))))
 				})
 			}
 		}
