@@ -21,7 +21,7 @@ func TestClassesTotal(t *testing.T) {
 			t.Errorf("autograd op %v is elementwise (its class is in device's op table) and also in amp's classes", op)
 		case !unary && !binary && !listed:
 			t.Errorf("autograd op %v has no autocast class: add it to amp's classes", op)
-		case ClassOf(op) == device.ClassUnset:
+		case ClassOf(op) == device.CastUnset:
 			t.Errorf("autograd op %v: its class is unset", op)
 		}
 	}

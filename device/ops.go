@@ -52,8 +52,8 @@ const (
 type CastClass uint8
 
 const (
-	// ClassUnset is a row that names no class, which TestOpTables rejects.
-	ClassUnset CastClass = iota
+	// CastUnset is a row that names no class, which TestOpTables rejects.
+	CastUnset CastClass = iota
 	// CastPromote ops run in the widest dtype of their inputs (F32 if
 	// mixed), which for a single input is that input's dtype.
 	CastPromote

@@ -37,14 +37,14 @@ func TestOpTables(t *testing.T) {
 	for op := range BinaryOp(NumBinaryOps) {
 		d := op.Def()
 		check(op, "BinaryOp", d.Name, missing(map[string]bool{
-			"F32": d.F32 != nil, "CUDA": d.CUDA != "", "Class": d.Class != ClassUnset, "Domains": len(d.Domains) > 0,
+			"F32": d.F32 != nil, "CUDA": d.CUDA != "", "Class": d.Class != CastUnset, "Domains": len(d.Domains) > 0,
 		}), d.Domains)
 	}
 	for op := range UnaryOp(NumUnaryOps) {
 		d := op.Def()
 		check(op, "UnaryOp", d.Name, missing(map[string]bool{
 			"F32 or F64": d.F32 != nil || d.F64 != nil, "CUDA": d.CUDA != "", "Grad": d.Grad != nil,
-			"CUDAGrad": d.CUDAGrad != "", "Class": d.Class != ClassUnset, "Domains": len(d.Domains) > 0,
+			"CUDAGrad": d.CUDAGrad != "", "Class": d.Class != CastUnset, "Domains": len(d.Domains) > 0,
 			"valid Keep": d.Keep <= KeepOutput,
 		}), d.Domains)
 	}
