@@ -54,7 +54,7 @@ test-cuda-kit: data
 test-short:
 	$(GO) test -short ./...
 
-## lint: gofmt, go vet, go.mod and go.sum tidy, and the layering rule of DESIGN.md §2
+## lint: gofmt, go vet, go.mod and go.sum tidy, and the layering rule of docs/design.md §2
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

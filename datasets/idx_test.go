@@ -184,7 +184,7 @@ func writeMNIST(t *testing.T, dir string, f mnistFiles) {
 // norm is torchvision's ToTensor + Normalize for one pixel, in float64.
 func norm(b byte, mean, std float64) float64 { return (float64(b)/255 - mean) / std }
 
-// closeF32 applies DESIGN.md's F32 tolerance: |got-want| <= 1e-5 + 1e-4|want|.
+// closeF32 applies docs/design.md's F32 tolerance: |got-want| <= 1e-5 + 1e-4|want|.
 func closeF32(got float32, want float64) bool {
 	return math.Abs(float64(got)-want) <= 1e-5+1e-4*math.Abs(want)
 }

@@ -24,7 +24,7 @@
 // the CPU's conversions and splitting, other backends' arithmetic. Inputs are drawn with fixed seeds and rounded to their
 // storage dtype first, so a reference computes on exactly what the device
 // stores; its result is rounded to the destination dtype and compared with
-// DESIGN.md's one tolerance rule, |got-want| <= atol + rtol*|want| (see
+// docs/design.md's one tolerance rule, |got-want| <= atol + rtol*|want| (see
 // Tolerance), widened only where a float32 accumulation or a float32
 // logsumexp is allowed to lose more, with the reason and the measured error
 // next to it. Kernels that only move or round values (Fill, Copy, Im2Col,
@@ -190,7 +190,7 @@ func RunNorm(t *testing.T, dev device.Device) { runFamily(t, dev, norm) }
 // RunTransformer runs Run's checks of device.TransformerKernels.
 func RunTransformer(t *testing.T, dev device.Device) { runFamily(t, dev, transformer) }
 
-// Tolerance returns the (atol, rtol) of DESIGN.md §6 for results stored as
+// Tolerance returns the (atol, rtol) of docs/design.md §6 for results stored as
 // dt: F32 (1e-5, 1e-4), F16 (1e-3, 1e-2), BF16 (1e-3, 2e-2).
 func Tolerance(dt dtype.DType) (atol, rtol float64) {
 	switch dt {

@@ -1,6 +1,6 @@
 // Package reftest loads the reference values that
 // tools/reference/torch_reference.py computed with PyTorch, and compares
-// results against them with DESIGN.md §6's tolerance rule.
+// results against them with docs/design.md §6's tolerance rule.
 package reftest
 
 import (
@@ -57,7 +57,7 @@ func Load(t testing.TB, key string, v any) {
 	}
 }
 
-// Tol is DESIGN.md §6's tolerance for a dtype: |got-want| <= Atol + Rtol*|want|.
+// Tol is docs/design.md §6's tolerance for a dtype: |got-want| <= Atol + Rtol*|want|.
 type Tol struct{ Atol, Rtol float64 }
 
 // TolFor returns the tolerance of dt.
