@@ -13,7 +13,7 @@ import (
 
 // compareWithCPU runs every kernel of the contract on dev and on the CPU
 // backend (the oracle) with identical random inputs, per dtype and per
-// mix of dtypes, and checks dev's results against the CPU's with DESIGN.md
+// mix of dtypes, and checks dev's results against the CPU's with docs/design.md
 // §6's rule |got-want| <= atol + rtol*|want| for the result's dtype: F32
 // (1e-5, 1e-4), F16 (1e-3, 1e-2), BF16 (1e-3, 2e-2). Where dev sums in
 // float32 what the CPU sums in float64 (GEMM, reductions, batch-norm

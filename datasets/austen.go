@@ -21,7 +21,7 @@ import (
 
 // Jane Austen's six novels come from Debian's archive, in the package
 // r-cran-janeaustenr (an R package's lazy-load database), pinned by its
-// SHA-256; the text is decoded here, with no R and no dpkg (DESIGN.md §4).
+// SHA-256; the text is decoded here, with no R and no dpkg (docs/design.md §4).
 const (
 	// austenDebFile is the package's file name, under which it is kept
 	// beside the corpus, and austenDeb its path under a mirror's root.

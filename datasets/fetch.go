@@ -18,7 +18,7 @@ import (
 )
 
 // The canonical LeCun MNIST files reach every machine that can build Go code
-// through the Go module proxy, inside this module's zip (DESIGN.md §4). The
+// through the Go module proxy, inside this module's zip (docs/design.md §4). The
 // version is pinned and each file's SHA-256 is checked, so the bytes are the
 // same wherever they come from.
 const (

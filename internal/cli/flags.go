@@ -274,7 +274,7 @@ type defaultText struct {
 func (d defaultText) DefaultText() string { return d.text }
 func (d defaultText) Arg() string         { return argName(d.Value) }
 
-// Flags are the options every training program takes (DESIGN.md §5).
+// Flags are the options every training program takes (docs/design.md §5).
 // Register defines them; after parsing, Resolve fills those the command
 // line left out from the chosen model's recipe.
 type Flags struct {

@@ -1,6 +1,6 @@
 // Package reftest loads the reference values that
 // tools/reference/torch_reference.py computed with PyTorch, and compares
-// results against them with DESIGN.md §6's tolerance rule.
+// results against them with docs/design.md §6's tolerance rule.
 package reftest
 
 import (

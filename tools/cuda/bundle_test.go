@@ -337,9 +337,17 @@ func TestRunWithCUDA(t *testing.T) {
 // says what the binaries link against (they are not static: purego needs
 // glibc's loader), and, where CUDA does not open, runs it: run.sh must stop
 // after the CUDA check and leave its archive.
+//
+// Building the bundle compiles eight test binaries and three programs
+// afresh, minutes on two cores with a cold build cache, so it runs only
+// under MIXPREC_LONG=1 (make test-cuda-kit, which CI runs when tools/cuda,
+// the Makefile or go.mod change). make test keeps the rest of the kit
+// covered: TestRunWithoutCUDA and TestRunWithCUDA run run.sh itself on a
+// fake bundle, and cudaops' TestBuildWithoutCgo builds without cgo.
 func TestBundle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the bundle's test binaries and programs")
+	long := os.Getenv("MIXPREC_LONG") != ""
+	if testing.Short() || !long {
+		t.Skip("builds the bundle's test binaries and programs; set MIXPREC_LONG=1 (make test-cuda-kit)")
 	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the bundle is built for linux/amd64")
@@ -352,7 +360,8 @@ func TestBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "data", "mnist", "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("no data/mnist (make data fetches it)")
+		// Asked for by name, a missing prerequisite fails rather than skips.
+		t.Fatal("no data/mnist, which bundle.sh copies (make data fetches it into ./data)")
 	}
 	bundle := filepath.Join(t.TempDir(), "bundle")
 	cmd := exec.Command("sh", "tools/cuda/bundle.sh", bundle)

@@ -1,5 +1,5 @@
 // Command layercheck fails when a package of this module imports a package
-// on its own layer or a higher one, contrary to DESIGN.md §2:
+// on its own layer or a higher one, contrary to docs/design.md §2:
 //
 //	0 dtype
 //	1 device, device/cpu, device/devicetest, cudaops, safetensors, mpi
@@ -7,11 +7,24 @@
 //	3 autograd, datasets
 //	4 nn, optim, amp, distributed, profile
 //	5 runstate
-//	6 examples, cmd
+//	6 examples, cmd, internal
 //
-// A sub-package belongs to its parent's layer; internal/ and tools/ are
-// outside the layers. Backends, the conformance suite and mpi may import
-// the device contract (and the suite the CPU backend).
+// A sub-package belongs to its parent's layer; tools/ is outside the layers.
+// Backends, the conformance suite and mpi may import the device contract
+// (and the suite the CPU backend).
+//
+// internal/ is the programs' shared plumbing (§2's layer 6), so:
+//   - no package below layer 6 imports it;
+//   - the programs, examples/ and cmd/, may import it (they compose the
+//     layers, and the plumbing is theirs), and its packages one another;
+//   - it imports no program.
+//
+// A package whose code imports "testing" (device/devicetest, and in
+// internal/ testdev, reftest and cli/clitest) is test support: only test
+// files and other test support may import it, so no library or program
+// links the testing package. Test files are not held to the layers: a
+// test is a program of its own, and a layer-1 package's tests may run on
+// every device through internal/testdev.
 package main
 
 import (
@@ -31,13 +44,15 @@ var layers = map[string]int{
 	"autograd": 3, "datasets": 3,
 	"nn": 4, "optim": 4, "amp": 4, "distributed": 4, "profile": 4,
 	"runstate": 5,
-	"examples": 6, "cmd": 6,
+	"examples": 6, "cmd": 6, "internal": 6,
 }
 
+// allowed lists the imports within one layer that the design permits.
 var allowed = map[[2]string]bool{
 	{"device/cpu", "device"}: true, {"device/devicetest", "device"}: true,
 	{"cudaops", "device"}: true, {"device/devicetest", "device/cpu"}: true,
-	{"mpi", "device"}: true,
+	{"mpi", "device"}:        true,
+	{"examples", "internal"}: true, {"cmd", "internal"}: true,
 }
 
 // group returns the longest entry of layers that rel is, or is under.
@@ -51,20 +66,65 @@ func group(rel string) (string, bool) {
 	return best, best != ""
 }
 
-func main() {
-	mod, err := exec.Command("go", "list", "-m").Output()
+// pkg is what the check needs of one package: its path relative to the
+// module and the module's packages its non-test code imports (relative
+// too), with whether it imports "testing".
+type pkg struct {
+	rel     string
+	imports []string
+	testing bool
+}
+
+// check returns one line for each import that breaks the rules.
+func check(pkgs []pkg) []string {
+	support := map[string]bool{}
+	for _, p := range pkgs {
+		if p.testing {
+			support[p.rel] = true
+		}
+	}
+	var bad []string
+	for _, p := range pkgs {
+		src, ok := group(p.rel)
+		for _, imp := range p.imports {
+			if support[imp] && !p.testing {
+				bad = append(bad, fmt.Sprintf("layercheck: %s imports %s, which is test support (it imports testing): only test files may", p.rel, imp))
+				continue
+			}
+			if !ok {
+				continue
+			}
+			dst, ok := group(imp)
+			if !ok || dst == src || allowed[[2]string{src, dst}] {
+				continue
+			}
+			if layers[dst] >= layers[src] {
+				bad = append(bad, fmt.Sprintf("layercheck: %s (layer %d) imports %s (layer %d)", p.rel, layers[src], imp, layers[dst]))
+			}
+		}
+	}
+	return bad
+}
+
+// load lists the packages of the module in dir ("" for the current
+// directory) with go list.
+func load(dir string) ([]pkg, error) {
+	goList := func(args ...string) ([]byte, error) {
+		cmd := exec.Command("go", append([]string{"list"}, args...)...)
+		cmd.Dir = dir
+		return cmd.Output()
+	}
+	mod, err := goList("-m")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "layercheck: go list -m:", err)
-		os.Exit(2)
+		return nil, fmt.Errorf("go list -m: %w", err)
 	}
 	module := strings.TrimSpace(string(mod))
-	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	out, err := goList("-json", "./...")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "layercheck: go list ./...:", err)
-		os.Exit(2)
+		return nil, fmt.Errorf("go list ./...: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
-	bad := 0
+	var pkgs []pkg
 	for {
 		var p struct {
 			ImportPath string
@@ -73,28 +133,33 @@ func main() {
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
-			fmt.Fprintln(os.Stderr, "layercheck:", err)
-			os.Exit(2)
+			return nil, fmt.Errorf("go list ./...: %w", err)
 		}
-		src, ok := group(strings.TrimPrefix(p.ImportPath, module+"/"))
-		if !ok {
-			continue
-		}
+		q := pkg{rel: strings.TrimPrefix(p.ImportPath, module+"/")}
 		for _, imp := range p.Imports {
-			if !strings.HasPrefix(imp, module+"/") {
-				continue
+			if imp == "testing" {
+				q.testing = true
 			}
-			dst, ok := group(strings.TrimPrefix(imp, module+"/"))
-			if !ok || dst == src || allowed[[2]string{src, dst}] {
-				continue
-			}
-			if layers[dst] >= layers[src] {
-				fmt.Printf("layercheck: %s (layer %d) imports %s (layer %d)\n", p.ImportPath, layers[src], imp, layers[dst])
-				bad++
+			if strings.HasPrefix(imp, module+"/") {
+				q.imports = append(q.imports, strings.TrimPrefix(imp, module+"/"))
 			}
 		}
+		pkgs = append(pkgs, q)
 	}
-	if bad > 0 {
+	return pkgs, nil
+}
+
+func main() {
+	pkgs, err := load("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "layercheck:", err)
+		os.Exit(2)
+	}
+	bad := check(pkgs)
+	for _, b := range bad {
+		fmt.Println(b)
+	}
+	if len(bad) > 0 {
 		os.Exit(1)
 	}
 }

@@ -132,7 +132,7 @@ INIT_ITERS, INIT_EVAL_WINDOWS = 200, 20
 ADAMW_STEPS, ADAMW_LR = 10, 1e-3
 LR_SCHEDULE = dict(warmup_iters=100, lr_decay_iters=2000, max_iters=2000, lr=1e-3, min_lr=1e-4,
                    iters=[0, 1, 50, 98, 99, 100, 101, 150, 500, 1000, 1050, 1500, 1998, 1999, 2000, 2001, 2500])
-F32_ATOL, F32_RTOL = 1e-5, 1e-4  # DESIGN.md §6
+F32_ATOL, F32_RTOL = 1e-5, 1e-4  # docs/design.md §6
 BF16_ATOL, BF16_RTOL = 1e-3, 2e-2
 
 
@@ -193,7 +193,7 @@ class Gap:
     """The largest distance of some values from the stored ones: max_abs;
     max_rel, relative, over the elements whose magnitude is at least 1e-3
     of their tensor's largest; and tol_ratio, the largest |got - want| /
-    (atol + rtol |want|) for the tolerance given (DESIGN.md's for the
+    (atol + rtol |want|) for the tolerance given (docs/design.md's for the
     dtype: within it when at most 1)."""
 
     def __init__(self, atol, rtol):
