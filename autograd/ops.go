@@ -130,9 +130,18 @@ var binaryRules = [numOps]*binaryRule{
 // addGrad is the backward of a + sign·b: db = sign·dy, da = dy.
 func addGrad(g *Graph, o binaryOperands, dy *tensor.Tensor, sign float32) {
 	if o.b.requiresGrad {
-		db := g.alloc(o.dt, o.shape...)
-		g.dev.Unary(device.Scale, db.Buffer(), dy.Buffer(), sign)
-		g.accum(o.b, g.reduceTo(db, o.b.Shape()))
+		var db *tensor.Tensor
+		if sign == 1 && slices.Equal(o.b.Shape(), o.shape) {
+			// dy itself, in b's dtype: one copy (rounding it for a
+			// narrower b, as accum would) instead of a scale and a copy.
+			db = g.alloc(o.b.DType(), o.shape...)
+			g.dev.Copy(db.Buffer(), 0, dy.Buffer(), 0, dy.Numel())
+		} else {
+			db = g.alloc(o.dt, o.shape...)
+			g.dev.Unary(device.Scale, db.Buffer(), dy.Buffer(), sign)
+			db = g.reduceTo(db, o.b.Shape())
+		}
+		g.accum(o.b, db)
 	}
 	if o.a.requiresGrad {
 		g.accum(o.a, g.reduceTo(g.pass(dy), o.a.Shape()))

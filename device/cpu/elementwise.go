@@ -230,6 +230,11 @@ func binaryRow(op device.BinaryOp, out, a, b []float32) {
 	switch {
 	case len(a) == n && len(b) == n:
 		a, b = a[:n], b[:n]
+		if n > 0 && op <= device.Div && simdTranscend == simdAVX512 {
+			// One IEEE operation an element: the loops' bits, sixteen at a time.
+			arithAVX512(int(op), &out[0], &a[0], &b[0], n)
+			return
+		}
 		switch op {
 		case device.Add:
 			for i := range out {

@@ -38,3 +38,6 @@ func geluBF16AVX512(dst, src *uint16, n int)
 
 //go:noescape
 func geluGradBF16AVX512(dst, dy, x *uint16, n int)
+
+//go:noescape
+func arithAVX512(op int, out, a, b *float32, n int)
