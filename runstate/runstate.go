@@ -301,7 +301,7 @@ func fileSum(path string) (string, error) {
 }
 
 func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) // owner only, as safetensors.WriteFile makes the others
 	if err != nil {
 		return err
 	}

@@ -180,6 +180,23 @@ func TestLoadRefuses(t *testing.T) {
 	}
 }
 
+// TestCheckpointFilesOwnerOnly requires every file of a checkpoint to be
+// readable by its owner alone, state.json as the weights.
+func TestCheckpointFilesOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	train(t, dtype.F32, dir, 2, true, false, 1)
+	latest, err := runstate.Latest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"model.safetensors", "optim.safetensors", "state.json"} {
+		fi, err := os.Stat(filepath.Join(latest, name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want -rw-------", name, fi.Mode(), err)
+		}
+	}
+}
+
 func TestSaveKeepsNewest(t *testing.T) {
 	dir := t.TempDir()
 	train(t, dtype.F32, dir, 1, true, false, 1)
