@@ -14,12 +14,20 @@
 // partial one under a checkpoint's name. state.json records each file's
 // SHA-256, verified on load, so a truncated file or a flipped bit is one
 // clear error.
+//
+// state.json guards itself the same way: its last member, state_sha256, is
+// the SHA-256 of every byte of the file before the comma that precedes it,
+// so that no byte of it can change unseen. It is then decoded strictly
+// (unknown fields, a key given twice, null, a value of the wrong type and
+// a missing field are refused), and the position it holds is checked
+// against the run's Extent before anything is restored: a checkpoint that
+// would send a run to epoch -5 or to batch 10^9 is an error, not a panic
+// later.
 package runstate
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +54,21 @@ type Run struct {
 	Optimizer optim.Stateful
 	Scaler    *amp.GradScaler
 	Config    map[string]string
+	// Extent is how far the run goes through its data, against which Load
+	// checks a checkpoint's position.
+	Extent Extent
+}
+
+// Extent is how much data a run goes through. Each field that is positive
+// bounds a loaded Position: its Epoch must be below Epochs, its Batch at
+// most PerEpoch and its Step at most Steps, and, with PerEpoch, its Step at
+// most the batches its epoch and batch index account for (each step takes
+// one batch). Zero leaves a bound unchecked, for runs that do not count in
+// epochs.
+type Extent struct {
+	Epochs   int // epochs the run trains
+	PerEpoch int // batches in an epoch (of this rank's shard)
+	Steps    int // training steps in all
 }
 
 // Position is where the run is: Step training steps done in all, in Epoch
@@ -67,9 +90,12 @@ type state struct {
 	Scaler   *amp.State           `json:"scaler,omitempty"`
 	RNGs     map[string][2]uint64 `json:"rngs,omitempty"` // seed, counter
 	Files    map[string]string    `json:"sha256"`         // file name -> hex digest
+	// state_sha256, the sum of the bytes above, follows: see seal.
 }
 
-const format = "mixprec-run-1"
+// format names state.json's layout. mixprec-run-1 had no checksum of its
+// own and is refused: its position could not be trusted.
+const format = "mixprec-run-2"
 
 // Dir is the name of the checkpoint of step within root.
 func Dir(root string, step int) string {
@@ -117,11 +143,11 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 		}
 		st.Files[name] = sum
 	}
-	js, err := json.MarshalIndent(st, "", "\t")
+	js, err := seal(st)
 	if err != nil {
 		return "", fmt.Errorf("runstate: %w", err)
 	}
-	if err := writeSynced(filepath.Join(tmp, "state.json"), append(js, '\n')); err != nil {
+	if err := writeSynced(filepath.Join(tmp, "state.json"), js); err != nil {
 		return "", fmt.Errorf("runstate: %w", err)
 	}
 	if err := syncDir(tmp); err != nil {
@@ -200,12 +226,12 @@ func Load(dir string, r Run) (Position, error) {
 	if err != nil {
 		return Position{}, fmt.Errorf("runstate: %w", err)
 	}
-	var st state
-	if err := json.Unmarshal(js, &st); err != nil {
-		return Position{}, fmt.Errorf("runstate: %s/state.json: %w", dir, err)
+	st, err := unseal(js)
+	if err != nil {
+		return Position{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
 	}
-	if st.Format != format {
-		return Position{}, fmt.Errorf("runstate: %s is not a mixprec run checkpoint (format %q)", dir, st.Format)
+	if err := st.Position.check(r.Extent); err != nil {
+		return Position{}, fmt.Errorf("runstate: %s: position %w", filepath.Join(dir, "state.json"), err)
 	}
 	if err := sameConfig(st.Config, r.Config); err != nil {
 		return Position{}, err

@@ -1,6 +1,9 @@
 package runstate_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"math"
@@ -242,5 +245,130 @@ func TestSaveFullDisk(t *testing.T) {
 	latest, err := runstate.Latest(dir)
 	if err != nil || !strings.HasSuffix(latest, "step-00000001") {
 		t.Errorf("Latest after a failed save = %s, %v; want the earlier checkpoint", latest, err)
+	}
+}
+
+// reseal rewrites the state.json of checkpoint dir with edit applied to
+// its text and, when it has one, its checksum line made right again: what a
+// hand edit, or a bug in a writer, would leave.
+func reseal(t *testing.T, dir string, edit func(string) string) {
+	t.Helper()
+	p := filepath.Join(dir, "state.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, sealed := string(b), false
+	if i := strings.LastIndex(body, ",\n\t\"state_sha256\""); i >= 0 {
+		body, sealed = body[:i], true
+	}
+	body = edit(body)
+	if sealed {
+		sum := sha256.Sum256([]byte(body))
+		body += ",\n\t\"state_sha256\": \"" + hex.EncodeToString(sum[:]) + "\"\n}\n"
+	}
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newRun builds train's model and optimiser afresh, for Load.
+func newRun(t *testing.T, amp string, extent runstate.Extent) runstate.Run {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 1))
+	model := nn.NewSequential(nn.Flatten(), nn.NewLinear(64, 32, rng), nn.ReLU(), nn.NewDropout(0.2, rng), nn.NewLinear(32, 10, rng))
+	nn.To(model, cpu.New())
+	t.Cleanup(func() { nn.Release(model) })
+	opt := optim.NewAdamW(model.Params(), optim.LR(1e-3))
+	return runstate.Run{Model: model, Optimizer: opt, Config: map[string]string{"model": "tiny", "amp": amp, "batch": "32"}, Extent: extent}
+}
+
+// TestStateFlips flips every byte of a checkpoint's state.json in turn,
+// three ways each: Load must refuse every one.
+func TestStateFlips(t *testing.T) {
+	dir := t.TempDir()
+	train(t, dtype.F32, dir, 9, true, false, 1)
+	latest, err := runstate.Latest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(latest, "state.json")
+	orig, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := newRun(t, "f32", runstate.Extent{})
+	if _, err := runstate.Load(latest, run); err != nil {
+		t.Fatalf("the intact checkpoint: %v", err)
+	}
+	loaded := 0
+	for i := range orig {
+		for _, x := range []byte{0x01, 0x04, 0x20} {
+			b := bytes.Clone(orig)
+			b[i] ^= x
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runstate.Load(latest, run); err == nil {
+				loaded++
+				if loaded <= 5 {
+					t.Errorf("byte %d (%q) xor %#x: loaded", i, orig[i], x)
+				}
+			}
+		}
+	}
+	if loaded > 0 {
+		t.Errorf("%d of %d single-byte flips loaded, want none", loaded, 3*len(orig))
+	}
+}
+
+// TestStateStrict edits a checkpoint's state.json and makes its checksum
+// right again: what encoding/json would let pass, or a position no run
+// reaches, is still refused, naming the problem.
+func TestStateStrict(t *testing.T) {
+	extent := runstate.Extent{Epochs: 3, PerEpoch: 7, Steps: 20}
+	for _, tt := range []struct {
+		name string
+		edit func(string) string
+		want string
+	}{
+		{"unknown field", replace(`"format"`, `"extra": 1,`+"\n\t"+`"format"`), `unknown field "extra"`},
+		{"duplicate key", replace(`"step": 9,`, `"step": 9, "step": 1,`), `names "step" twice`},
+		{"null", replace(`"batch": 2,`, `"batch": null,`), "null at position.batch"},
+		{"wrong type", replace(`"step": 9,`, `"step": "9",`), "cannot unmarshal string"},
+		{"missing", replace(`"batch": 2,`, ``), `no position "batch"`},
+		{"negative step", replace(`"step": 9,`, `"step": -100,`), "may be negative"},
+		{"negative epoch", replace(`"epoch": 1,`, `"epoch": -5,`), "may be negative"},
+		{"huge batch", replace(`"batch": 2,`, `"batch": 1000000000,`), "past the 7 batches"},
+		{"late epoch", replace(`"epoch": 1,`, `"epoch": 3,`), "past the run's 3 epochs"},
+		{"step past the data", replace(`"step": 9,`, `"step": 10,`), "more than the 9 batches"},
+		{"fractional", replace(`"step": 9,`, `"step": 9.5,`), "cannot unmarshal number 9.5"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			train(t, dtype.F32, dir, 9, true, false, 1)
+			latest, err := runstate.Latest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := newRun(t, "f32", extent)
+			if _, err := runstate.Load(latest, run); err != nil {
+				t.Fatalf("the intact checkpoint: %v", err)
+			}
+			reseal(t, latest, tt.edit)
+			if pos, err := runstate.Load(latest, run); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load = %+v, %v; want an error containing %q", pos, err, tt.want)
+			}
+		})
+	}
+}
+
+// replace is an edit that replaces old, which must be there, by new.
+func replace(old, new string) func(string) string {
+	return func(s string) string {
+		if !strings.Contains(s, old) {
+			return "state.json does not hold " + old
+		}
+		return strings.Replace(s, old, new, 1)
 	}
 }

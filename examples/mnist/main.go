@@ -153,12 +153,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if st.Eval != "" {
 		return evaluate(stdout, f, dataset, dev, net, testSet, st.Eval)
 	}
+	var shard []datasets.Option
+	if ranks > 1 {
+		shard = []datasets.Option{datasets.Shard(rank, ranks)}
+	}
+	perEpoch := datasets.NumBatches(trainSet, f.Batch, shard...)
+	total := train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps)
 	// What a checkpoint must share with the run that resumes it: the rest
 	// of the run's state is in the checkpoint itself.
 	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "mnist", "dataset": dataset, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
 		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "epochs": fmt.Sprint(f.Epochs),
-		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)}})
+		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)},
+		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}})
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {
@@ -193,10 +200,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	batchOpts := func(epoch int) []datasets.Option {
 		// The loader's worker rounds each batch to inputType while the
 		// previous step runs.
-		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), prof.Loader(), datasets.Bits(inputType)}
-		if ranks > 1 {
-			opts = append(opts, datasets.Shard(rank, ranks))
-		}
+		opts := append([]datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), prof.Loader(), datasets.Bits(inputType)}, shard...)
 		if recipe.Shift > 0 {
 			// Fill the uncovered strip with the normalised black background.
 			mean, std := float32(datasets.MNISTMean), float32(datasets.MNISTStd)
@@ -207,8 +211,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return opts
 	}
-	perEpoch := datasets.NumBatches(trainSet, f.Batch, batchOpts(0)...)
-	schedule := train.NewSchedule(recipe, f.LR, perEpoch, train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps))
+	schedule := train.NewSchedule(recipe, f.LR, perEpoch, total)
 	dev.ResetPeak()
 	steps, samples, trainTime, lastLoss := pos.Step, 0, 0.0, 0.0
 	var peak device.MemStats // over training steps only, not evaluation

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/cli/clitest"
+	"github.com/mixprec/mixprec/runstate"
 )
 
 // TestResumeAfterKill kills runs with SIGKILL part-way (after a periodic
@@ -103,5 +104,36 @@ func TestInterruptSavesAndEval(t *testing.T) {
 	r = clitest.Run(t, nil, "-data", d, "-model", "cnn", "-eval", filepath.Join(dir, "model.safetensors"))
 	if r.Code != cli.ExitError || !strings.Contains(r.Stderr, "0.weight") || clitest.OneLine(r.Stderr) != "" {
 		t.Errorf("-eval of MLP weights into the CNN: exit %d, %q; want one line naming the tensor", r.Code, r.Stderr)
+	}
+}
+
+// TestResumeRefusesBadPosition edits the position in a checkpoint's
+// state.json (and makes its checksum right again): -resume refuses each
+// with one line naming the position, where a batch index of 10^9 or an
+// epoch of -5 used to panic and a step of -100 was taken.
+func TestResumeRefusesBadPosition(t *testing.T) {
+	d := tinyMNIST(t, 200, 50) // 13 batches of 16 an epoch
+	args := []string{"-data", d, "-batch", "16", "-max-steps", "3", "-json"}
+	for _, tt := range []struct{ name, old, new string }{
+		{"batch 1e9", `"batch": 3,`, `"batch": 1000000000,`},
+		{"epoch -5", `"epoch": 0,`, `"epoch": -5,`},
+		{"step -100", `"step": 3,`, `"step": -100,`},
+		{"epoch 7", `"epoch": 0,`, `"epoch": 7,`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if r := clitest.Run(t, nil, append(args, "-save", dir)...); r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			latest, err := runstate.Latest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clitest.EditState(t, latest, func(s string) string { return strings.Replace(s, tt.old, tt.new, 1) })
+			r := clitest.Run(t, nil, append(args, "-resume", dir)...)
+			if r.Code != cli.ExitError || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, "position") {
+				t.Errorf("exit %d, stderr %q; want %d and one line about the position", r.Code, r.Stderr, cli.ExitError)
+			}
+		})
 	}
 }
