@@ -216,11 +216,15 @@ func list(root string) ([]int, error) {
 }
 
 // Load restores r from the checkpoint in dir and returns its position. It
-// verifies every file's SHA-256 and refuses a checkpoint whose
-// configuration differs from r.Config, naming the first difference; r is
-// changed only when everything checks out, except that a failure after the
-// weights load (an optimiser that does not fit them) leaves the weights
-// loaded and says so.
+// verifies state.json's SHA-256 and every file's, and refuses a checkpoint
+// whose configuration differs from r.Config, naming the difference, or
+// whose position lies outside r.Extent. r is changed only when everything
+// checks out, except that a failure after the weights load (an optimiser
+// that does not fit them, a scaler state out of range) leaves the weights
+// loaded and says so. An error that says the checkpoint belongs to another
+// kind of run (its configuration, its loss scaler, its random streams, its
+// tensors' names and shapes differ) is a *MismatchError: another checkpoint
+// of the same run would fail the same way.
 func Load(dir string, r Run) (Position, error) {
 	js, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
@@ -234,7 +238,7 @@ func Load(dir string, r Run) (Position, error) {
 		return Position{}, fmt.Errorf("runstate: %s: position %w", filepath.Join(dir, "state.json"), err)
 	}
 	if err := sameConfig(st.Config, r.Config); err != nil {
-		return Position{}, err
+		return Position{}, &MismatchError{err}
 	}
 	for _, name := range []string{"model.safetensors", "optim.safetensors"} {
 		sum, err := fileSum(filepath.Join(dir, name))
@@ -246,15 +250,15 @@ func Load(dir string, r Run) (Position, error) {
 		}
 	}
 	if (st.Scaler != nil) != (r.Scaler != nil) {
-		return Position{}, fmt.Errorf("runstate: the checkpoint has a loss scaler: %v, this run: %v", st.Scaler != nil, r.Scaler != nil)
+		return Position{}, mismatchf("runstate: the checkpoint has a loss scaler: %v, this run: %v", st.Scaler != nil, r.Scaler != nil)
 	}
 	rngs := nn.RNGs(r.Model)
 	if len(rngs) != len(st.RNGs) {
-		return Position{}, fmt.Errorf("runstate: the checkpoint has %d random streams, the model %d", len(st.RNGs), len(rngs))
+		return Position{}, mismatchf("runstate: the checkpoint has %d random streams, the model %d", len(st.RNGs), len(rngs))
 	}
 	for _, n := range rngs {
 		if _, ok := st.RNGs[n.Name]; !ok {
-			return Position{}, fmt.Errorf("runstate: the checkpoint has no random stream %s", n.Name)
+			return Position{}, mismatchf("runstate: the checkpoint has no random stream %s", n.Name)
 		}
 	}
 	model, err := safetensors.ReadFile(filepath.Join(dir, "model.safetensors"))
@@ -266,10 +270,10 @@ func Load(dir string, r Run) (Position, error) {
 		return Position{}, fmt.Errorf("runstate: %w", err)
 	}
 	if err := nn.SetWeights(r.Model, model.Tensors); err != nil {
-		return Position{}, fmt.Errorf("runstate: %w", err)
+		return Position{}, mismatchf("runstate: %w", err)
 	}
 	if err := r.Optimizer.LoadStateDict(opt.Tensors, opt.Metadata); err != nil {
-		return Position{}, fmt.Errorf("runstate: the weights loaded but the optimiser state does not fit: %w", err)
+		return Position{}, mismatchf("runstate: the weights loaded but the optimiser state does not fit: %w", err)
 	}
 	if r.Scaler != nil {
 		if err := r.Scaler.Load(*st.Scaler); err != nil {
@@ -281,6 +285,56 @@ func Load(dir string, r Run) (Position, error) {
 		n.RNG.Seed, n.RNG.Counter = v[0], v[1]
 	}
 	return st.Position, nil
+}
+
+// MismatchError is Load's refusal of a checkpoint that is intact but was
+// made by another kind of run.
+type MismatchError struct{ Err error }
+
+func (e *MismatchError) Error() string { return e.Err.Error() }
+func (e *MismatchError) Unwrap() error { return e.Err }
+
+func mismatchf(format string, a ...any) error { return &MismatchError{fmt.Errorf(format, a...)} }
+
+// Passed is a checkpoint LoadNewest passed over, and why.
+type Passed struct {
+	Dir string
+	Err error
+}
+
+// LoadNewest restores r from the newest checkpoint in root that loads:
+// one that is corrupt (a flipped bit, a file cut short or missing, a
+// position outside r.Extent) is passed over for the next older, and each
+// one passed over is returned with its reason, newest first, for the
+// program to report. It never uses a corrupt checkpoint and fails only when
+// none loads, with every reason, or at the first that belongs to another
+// kind of run (a *MismatchError), since the older ones were made by the
+// same. The error wraps fs.ErrNotExist when root holds no checkpoint.
+func LoadNewest(root string, r Run) (dir string, pos Position, passed []Passed, err error) {
+	steps, err := list(root)
+	if err != nil {
+		return "", Position{}, nil, fmt.Errorf("runstate: %w", err)
+	}
+	if len(steps) == 0 {
+		return "", Position{}, nil, fmt.Errorf("runstate: no checkpoint in %s: %w", root, fs.ErrNotExist)
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		dir := Dir(root, steps[i])
+		pos, err := Load(dir, r)
+		var mismatch *MismatchError
+		switch {
+		case err == nil:
+			return dir, pos, passed, nil
+		case errors.As(err, &mismatch):
+			return "", Position{}, passed, err
+		}
+		passed = append(passed, Passed{dir, err})
+	}
+	msgs := make([]string, len(passed))
+	for i, p := range passed {
+		msgs[i] = fmt.Sprintf("%s: %v", filepath.Base(p.Dir), strings.TrimPrefix(p.Err.Error(), "runstate: "))
+	}
+	return "", Position{}, passed, fmt.Errorf("runstate: no checkpoint in %s loads: %s", root, strings.Join(msgs, "; "))
 }
 
 // sameConfig names the first setting in which a saved run and this one

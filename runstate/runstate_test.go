@@ -372,3 +372,72 @@ func replace(old, new string) func(string) string {
 		return strings.Replace(s, old, new, 1)
 	}
 }
+
+// TestLoadNewestFallsBack damages the newest of two checkpoints in several
+// ways: LoadNewest resumes from the older, naming the newer and why; with
+// both damaged it fails naming both; a checkpoint of another kind of run
+// stops it at once.
+func TestLoadNewestFallsBack(t *testing.T) {
+	flip := func(name string) func(string) {
+		return func(dir string) {
+			p := filepath.Join(dir, name)
+			b, _ := os.ReadFile(p)
+			b[len(b)/2] ^= 0x10
+			os.WriteFile(p, b, 0o600)
+		}
+	}
+	cut := func(name string) func(string) {
+		return func(dir string) {
+			p := filepath.Join(dir, name)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)/3], 0o600)
+		}
+	}
+	remove := func(name string) func(string) {
+		return func(dir string) { os.Remove(filepath.Join(dir, name)) }
+	}
+	for _, tt := range []struct {
+		name   string
+		damage func(string)
+		want   string
+	}{
+		{"model flipped", flip("model.safetensors"), "model.safetensors has SHA-256"},
+		{"optimiser cut", cut("optim.safetensors"), "optim.safetensors has SHA-256"},
+		{"state flipped", flip("state.json"), "state.json"},
+		{"state cut", cut("state.json"), "state.json"},
+		{"state missing", remove("state.json"), "no such file"},
+		{"model missing", remove("model.safetensors"), "no such file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			train(t, dtype.F32, root, 5, true, false, 1)
+			train(t, dtype.F32, root, 9, true, false, 1)
+			tt.damage(runstate.Dir(root, 9))
+			dir, pos, passed, err := runstate.LoadNewest(root, newRun(t, "f32", runstate.Extent{}))
+			if err != nil || dir != runstate.Dir(root, 5) || pos.Step != 5 {
+				t.Fatalf("LoadNewest = %s at step %d, %v; want step-00000005", dir, pos.Step, err)
+			}
+			if len(passed) != 1 || passed[0].Dir != runstate.Dir(root, 9) || !strings.Contains(passed[0].Err.Error(), tt.want) {
+				t.Errorf("passed over %+v; want step-00000009 with a reason containing %q", passed, tt.want)
+			}
+			tt.damage(runstate.Dir(root, 5))
+			_, _, passed, err = runstate.LoadNewest(root, newRun(t, "f32", runstate.Extent{}))
+			if err == nil || len(passed) != 2 || !strings.Contains(err.Error(), "step-00000009: ") || !strings.Contains(err.Error(), "step-00000005: ") {
+				t.Errorf("both damaged: %v (passed %d); want an error naming both", err, len(passed))
+			}
+		})
+	}
+	t.Run("mismatch", func(t *testing.T) {
+		root := t.TempDir()
+		train(t, dtype.F32, root, 5, true, false, 1)
+		train(t, dtype.F32, root, 9, true, false, 1)
+		_, _, passed, err := runstate.LoadNewest(root, newRun(t, "bf16", runstate.Extent{}))
+		var mismatch *runstate.MismatchError
+		if !errors.As(err, &mismatch) || len(passed) != 0 || !strings.Contains(err.Error(), "amp=f32, this run has amp=bf16") {
+			t.Errorf("another amp: %v (passed %d); want a MismatchError from the newest", err, len(passed))
+		}
+	})
+	if _, _, _, err := runstate.LoadNewest(t.TempDir(), newRun(t, "f32", runstate.Extent{})); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadNewest of an empty directory: %v, want fs.ErrNotExist", err)
+	}
+}

@@ -182,11 +182,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
+	saver, err := train.NewSaver("cifar", st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "cifar", "data": data, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
 		"seed": fmt.Sprint(f.Seed), "lr": fmt.Sprint(f.LR), "wd": fmt.Sprint(wd), "epochs": fmt.Sprint(f.Epochs),
 		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)},
-		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}})
+		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}}, stderr)
+	if err != nil {
+		return err
+	}
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {

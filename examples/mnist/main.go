@@ -161,11 +161,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	total := train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps)
 	// What a checkpoint must share with the run that resumes it: the rest
 	// of the run's state is in the checkpoint itself.
-	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
+	saver, err := train.NewSaver("mnist", st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "mnist", "dataset": dataset, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
 		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "epochs": fmt.Sprint(f.Epochs),
 		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)},
-		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}})
+		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}}, stderr)
+	if err != nil {
+		return err
+	}
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {

@@ -137,3 +137,44 @@ func TestResumeRefusesBadPosition(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeFallsBack flips a byte of the newest checkpoint's weights:
+// -resume passes over it, says which and why, resumes from the one before
+// and ends as the uninterrupted run does, bit for bit.
+func TestResumeFallsBack(t *testing.T) {
+	d := tinyMNIST(t, 200, 50)
+	args := []string{"-data", d, "-batch", "16", "-max-steps", "6", "-seed", "3", "-json"}
+	full := t.TempDir()
+	r := clitest.Run(t, nil, append(args, "-save", full)...)
+	if r.Code != 0 {
+		t.Fatalf("uninterrupted run: exit %d: %s", r.Code, r.Stderr)
+	}
+	want := clitest.Summary(t, r.Stdout)
+	dir := t.TempDir()
+	if r := clitest.Run(t, nil, append(args, "-save", dir, "-save-every", "1")...); r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	p := filepath.Join(runstate.Dir(dir, 6), "model.safetensors")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-5] ^= 1
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = clitest.Run(t, nil, append(args, "-resume", dir)...)
+	if r.Code != 0 {
+		t.Fatalf("resuming past a corrupt checkpoint: exit %d: %s", r.Code, r.Stderr)
+	}
+	for _, s := range []string{"step-00000006", "model.safetensors has SHA-256", "resuming from the newest intact checkpoint, " + runstate.Dir(dir, 5)} {
+		if !strings.Contains(r.Stderr, s) {
+			t.Errorf("stderr %q does not say %q", r.Stderr, s)
+		}
+	}
+	got := clitest.Summary(t, r.Stdout)
+	if math.Float64bits(float64(got.TrainLoss)) != math.Float64bits(float64(want.TrainLoss)) || got.Steps != want.Steps || got.TestAccuracy != want.TestAccuracy {
+		t.Errorf("resumed: loss %v, %d steps, accuracy %v; uninterrupted %v, %d, %v", got.TrainLoss, got.Steps, got.TestAccuracy, want.TrainLoss, want.Steps, want.TestAccuracy)
+	}
+	clitest.SameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
+}

@@ -3,9 +3,11 @@ package train
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/mixprec/mixprec/distributed"
@@ -20,39 +22,52 @@ import (
 // second signal ends the process at once (the default action is restored
 // after the first).
 type Saver struct {
+	prog    string
+	stderr  io.Writer
 	flags   cli.StateFlags
 	run     runstate.Run
 	signals chan os.Signal
 	last    int // step of the newest checkpoint written, -1 for none
 }
 
-// NewSaver starts watching for SIGINT and SIGTERM; Close stops it.
-func NewSaver(flags cli.StateFlags, run runstate.Run) *Saver {
-	s := &Saver{flags: flags, run: run, signals: make(chan os.Signal, 1), last: -1}
+// NewSaver starts watching for SIGINT and SIGTERM; Close stops it. The
+// program prog reports on stderr what the saver does on its own (a
+// checkpoint passed over on resuming).
+func NewSaver(prog string, flags cli.StateFlags, run runstate.Run, stderr io.Writer) (*Saver, error) {
+	s := &Saver{prog: prog, stderr: stderr, flags: flags, run: run, signals: make(chan os.Signal, 1), last: -1}
 	signal.Notify(s.signals, os.Interrupt, syscall.SIGTERM)
-	return s
+	return s, nil
 }
 
 // Close stops watching for signals.
 func (s *Saver) Close() { signal.Stop(s.signals) }
 
 // Resume restores the run from the newest checkpoint in -resume's
-// directory and returns where to continue; with no -resume it returns the
-// start.
+// directory that loads and returns where to continue; with no -resume it
+// returns the start. A newer checkpoint that is corrupt is passed over,
+// and the program says so on standard error, naming it, why, and the one
+// it resumes from (runstate.LoadNewest).
 func (s *Saver) Resume() (runstate.Position, error) {
 	if s.flags.Resume == "" {
 		return runstate.Position{}, nil
 	}
-	dir, err := runstate.Latest(s.flags.Resume)
+	dir, pos, passed, err := runstate.LoadNewest(s.flags.Resume, s.run)
 	if err != nil {
 		return runstate.Position{}, err
 	}
-	pos, err := runstate.Load(dir, s.run)
-	if err != nil {
-		return runstate.Position{}, err
+	for _, p := range passed {
+		fmt.Fprintf(s.stderr, "%s: passing over the checkpoint %s: %s\n", s.prog, p.Dir, oneLine(p.Err))
+	}
+	if len(passed) > 0 {
+		fmt.Fprintf(s.stderr, "%s: resuming from the newest intact checkpoint, %s (step %d)\n", s.prog, dir, pos.Step)
 	}
 	s.last = pos.Step
 	return pos, nil
+}
+
+// oneLine is err's message on one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.TrimPrefix(err.Error(), "runstate: ")), " ")
 }
 
 // keep is how many checkpoints a run leaves: the newest, and the one before
