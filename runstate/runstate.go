@@ -181,6 +181,65 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 	return final, nil
 }
 
+// Clean removes what a save that did not finish left in root (a process
+// killed in the middle of Save or of safetensors.WriteFile) and returns
+// what it removed or restored: temporary checkpoint directories
+// (.tmp-step-*), temporary weights files (.model.safetensors.*.tmp), and a
+// checkpoint moved aside to be replaced (step-N.old), which is removed when
+// step-N is in place and otherwise renamed back to step-N, since then it
+// is the only copy. Call it only on a directory this process owns (Lock):
+// another run's save in progress looks the same.
+func Clean(root string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runstate: %w", err)
+	}
+	var done []string
+	for _, e := range entries {
+		name, p := e.Name(), filepath.Join(root, e.Name())
+		switch {
+		case strings.HasPrefix(name, ".tmp-step-") && e.IsDir(),
+			strings.HasPrefix(name, ".model.safetensors.") && strings.HasSuffix(name, ".tmp") && e.Type().IsRegular():
+			if err := os.RemoveAll(p); err != nil {
+				return done, fmt.Errorf("runstate: %w", err)
+			}
+			done = append(done, "removed "+p)
+		case strings.HasSuffix(name, ".old") && e.IsDir() && isStep(strings.TrimSuffix(name, ".old")):
+			final := strings.TrimSuffix(p, ".old")
+			if _, err := os.Stat(final); err == nil {
+				if err := os.RemoveAll(p); err != nil {
+					return done, fmt.Errorf("runstate: %w", err)
+				}
+				done = append(done, "removed "+p)
+				continue
+			}
+			if err := os.Rename(p, final); err != nil {
+				return done, fmt.Errorf("runstate: %w", err)
+			}
+			done = append(done, "restored "+final+" from "+name)
+		}
+	}
+	if len(done) > 0 {
+		if err := syncDir(root); err != nil {
+			return done, fmt.Errorf("runstate: %w", err)
+		}
+	}
+	return done, nil
+}
+
+// isStep reports whether name is a checkpoint's: step- and eight digits.
+func isStep(name string) bool {
+	rest, ok := strings.CutPrefix(name, "step-")
+	if !ok || len(rest) != 8 {
+		return false
+	}
+	_, err := strconv.Atoi(rest)
+	return err == nil
+}
+
 // Latest returns the directory of the newest checkpoint in root, or an
 // error wrapping fs.ErrNotExist when there is none. Half-written ones
 // never carry a checkpoint's name, so the newest name is complete.
@@ -203,11 +262,8 @@ func list(root string) ([]int, error) {
 	}
 	var steps []int
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), "step-")
-		if !ok || !e.IsDir() || len(rest) != 8 {
-			continue
-		}
-		if n, err := strconv.Atoi(rest); err == nil {
+		if e.IsDir() && isStep(e.Name()) {
+			n, _ := strconv.Atoi(strings.TrimPrefix(e.Name(), "step-"))
 			steps = append(steps, n)
 		}
 	}

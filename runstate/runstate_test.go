@@ -441,3 +441,50 @@ func TestLoadNewestFallsBack(t *testing.T) {
 		t.Errorf("LoadNewest of an empty directory: %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestClean plants what saves killed at various instants leave: Clean
+// removes the temporaries, removes a checkpoint moved aside when its
+// replacement is in place and puts it back when it is not, and leaves
+// everything else alone.
+func TestClean(t *testing.T) {
+	root := t.TempDir()
+	train(t, dtype.F32, root, 5, true, false, 1)
+	mk := func(p string) {
+		if err := os.MkdirAll(filepath.Join(root, p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, p, "model.safetensors"), []byte("half"), 0o600)
+	}
+	mk(".tmp-step-123")
+	mk(".tmp-step-456")
+	os.WriteFile(filepath.Join(root, ".model.safetensors.789.tmp"), []byte("half"), 0o600)
+	os.Rename(runstate.Dir(root, 5), runstate.Dir(root, 5)+".old") // killed between moving aside and renaming in
+	train(t, dtype.F32, root, 3, true, false, 1)
+	if err := os.Rename(runstate.Dir(root, 3), runstate.Dir(root, 3)+".old"); err != nil {
+		t.Fatal(err)
+	}
+	train(t, dtype.F32, root, 3, true, false, 1) // step 3 in place again: its .old is stale
+	os.WriteFile(filepath.Join(root, "notes.txt"), []byte("mine"), 0o600)
+	mk("step-0000001")
+	done, err := runstate.Clean(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 5 {
+		t.Errorf("Clean did %d things, want 5: %q", len(done), done)
+	}
+	var names []string
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got, want := strings.Join(names, " "), "notes.txt step-00000003 step-00000005 step-0000001"; got != want {
+		t.Errorf("left %s, want %s", got, want)
+	}
+	if _, err := runstate.Load(runstate.Dir(root, 5), newRun(t, "f32", runstate.Extent{})); err != nil {
+		t.Errorf("the checkpoint put back does not load: %v", err)
+	}
+	if done, err := runstate.Clean(filepath.Join(root, "missing")); err != nil || done != nil {
+		t.Errorf("Clean of a missing directory = %q, %v; want nothing", done, err)
+	}
+}

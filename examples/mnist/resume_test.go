@@ -178,3 +178,33 @@ func TestResumeFallsBack(t *testing.T) {
 	}
 	clitest.SameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
 }
+
+// TestResumeCleansKilledSave plants what a save killed half-way leaves (a
+// temporary checkpoint directory, a temporary weights file): the next
+// start of the run removes them and says so.
+func TestResumeCleansKilledSave(t *testing.T) {
+	d := tinyMNIST(t, 200, 50)
+	args := []string{"-data", d, "-batch", "16", "-max-steps", "3", "-json"}
+	dir := t.TempDir()
+	if r := clitest.Run(t, nil, append(args, "-save", dir)...); r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	left := []string{filepath.Join(dir, ".tmp-step-4242"), filepath.Join(dir, ".model.safetensors.77.tmp")}
+	if err := os.Mkdir(left[0], 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(left[0], "model.safetensors"), []byte("half a file"), 0o600)
+	os.WriteFile(left[1], []byte("half a file"), 0o600)
+	r := clitest.Run(t, nil, append(args, "-resume", dir)...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	for _, p := range left {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+		if !strings.Contains(r.Stderr, "removed "+p+", left by a save that did not finish") {
+			t.Errorf("stderr %q does not say %s was removed", r.Stderr, p)
+		}
+	}
+}

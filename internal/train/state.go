@@ -30,11 +30,23 @@ type Saver struct {
 	last    int // step of the newest checkpoint written, -1 for none
 }
 
-// NewSaver starts watching for SIGINT and SIGTERM; Close stops it. The
-// program prog reports on stderr what the saver does on its own (a
-// checkpoint passed over on resuming).
+// NewSaver cleans up after a save that did not finish in -save's
+// directory (runstate.Clean) and starts watching for SIGINT and SIGTERM;
+// Close stops it. The program prog reports on stderr what the saver does
+// on its own (what it cleaned, a checkpoint passed over on resuming).
 func NewSaver(prog string, flags cli.StateFlags, run runstate.Run, stderr io.Writer) (*Saver, error) {
 	s := &Saver{prog: prog, stderr: stderr, flags: flags, run: run, signals: make(chan os.Signal, 1), last: -1}
+	if flags.Save != "" {
+		// What a save killed half-way left: removed, or (a checkpoint
+		// moved aside to be replaced) put back.
+		done, err := runstate.Clean(flags.Save)
+		for _, d := range done {
+			fmt.Fprintf(stderr, "%s: %s, left by a save that did not finish\n", prog, d)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	signal.Notify(s.signals, os.Interrupt, syscall.SIGTERM)
 	return s, nil
 }
