@@ -34,6 +34,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -393,8 +394,14 @@ func LoadNewest(root string, r Run) (dir string, pos Position, passed []Passed, 
 	return "", Position{}, passed, fmt.Errorf("runstate: no checkpoint in %s loads: %s", root, strings.Join(msgs, "; "))
 }
 
-// sameConfig names the first setting in which a saved run and this one
-// differ.
+// primary are the settings that decide others (a model brings its own
+// learning rate and batch size): when one of them differs, it is the one
+// a refusal to resume names first.
+var primary = []string{"program", "data", "dataset", "model"}
+
+// sameConfig names the settings in which a saved run and this one differ:
+// the first of primary that does, else the first in alphabetical order,
+// and then every other one.
 func sameConfig(saved, now map[string]string) error {
 	keys := map[string]bool{}
 	for k := range saved {
@@ -405,22 +412,51 @@ func sameConfig(saved, now map[string]string) error {
 	}
 	var names []string
 	for k := range keys {
-		names = append(names, k)
+		if !slices.Contains(primary, k) {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
+	for _, k := range slices.Backward(primary) {
+		if keys[k] {
+			names = append([]string{k}, names...)
+		}
+	}
+	var first string
+	var others []string
 	for _, k := range names {
 		a, inSaved := saved[k]
 		b, inNow := now[k]
-		switch {
-		case !inSaved:
-			return fmt.Errorf("runstate: cannot resume: this run sets %s=%s, the checkpoint does not record %s", k, b, k)
-		case !inNow:
-			return fmt.Errorf("runstate: cannot resume: the checkpoint was made with %s=%s, this run has no %s", k, a, k)
-		case a != b:
-			return fmt.Errorf("runstate: cannot resume: the checkpoint was made with %s=%s, this run has %s=%s", k, a, k, b)
+		if inSaved && inNow && a == b {
+			continue
 		}
+		if first == "" {
+			switch {
+			case !inSaved:
+				first = fmt.Sprintf("this run sets %s=%s, the checkpoint does not record %s", k, b, k)
+			case !inNow:
+				first = fmt.Sprintf("the checkpoint was made with %s=%s, this run has no %s", k, a, k)
+			default:
+				first = fmt.Sprintf("the checkpoint was made with %s=%s, this run has %s=%s", k, a, k, b)
+			}
+			continue
+		}
+		others = append(others, fmt.Sprintf("%s (%s, now %s)", k, orNone(a, inSaved), orNone(b, inNow)))
 	}
-	return nil
+	switch {
+	case first == "":
+		return nil
+	case len(others) > 0:
+		return fmt.Errorf("runstate: cannot resume: %s; other differences: %s", first, strings.Join(others, ", "))
+	}
+	return fmt.Errorf("runstate: cannot resume: %s", first)
+}
+
+func orNone(v string, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return v
 }
 
 func fileSum(path string) (string, error) {

@@ -488,3 +488,32 @@ func TestClean(t *testing.T) {
 		t.Errorf("Clean of a missing directory = %q, %v; want nothing", done, err)
 	}
 }
+
+// TestConfigDifference resumes with settings that differ in several ways:
+// the refusal names the setting that decides the others (the model, whose
+// recipe brings its own learning rate) first, then the rest.
+func TestConfigDifference(t *testing.T) {
+	dir := t.TempDir()
+	train(t, dtype.F32, dir, 2, true, false, 1)
+	latest, err := runstate.Latest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		config map[string]string
+		want   string
+	}{
+		{map[string]string{"model": "big", "amp": "f32", "batch": "64"},
+			"cannot resume: the checkpoint was made with model=tiny, this run has model=big; other differences: batch (32, now 64)"},
+		{map[string]string{"model": "tiny", "amp": "f32", "batch": "32", "lr": "0.1"},
+			"cannot resume: this run sets lr=0.1, the checkpoint does not record lr"},
+		{map[string]string{"model": "tiny", "batch": "32"},
+			"cannot resume: the checkpoint was made with amp=f32, this run has no amp"},
+	} {
+		run := newRun(t, "f32", runstate.Extent{})
+		run.Config = tt.config
+		if _, err := runstate.Load(latest, run); err == nil || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("config %v: %v; want an error ending %q", tt.config, err, tt.want)
+		}
+	}
+}

@@ -208,3 +208,19 @@ func TestResumeCleansKilledSave(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeNamesModel resumes an MLP's checkpoint with -model cnn: the
+// refusal names the model, not the learning rate the model's recipe
+// changes with it.
+func TestResumeNamesModel(t *testing.T) {
+	d := tinyMNIST(t, 200, 50)
+	dir := t.TempDir()
+	args := []string{"-data", d, "-batch", "16", "-max-steps", "2"}
+	if r := clitest.Run(t, nil, append(args, "-save", dir)...); r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	r := clitest.Run(t, nil, append(args, "-resume", dir, "-model", "cnn")...)
+	if r.Code != cli.ExitError || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, "made with model=mlp, this run has model=cnn") {
+		t.Errorf("exit %d, stderr %q; want one line naming the model", r.Code, r.Stderr)
+	}
+}
