@@ -58,6 +58,10 @@ type Run struct {
 	// Extent is how far the run goes through its data, against which Load
 	// checks a checkpoint's position.
 	Extent Extent
+	// ID is the run's identity (NewID), recorded in each checkpoint:
+	// Save prunes only checkpoints of the same ID, and a run resumed takes
+	// its checkpoint's (Info).
+	ID string
 }
 
 // Extent is how much data a run goes through. Each field that is positive
@@ -86,6 +90,7 @@ type Position struct {
 // state is state.json.
 type state struct {
 	Format   string               `json:"format"`
+	Run      string               `json:"run"` // Run.ID
 	Config   map[string]string    `json:"config"`
 	Position Position             `json:"position"`
 	Scaler   *amp.State           `json:"scaler,omitempty"`
@@ -105,9 +110,9 @@ func Dir(root string, step int) string {
 
 // Save writes a checkpoint of r at pos into root (created if needed) and
 // returns its directory. An existing checkpoint of the same step is
-// replaced only once the new one is complete. Older checkpoints beyond the
-// newest keep are removed after the new one is in place (keep < 1 keeps
-// all).
+// replaced only once the new one is complete. Older checkpoints of the
+// same run (r.ID) beyond the newest keep are removed after the new one is
+// in place (keep < 1 keeps all); no other run's checkpoint is removed.
 func Save(root string, r Run, pos Position, keep int) (string, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", fmt.Errorf("runstate: %w", err)
@@ -122,7 +127,7 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	st := state{Format: format, Config: r.Config, Position: pos, Files: map[string]string{}, RNGs: map[string][2]uint64{}}
+	st := state{Format: format, Run: r.ID, Config: r.Config, Position: pos, Files: map[string]string{}, RNGs: map[string][2]uint64{}}
 	if r.Scaler != nil {
 		s := r.Scaler.State()
 		st.Scaler = &s
@@ -174,12 +179,100 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 		return "", fmt.Errorf("runstate: %w", err)
 	}
 	if keep > 0 {
+		// Only this run's: a checkpoint of another, or one whose state
+		// cannot be read, is not this run's to delete.
 		steps, _ := list(root)
-		for i := 0; i+keep < len(steps); i++ {
-			os.RemoveAll(Dir(root, steps[i]))
+		var mine []int
+		for _, step := range steps {
+			if info, err := ReadInfo(Dir(root, step)); err == nil && info.ID == r.ID {
+				mine = append(mine, step)
+			}
+		}
+		for i := 0; i+keep < len(mine); i++ {
+			os.RemoveAll(Dir(root, mine[i]))
 		}
 	}
 	return final, nil
+}
+
+// Info is what a checkpoint's state.json says of the run that made it.
+type Info struct {
+	Dir      string
+	ID       string
+	Config   map[string]string
+	Position Position
+}
+
+// ReadInfo reads and verifies the state.json of the checkpoint in dir
+// (its checksum, strictly decoded) without loading anything.
+func ReadInfo(dir string) (Info, error) {
+	js, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return Info{}, fmt.Errorf("runstate: %w", err)
+	}
+	st, err := unseal(js)
+	if err != nil {
+		return Info{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
+	}
+	return Info{Dir: dir, ID: st.Run, Config: st.Config, Position: st.Position}, nil
+}
+
+// Contents is what run files a directory holds.
+type Contents struct {
+	Steps   []int // its checkpoints, oldest first
+	Weights bool  // it holds model.safetensors
+	// Newest is the newest checkpoint whose state.json reads; its Dir is
+	// "" when none does.
+	Newest Info
+}
+
+// Empty reports whether the directory holds no run's files.
+func (c Contents) Empty() bool { return len(c.Steps) == 0 && !c.Weights }
+
+// Inspect lists the run files in root: checkpoints, final weights, and
+// which run made the newest checkpoint that reads. A missing root is
+// empty.
+func Inspect(root string) (Contents, error) {
+	var c Contents
+	steps, err := list(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("runstate: %w", err)
+	}
+	c.Steps = steps
+	if _, err := os.Lstat(filepath.Join(root, "model.safetensors")); err == nil {
+		c.Weights = true
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if info, err := ReadInfo(Dir(root, steps[i])); err == nil {
+			c.Newest = info
+			break
+		}
+	}
+	return c, nil
+}
+
+// Remove deletes the run files Inspect lists in root (its checkpoints and
+// model.safetensors) and returns what it removed; anything else in root
+// stays.
+func Remove(root string, c Contents) ([]string, error) {
+	var done []string
+	for _, step := range c.Steps {
+		if err := os.RemoveAll(Dir(root, step)); err != nil {
+			return done, fmt.Errorf("runstate: %w", err)
+		}
+		done = append(done, Dir(root, step))
+	}
+	if c.Weights {
+		p := filepath.Join(root, "model.safetensors")
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return done, fmt.Errorf("runstate: %w", err)
+		}
+		done = append(done, p)
+	}
+	return done, syncDir(root)
 }
 
 // Clean removes what a save that did not finish left in root (a process
@@ -398,6 +491,17 @@ func LoadNewest(root string, r Run) (dir string, pos Position, passed []Passed, 
 // learning rate and batch size): when one of them differs, it is the one
 // a refusal to resume names first.
 var primary = []string{"program", "data", "dataset", "model"}
+
+// ConfigDiff says how the settings of a saved run and of this one differ
+// ("" when they do not), as a refusal to resume does: the first of the
+// settings that decide others (program, data, model) that differs, else
+// the first in alphabetical order, and then every other one.
+func ConfigDiff(saved, now map[string]string) string {
+	if err := sameConfig(saved, now); err != nil {
+		return strings.TrimPrefix(err.Error(), "runstate: cannot resume: ")
+	}
+	return ""
+}
 
 // sameConfig names the settings in which a saved run and this one differ:
 // the first of primary that does, else the first in alphabetical order,

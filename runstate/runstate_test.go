@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -515,5 +516,91 @@ func TestConfigDifference(t *testing.T) {
 		if _, err := runstate.Load(latest, run); err == nil || !strings.HasSuffix(err.Error(), tt.want) {
 			t.Errorf("config %v: %v; want an error ending %q", tt.config, err, tt.want)
 		}
+	}
+}
+
+// TestLock takes a directory twice (refused, naming this process), after
+// release, and over locks left by processes that are gone: one that
+// exited, and one whose process id was reused since. A lock from another
+// host is refused, saying how to remove it.
+func TestLock(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "run")
+	l, err := runstate.Lock(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locked *runstate.LockedError
+	if _, err := runstate.Lock(root); !errors.As(err, &locked) || locked.PID != os.Getpid() ||
+		!strings.Contains(err.Error(), fmt.Sprintf("in use by process %d", os.Getpid())) {
+		t.Fatalf("second Lock = %v; want a LockedError naming process %d", err, os.Getpid())
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, runstate.LockFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the lock file is still there after Unlock: %v", err)
+	}
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	host, _ := os.Hostname()
+	for _, tt := range []struct {
+		name, content string
+		taken         bool
+	}{
+		{"exited", fmt.Sprintf("pid %d\nhost %s\nstart -\nsince then\n", exited.Process.Pid, host), true},
+		{"pid reused", fmt.Sprintf("pid %d\nhost %s\nstart 1\nsince then\n", os.Getpid(), host), true},
+		{"garbage", "\x00\x01", true},
+		{"other host", "pid 1\nhost elsewhere.example\nstart 1\nsince 2026-01-01T00:00:00Z\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(root, runstate.LockFile), []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l, err := runstate.Lock(root)
+			switch {
+			case tt.taken && err != nil:
+				t.Errorf("Lock over a stale lock: %v", err)
+			case !tt.taken && (err == nil || !strings.Contains(err.Error(), "process 1 on elsewhere.example") || !strings.Contains(err.Error(), "remove "+filepath.Join(root, ".lock"))):
+				t.Errorf("Lock over another host's lock: %v; want a refusal naming it and the file", err)
+			}
+			l.Unlock()
+			os.Remove(filepath.Join(root, runstate.LockFile))
+		})
+	}
+}
+
+// TestPruneKeepsOtherRuns saves checkpoints of two runs into one
+// directory: pruning removes only the saving run's older checkpoints.
+func TestPruneKeepsOtherRuns(t *testing.T) {
+	root := t.TempDir()
+	a, b := newRun(t, "f32", runstate.Extent{}), newRun(t, "f32", runstate.Extent{})
+	a.ID, b.ID = runstate.NewID(), runstate.NewID()
+	if a.ID == b.ID || len(a.ID) != 16 {
+		t.Fatalf("NewID gave %q and %q", a.ID, b.ID)
+	}
+	for step := 1; step <= 6; step++ {
+		r := a
+		if step > 3 {
+			r = b
+		}
+		if _, err := runstate.Save(root, r, runstate.Position{Step: step}, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := runstate.Inspect(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.Steps) != "[2 3 5 6]" || c.Newest.ID != b.ID || c.Newest.Dir != runstate.Dir(root, 6) || c.Weights {
+		t.Errorf("Inspect = %+v; want steps [2 3 5 6], the newest b's", c)
+	}
+	done, err := runstate.Remove(root, c)
+	if err != nil || len(done) != 4 {
+		t.Errorf("Remove = %q, %v", done, err)
+	}
+	if c, _ := runstate.Inspect(root); !c.Empty() {
+		t.Errorf("after Remove: %+v", c)
 	}
 }

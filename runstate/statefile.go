@@ -94,7 +94,7 @@ func strictDecode(js []byte, v any) error {
 	}
 	var top, pos map[string]json.RawMessage
 	json.Unmarshal(js, &top) // decoded once already: cannot fail
-	for _, k := range []string{"format", "config", "position", "sha256", sumKey} {
+	for _, k := range []string{"format", "run", "config", "position", "sha256", sumKey} {
 		if _, ok := top[k]; !ok {
 			return fmt.Errorf("has no %q", k)
 		}

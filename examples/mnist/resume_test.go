@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -89,7 +90,7 @@ func TestInterruptSavesAndEval(t *testing.T) {
 	if r.Code != cli.ExitError || !strings.Contains(r.Stderr, "amp=off, this run has amp=bf16") || clitest.OneLine(r.Stderr) != "" {
 		t.Errorf("resuming with another -amp: exit %d, %q; want one line naming amp", r.Code, r.Stderr)
 	}
-	r = clitest.Run(t, nil, "-data", d, "-seed", "2", "-max-steps", "60", "-json", "-save", dir)
+	r = clitest.Run(t, nil, "-data", d, "-seed", "2", "-max-steps", "60", "-json", "-save", dir, "-overwrite") // another run's directory
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
@@ -223,4 +224,90 @@ func TestResumeNamesModel(t *testing.T) {
 	if r.Code != cli.ExitError || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, "made with model=mlp, this run has model=cnn") {
 		t.Errorf("exit %d, stderr %q; want one line naming the model", r.Code, r.Stderr)
 	}
+}
+
+// TestSaveDirOwned: a run owns its -save directory. A second run into it
+// while the first lives is refused, naming the first's process; a
+// directory holding another run's checkpoints or weights is refused,
+// untouched, unless -resume continues that run or -overwrite deletes it;
+// and the lock of a run killed with SIGKILL does not stop the next.
+func TestSaveDirOwned(t *testing.T) {
+	d := tinyMNIST(t, 200, 50)
+	args := []string{"-data", d, "-batch", "16"}
+	t.Run("live", func(t *testing.T) {
+		dir := t.TempDir()
+		first := clitest.Start(t, nil, append(args, "-epochs", "1000", "-save", dir, "-save-every", "1")...)
+		first.WaitCheckpoint(t, dir, 1)
+		r := clitest.Run(t, nil, append(args, "-max-steps", "2", "-save", dir)...)
+		if r.Code != cli.ExitError || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, fmt.Sprintf("in use by process %d", first.PID())) {
+			t.Errorf("a second run into a live run's directory: exit %d, %q; want one line naming process %d", r.Code, r.Stderr, first.PID())
+		}
+		first.Signal(syscall.SIGKILL)
+		first.Wait(t)
+		if _, err := os.Stat(filepath.Join(dir, runstate.LockFile)); err != nil {
+			t.Errorf("SIGKILL left no lock to take over: %v", err)
+		}
+		r = clitest.Run(t, nil, append(args, "-max-steps", "2", "-save", dir, "-overwrite")...)
+		if r.Code != 0 {
+			t.Errorf("a run into the directory of one killed with SIGKILL: exit %d, %q", r.Code, r.Stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, runstate.LockFile)); err == nil {
+			t.Error("the lock is still there after the run ended")
+		}
+	})
+	t.Run("another run", func(t *testing.T) {
+		dir := t.TempDir()
+		if r := clitest.Run(t, nil, append(args, "-max-steps", "3", "-save-every", "1", "-save", dir)...); r.Code != 0 {
+			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+		}
+		before := tree(t, dir)
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"-max-steps", "3", "-model", "cnn"}, "model=mlp, this run has model=cnn"},
+			{[]string{"-max-steps", "3"}, "an earlier run's 2 checkpoints (steps 2 to 3) and model.safetensors with the same settings"},
+			{[]string{"-max-steps", "5", "-seed", "4"}, "other differences: seed (0, now 4)"},
+		} {
+			r := clitest.Run(t, nil, append(append(args, c.args...), "-save", dir)...)
+			if r.Code != cli.ExitError || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, c.want) || !strings.Contains(r.Stderr, "-overwrite") {
+				t.Errorf("%v into another run's directory: exit %d, %q; want one line saying %q", c.args, r.Code, r.Stderr, c.want)
+			}
+			if after := tree(t, dir); after != before {
+				t.Errorf("%v: the refused run changed the directory:\n%s\nwas\n%s", c.args, after, before)
+			}
+		}
+		r := clitest.Run(t, nil, append(args, "-max-steps", "2", "-model", "cnn", "-save", dir, "-overwrite")...)
+		if r.Code != 0 || !strings.Contains(r.Stderr, "deleted the earlier run's 2 checkpoints (steps 2 to 3) and model.safetensors") {
+			t.Fatalf("-overwrite: exit %d, %q", r.Code, r.Stderr)
+		}
+		if c, _ := runstate.Inspect(dir); fmt.Sprint(c.Steps) != "[2]" || c.Newest.Config["model"] != "cnn" {
+			t.Errorf("after -overwrite the directory holds %+v; want the new run's step 2 alone", c)
+		}
+	})
+	t.Run("weights", func(t *testing.T) {
+		dir := t.TempDir()
+		mine := filepath.Join(dir, "model.safetensors")
+		os.WriteFile(mine, []byte("the user's weights"), 0o644)
+		r := clitest.Run(t, nil, append(args, "-max-steps", "2", "-save", dir)...)
+		if b, _ := os.ReadFile(mine); r.Code != cli.ExitError || string(b) != "the user's weights" || !strings.Contains(r.Stderr, "holds another run's model.safetensors") {
+			t.Errorf("a directory with weights in it: exit %d, %q, the file now %q", r.Code, r.Stderr, b)
+		}
+	})
+}
+
+// tree lists the files under dir with their sizes and modification times.
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := e.Info(); err == nil && !e.IsDir() {
+			fmt.Fprintf(&b, "%s %d %v\n", p, fi.Size(), fi.ModTime().UnixNano())
+		}
+		return nil
+	})
+	return b.String()
 }

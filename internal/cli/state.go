@@ -31,22 +31,28 @@ type StateFlags struct {
 	SaveEvery int    // steps between checkpoints; 0: only at the end and on a signal
 	Resume    string // directory to continue from (its newest checkpoint)
 	Eval      string // safetensors weights to evaluate instead of training
+	// Overwrite lets -save replace another run's checkpoints and weights.
+	Overwrite bool
 }
 
-// Register defines -save, -save-every, -resume and -eval on fs.
+// Register defines -save, -save-every, -resume, -eval and -overwrite on fs.
 func (s *StateFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.Save, "save", "", "save the final weights to `DIR`/model.safetensors and the run's state beside them\n(also every -save-every steps, and on SIGINT or SIGTERM)")
 	fs.Var(&IntValue{p: &s.SaveEvery, min: 0}, "save-every", "save the run's state every n steps (0: at the end and on a signal only)")
 	fs.StringVar(&s.Resume, "resume", "", "continue from the newest checkpoint in `DIR`, with the same flags otherwise\n(-save defaults to DIR)")
 	fs.StringVar(&s.Eval, "eval", "", "load weights from a safetensors `FILE` and only evaluate them")
+	fs.BoolVar(&s.Overwrite, "overwrite", false, "let -save use a directory that holds another run's checkpoints or weights:\n"+
+		"they are deleted when this run starts (without it, such a directory is refused)")
 }
 
 // Check refuses combinations that cannot work, and makes -save default to
 // -resume's directory.
 func (s *StateFlags) Check() error {
 	switch {
-	case s.Eval != "" && (s.Save != "" || s.Resume != "" || s.SaveEvery != 0):
-		return Usagef("-eval only evaluates: it takes none of -save, -save-every and -resume")
+	case s.Eval != "" && (s.Save != "" || s.Resume != "" || s.SaveEvery != 0 || s.Overwrite):
+		return Usagef("-eval only evaluates: it takes none of -save, -save-every, -resume and -overwrite")
+	case s.Overwrite && s.Save == "":
+		return Usagef("-overwrite needs -save DIR, the directory whose earlier run it replaces")
 	case s.SaveEvery > 0 && s.Save == "" && s.Resume == "":
 		return Usagef("-save-every %d needs -save DIR (or -resume DIR) to save into", s.SaveEvery)
 	}

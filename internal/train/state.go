@@ -16,34 +16,42 @@ import (
 	"github.com/mixprec/mixprec/runstate"
 )
 
-// Saver carries a training program's -save, -save-every and -resume: it
-// restores a run, saves checkpoints on schedule, and turns the first
-// SIGINT or SIGTERM into a checkpoint and a clean stop between steps. A
-// second signal ends the process at once (the default action is restored
-// after the first).
+// Saver carries a training program's -save, -save-every, -resume and
+// -overwrite: it owns -save's directory while the run lives, restores a
+// run, saves checkpoints on schedule, and turns the first SIGINT or
+// SIGTERM into a checkpoint and a clean stop between steps. A second
+// signal ends the process at once (the default action is restored after
+// the first).
 type Saver struct {
 	prog    string
 	stderr  io.Writer
 	flags   cli.StateFlags
 	run     runstate.Run
+	lock    *runstate.DirLock
 	signals chan os.Signal
 	last    int // step of the newest checkpoint written, -1 for none
 }
 
-// NewSaver cleans up after a save that did not finish in -save's
-// directory (runstate.Clean) and starts watching for SIGINT and SIGTERM;
-// Close stops it. The program prog reports on stderr what the saver does
-// on its own (what it cleaned, a checkpoint passed over on resuming).
+// NewSaver takes -save's directory for this run (runstate.Lock: a second
+// run into it is refused, naming the process that has it), cleans up
+// after a save that did not finish there (runstate.Clean), and refuses a
+// directory that holds another run's checkpoints or final weights unless
+// they are the run -resume continues or -overwrite says to delete them. It
+// then starts watching for SIGINT and SIGTERM; Close stops it and releases
+// the directory. The program prog reports on stderr what the saver does
+// on its own (what it cleaned or deleted, a checkpoint passed over on
+// resuming).
 func NewSaver(prog string, flags cli.StateFlags, run runstate.Run, stderr io.Writer) (*Saver, error) {
 	s := &Saver{prog: prog, stderr: stderr, flags: flags, run: run, signals: make(chan os.Signal, 1), last: -1}
+	s.run.ID = runstate.NewID() // a resumed run takes its checkpoint's instead
 	if flags.Save != "" {
-		// What a save killed half-way left: removed, or (a checkpoint
-		// moved aside to be replaced) put back.
-		done, err := runstate.Clean(flags.Save)
-		for _, d := range done {
-			fmt.Fprintf(stderr, "%s: %s, left by a save that did not finish\n", prog, d)
-		}
+		lock, err := runstate.Lock(flags.Save)
 		if err != nil {
+			return nil, fmt.Errorf("-save: %w", err)
+		}
+		s.lock = lock
+		if err := s.claim(); err != nil {
+			lock.Unlock()
 			return nil, err
 		}
 	}
@@ -51,8 +59,81 @@ func NewSaver(prog string, flags cli.StateFlags, run runstate.Run, stderr io.Wri
 	return s, nil
 }
 
-// Close stops watching for signals.
-func (s *Saver) Close() { signal.Stop(s.signals) }
+// claim makes -save's directory this run's, once it is locked.
+func (s *Saver) claim() error {
+	dir := s.flags.Save
+	// What a save killed half-way left: removed, or (a checkpoint moved
+	// aside to be replaced) put back.
+	done, err := runstate.Clean(dir)
+	for _, d := range done {
+		fmt.Fprintf(s.stderr, "%s: %s, left by a save that did not finish\n", s.prog, d)
+	}
+	if err != nil {
+		return err
+	}
+	c, err := runstate.Inspect(dir)
+	if err != nil || c.Empty() {
+		return err
+	}
+	if s.flags.Resume != "" {
+		if sameDir(s.flags.Resume, dir) {
+			return nil // the run continues where it is
+		}
+		if rc, err := runstate.Inspect(s.flags.Resume); err == nil && rc.Newest.Dir != "" && rc.Newest.ID == c.Newest.ID && len(c.Steps) > 0 {
+			return nil // the same run, continued into a copy of its directory
+		}
+	}
+	if s.flags.Overwrite {
+		removed, err := runstate.Remove(dir, c)
+		if len(removed) > 0 {
+			fmt.Fprintf(s.stderr, "%s: -overwrite: deleted the earlier run's %s\n", s.prog, describe(c))
+		}
+		return err
+	}
+	what := "another run's " + describe(c)
+	if c.Newest.Dir != "" {
+		if diff := runstate.ConfigDiff(c.Newest.Config, s.run.Config); diff != "" {
+			what += " (" + diff + ")"
+		} else {
+			what = "an earlier run's " + describe(c) + " with the same settings"
+		}
+	}
+	return fmt.Errorf("-save %s holds %s; continue that run with -resume %s, save elsewhere, or pass -overwrite to delete it", dir, what, dir)
+}
+
+// describe lists the run files c holds.
+func describe(c runstate.Contents) string {
+	var parts []string
+	switch n := len(c.Steps); {
+	case n == 1:
+		parts = append(parts, fmt.Sprintf("checkpoint of step %d", c.Steps[0]))
+	case n > 1:
+		parts = append(parts, fmt.Sprintf("%d checkpoints (steps %d to %d)", n, c.Steps[0], c.Steps[n-1]))
+	}
+	if c.Weights {
+		parts = append(parts, "model.safetensors")
+	}
+	return strings.Join(parts, " and ")
+}
+
+// sameDir reports whether a and b name the same directory.
+func sameDir(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(fa, fb)
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
+}
+
+// Close stops watching for signals and releases -save's directory.
+func (s *Saver) Close() {
+	signal.Stop(s.signals)
+	if err := s.lock.Unlock(); err != nil {
+		fmt.Fprintf(s.stderr, "%s: %v\n", s.prog, err)
+	}
+	s.lock = nil
+}
 
 // Resume restores the run from the newest checkpoint in -resume's
 // directory that loads and returns where to continue; with no -resume it
@@ -73,7 +154,16 @@ func (s *Saver) Resume() (runstate.Position, error) {
 	if len(passed) > 0 {
 		fmt.Fprintf(s.stderr, "%s: resuming from the newest intact checkpoint, %s (step %d)\n", s.prog, dir, pos.Step)
 	}
-	s.last = pos.Step
+	info, err := runstate.ReadInfo(dir)
+	if err != nil {
+		return runstate.Position{}, err
+	}
+	s.run.ID = info.ID // the checkpoints to come are the same run's
+	if !sameDir(s.flags.Resume, s.flags.Save) {
+		s.last = -1 // nothing of this step is in -save's directory yet
+	} else {
+		s.last = pos.Step
+	}
 	return pos, nil
 }
 
