@@ -363,7 +363,10 @@ func load(name, dataFlag string) (train, test *datasets.Dataset, err error) {
 	if name == "fashion" {
 		return loadFashion([]string{filepath.Join(root, "fashion-mnist"), datasets.SystemFashionMNISTDir})
 	}
-	return datasets.LoadMNIST(filepath.Join(root, "mnist"))
+	// Missing or corrupt files: say which command fetches them, not which
+	// Go function.
+	hint := fmt.Sprintf("fetch MNIST with `make data` in the mixprec repository or `go run ./cmd/mixprec fetch mnist -data %s`, or point -data at a directory whose mnist/ holds the files", root)
+	return datasets.LoadMNIST(filepath.Join(root, "mnist"), datasets.FetchHint(hint))
 }
 
 // loadFashion loads Fashion-MNIST from the first of dirs that exists; when
