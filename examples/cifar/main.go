@@ -14,6 +14,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -218,6 +219,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	dev.ResetPeak()
 	var peak device.MemStats
 	var diverged *cli.Diverged
+	var interrupted *cli.Interrupted // a signal: stop, report, and exit with its status
 	steps, trainTime, lastLoss, acc := pos.Step, 0.0, 0.0, 0.0
 	done := 0 // steps taken by this process, for the speed figures
 	wall := time.Now()
@@ -254,8 +256,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			pos = runstate.Position{Step: steps, Epoch: epoch, Batch: b.Index + 1,
 				Sums: map[string]float64{"loss": sum}, Counts: map[string]int{"loss": n}}
 			if err := saver.AfterStep(pos); err != nil {
-				bar.Done()
-				return err
+				if !errors.As(err, &interrupted) {
+					bar.Done()
+					return err
+				}
+				break
 			}
 			if steps >= total {
 				break
@@ -272,7 +277,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			lastLoss = float64(v[0]) / float64(max(v[1], 1))
 		}
 		peak = train.MaxPeak(peak, dev.MemStats())
-		if diverged != nil {
+		if diverged != nil || interrupted != nil { // see examples/mnist
 			acc = math.NaN()
 			break
 		}
@@ -282,7 +287,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s, %.1f ms/step", epoch+1, lastLoss,
 			100*acc, float64(done*f.Batch)/max(trainTime, 1e-9), 1000*trainTime/float64(max(done, 1)))
 	}
-	if diverged == nil {
+	if diverged == nil && interrupted == nil { // an interrupted run saved its checkpoint already
 		if err := saver.Finish(pos); err != nil {
 			return err
 		}
@@ -298,6 +303,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}
+	s.Interrupted = interrupted != nil
 	if err := rec.Finish(stderr); err != nil {
 		return err
 	}
@@ -307,6 +313,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	} else {
 		log("peak memory: %s (activations %s)", device.FormatBytes(s.PeakBytes.Total), device.FormatBytes(s.PeakBytes.Activation))
+	}
+	if interrupted != nil {
+		return interrupted // main names the signal and the checkpoint, and exits with the signal's status
 	}
 	if diverged != nil {
 		return diverged

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -220,6 +221,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var peak device.MemStats // over training steps only, not evaluation
 	var acc float64
 	var diverged *cli.Diverged
+	var interrupted *cli.Interrupted // a signal: stop, report, and exit with its status
 	wall := time.Now()
 	done := func() bool { return f.MaxSteps > 0 && steps >= f.MaxSteps }
 	for epoch := pos.Epoch; epoch < f.Epochs; epoch++ {
@@ -293,8 +295,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			pos = runstate.Position{Step: steps, Epoch: epoch, Batch: b.Index + 1,
 				Sums: map[string]float64{"loss": sum}, Counts: map[string]int{"loss": n}}
 			if err := saver.AfterStep(pos); err != nil {
-				bar.Done()
-				return err
+				if !errors.As(err, &interrupted) {
+					bar.Done()
+					return err
+				}
+				break
 			}
 		}
 		trainTime += time.Since(start).Seconds()
@@ -308,8 +313,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 			lastLoss = float64(v[0]) / float64(max(v[1], 1))
 		}
 		peak = train.MaxPeak(peak, dev.MemStats())
-		if diverged != nil {
-			acc = math.NaN() // a diverged model's accuracy is not worth measuring
+		if diverged != nil || interrupted != nil {
+			// A diverged model's accuracy is not worth measuring, and a
+			// stopped run is not to be kept waiting for one.
+			acc = math.NaN()
 			break
 		}
 		acc = train.Evaluate(dev, net, testSet, 1000, useAMP, lowType)
@@ -321,7 +328,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	if diverged == nil {
+	if diverged == nil && interrupted == nil { // an interrupted run saved its checkpoint already
 		if err := saver.Finish(pos); err != nil {
 			return err
 		}
@@ -337,6 +344,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}
+	s.Interrupted = interrupted != nil
 	if err := rec.Finish(stderr); err != nil { // the profile's table, the trace and metrics files
 		return err
 	}
@@ -349,6 +357,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			log("loss scale %g, %d of %d steps skipped", s.FinalScale, s.SkippedSteps, steps)
 		}
 		log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
+	}
+	if interrupted != nil {
+		return interrupted // main names the signal and the checkpoint, and exits with the signal's status
 	}
 	if diverged != nil {
 		return diverged // main says where, on stderr, and exits non-zero

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -310,4 +311,48 @@ func tree(t *testing.T, dir string) string {
 		return nil
 	})
 	return b.String()
+}
+
+// TestSaveProbe gives -save directories that cannot be written: each run
+// stops before it trains, with one line naming the directory and why,
+// where it used to train to the end and lose the work at the save.
+func TestSaveProbe(t *testing.T) {
+	d := tinyMNIST(t, 200, 50)
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	os.WriteFile(file, []byte("not a directory"), 0o644)
+	cases := []struct{ name, dir, why string }{
+		{"a file", file, "not a directory"},
+		{"under a file", filepath.Join(file, "run"), "not a directory"},
+		{"in /proc", "/proc/mixprec-run", "cannot make the directory"},
+	}
+	for _, m := range []struct{ name, opts, why string }{
+		{"read-only", "ro,size=64k", "read-only file system"},
+		{"full", "size=4k", "no space left on device"},
+	} {
+		mnt := filepath.Join(tmp, m.name)
+		os.Mkdir(mnt, 0o755)
+		if err := exec.Command("mount", "-t", "tmpfs", "-o", m.opts, "tmpfs", mnt).Run(); err != nil {
+			t.Logf("cannot mount a %s tmpfs (needs root): %v; not tried", m.name, err)
+			continue
+		}
+		t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+		if m.name == "full" {
+			os.WriteFile(filepath.Join(mnt, "filler"), make([]byte, 4096), 0o644) // fills it; the error is not wanted
+		}
+		cases = append(cases, struct{ name, dir, why string }{m.name, filepath.Join(mnt, "run"), m.why})
+		if m.name == "read-only" {
+			cases[len(cases)-1].dir = mnt
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := clitest.Run(t, nil, "-data", d, "-batch", "16", "-max-steps", "5", "-save", c.dir)
+			if r.Code != cli.ExitUsage || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, "-save "+c.dir+": ") ||
+				!strings.Contains(r.Stderr, c.why) || r.Stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d before any training, and one line naming %s and %q",
+					r.Code, r.Stdout, r.Stderr, cli.ExitUsage, c.dir, c.why)
+			}
+		})
+	}
 }

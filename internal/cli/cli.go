@@ -166,6 +166,7 @@ type Summary struct {
 	LR             Float     `json:"lr"`
 	Optimizer      string    `json:"optimizer"`
 	Diverged       bool      `json:"diverged"`                // the loss became NaN or infinite and the run stopped
+	Interrupted    bool      `json:"interrupted,omitempty"`   // a signal stopped the run between steps (test_accuracy is then null)
 	DivergedStep   int       `json:"diverged_step,omitempty"` // the 1-based step whose loss it was
 	DeviceFallback string    `json:"device_note,omitempty"`
 	WorldSize      int       `json:"world_size,omitempty"` // ranks of a data-parallel run; absent for one process

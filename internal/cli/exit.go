@@ -45,7 +45,8 @@ func (e *Diverged) Error() string {
 // Exit writes err, if any, to stderr as one line prefixed with prog and
 // returns the exit status for it: ExitOK for nil and for flag.ErrHelp (help
 // was asked for and printed), ExitUsage for a UsageError, ExitDiverged for
-// Diverged, ExitInterrupted for Interrupted, ExitError otherwise.
+// Diverged, the signal's status for Interrupted (SignalStatus: 130 for
+// SIGINT, 143 for SIGTERM, 129 for SIGHUP), ExitError otherwise.
 func Exit(stderr io.Writer, prog string, err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return ExitOK
@@ -62,7 +63,7 @@ func Exit(stderr io.Writer, prog string, err error) int {
 	case errors.As(err, &diverged):
 		return ExitDiverged
 	case errors.As(err, &interrupted):
-		return ExitInterrupted
+		return SignalStatus(interrupted.Signal)
 	}
 	return ExitError
 }

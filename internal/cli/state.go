@@ -1,14 +1,16 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 )
 
-// ExitInterrupted is the status after SIGINT or SIGTERM (128 + SIGINT's
-// number, as shells report it): the run stopped early, on purpose, after
-// saving its state when -save said where.
+// ExitInterrupted is the status after SIGINT (128 + SIGINT's number, as
+// shells report it): the run stopped early, on purpose, after saving its
+// state when -save said where. SIGTERM and SIGHUP give their own
+// (SignalStatus).
 const ExitInterrupted = 130
 
 // Interrupted reports a run stopped by a signal.
@@ -45,8 +47,10 @@ func (s *StateFlags) Register(fs *flag.FlagSet) {
 		"they are deleted when this run starts (without it, such a directory is refused)")
 }
 
-// Check refuses combinations that cannot work, and makes -save default to
-// -resume's directory.
+// Check refuses combinations that cannot work, makes -save default to
+// -resume's directory, and checks that -save's directory can be written
+// (ProbeDir), so that a run that could not save its work stops before it
+// does any, not after.
 func (s *StateFlags) Check() error {
 	switch {
 	case s.Eval != "" && (s.Save != "" || s.Resume != "" || s.SaveEvery != 0 || s.Overwrite):
@@ -59,5 +63,56 @@ func (s *StateFlags) Check() error {
 	if s.Save == "" {
 		s.Save = s.Resume
 	}
+	if s.Save != "" {
+		if err := ProbeDir(s.Save); err != nil {
+			return Usagef("-save %s: %v", s.Save, err)
+		}
+	}
 	return nil
+}
+
+// ProbeDir makes dir (and its parents) if missing and checks that a file
+// can be created, written and synced in it and removed again, as a
+// checkpoint will be: a directory that is not one, is not writable, is on
+// a read-only or full file system fails here, with the system's reason.
+func ProbeDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot make the directory: %w", unwrapPath(err))
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot create a file there: %w", unwrapPath(err))
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write([]byte("mixprec checks that checkpoints can be written here\n"))
+	if err == nil {
+		err = f.Sync()
+	}
+	if e := f.Close(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write a file there: %w", unwrapPath(err))
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		return fmt.Errorf("cannot remove a file there: %w", unwrapPath(err))
+	}
+	if d, err := os.Open(dir); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil && !errors.Is(err, os.ErrInvalid) {
+			return fmt.Errorf("cannot sync the directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// unwrapPath drops the path a *PathError repeats, which the message names
+// already.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
@@ -18,17 +16,17 @@ import (
 
 // Saver carries a training program's -save, -save-every, -resume and
 // -overwrite: it owns -save's directory while the run lives, restores a
-// run, saves checkpoints on schedule, and turns the first SIGINT or
-// SIGTERM into a checkpoint and a clean stop between steps. A second
-// signal ends the process at once (the default action is restored after
-// the first).
+// run, saves checkpoints on schedule, and turns the first SIGINT, SIGTERM
+// or SIGHUP into a checkpoint and a clean stop between steps (see
+// cli.Signals: a second signal before the step ends ends the process at
+// once; one during the save waits for it).
 type Saver struct {
 	prog    string
 	stderr  io.Writer
 	flags   cli.StateFlags
 	run     runstate.Run
 	lock    *runstate.DirLock
-	signals chan os.Signal
+	signals *cli.Signals
 	last    int // step of the newest checkpoint written, -1 for none
 }
 
@@ -37,12 +35,12 @@ type Saver struct {
 // after a save that did not finish there (runstate.Clean), and refuses a
 // directory that holds another run's checkpoints or final weights unless
 // they are the run -resume continues or -overwrite says to delete them. It
-// then starts watching for SIGINT and SIGTERM; Close stops it and releases
-// the directory. The program prog reports on stderr what the saver does
+// then starts watching for SIGINT, SIGTERM and SIGHUP; Close stops it and
+// releases the directory. The program prog reports on stderr what the saver does
 // on its own (what it cleaned or deleted, a checkpoint passed over on
 // resuming).
 func NewSaver(prog string, flags cli.StateFlags, run runstate.Run, stderr io.Writer) (*Saver, error) {
-	s := &Saver{prog: prog, stderr: stderr, flags: flags, run: run, signals: make(chan os.Signal, 1), last: -1}
+	s := &Saver{prog: prog, stderr: stderr, flags: flags, run: run, last: -1}
 	s.run.ID = runstate.NewID() // a resumed run takes its checkpoint's instead
 	if flags.Save != "" {
 		lock, err := runstate.Lock(flags.Save)
@@ -55,7 +53,7 @@ func NewSaver(prog string, flags cli.StateFlags, run runstate.Run, stderr io.Wri
 			return nil, err
 		}
 	}
-	signal.Notify(s.signals, os.Interrupt, syscall.SIGTERM)
+	s.signals = cli.NotifySignals(prog, stderr)
 	return s, nil
 }
 
@@ -128,7 +126,7 @@ func sameDir(a, b string) bool {
 
 // Close stops watching for signals and releases -save's directory.
 func (s *Saver) Close() {
-	signal.Stop(s.signals)
+	s.signals.Stop()
 	if err := s.lock.Unlock(); err != nil {
 		fmt.Fprintf(s.stderr, "%s: %v\n", s.prog, err)
 	}
@@ -178,21 +176,21 @@ const keep = 2
 
 // AfterStep saves a checkpoint when -save-every says so, and after a
 // signal saves one (when there is a -save directory) and returns an
-// *cli.Interrupted, on which the program stops.
+// *cli.Interrupted, on which the program stops: it ends its loops, skips
+// what is left (evaluation, the final weights), writes its -metrics,
+// -trace and TensorBoard files and its summary marked interrupted, and
+// returns the Interrupted, whose exit status is the signal's.
 func (s *Saver) AfterStep(pos runstate.Position) error {
-	select {
-	case sig := <-s.signals:
-		signal.Reset(os.Interrupt, syscall.SIGTERM) // a second signal ends the process at once
-		saved := ""
-		if s.flags.Save != "" {
-			dir, err := s.save(pos)
-			if err != nil {
-				return fmt.Errorf("%v after step %d, and saving failed: %w", sig, pos.Step, err)
-			}
-			saved = dir
+	if sig := s.signals.Received(); sig != nil {
+		if s.flags.Save == "" {
+			return &cli.Interrupted{Signal: sig, Step: pos.Step}
 		}
-		return &cli.Interrupted{Signal: sig, Step: pos.Step, Saved: saved}
-	default:
+		fmt.Fprintf(s.stderr, "%s: %v after step %d: saving a checkpoint in %s, then stopping\n", s.prog, sig, pos.Step, s.flags.Save)
+		dir, err := s.save(pos)
+		if err != nil {
+			return fmt.Errorf("%v after step %d, and saving failed: %w", sig, pos.Step, err)
+		}
+		return &cli.Interrupted{Signal: sig, Step: pos.Step, Saved: dir}
 	}
 	if s.flags.Save != "" && s.flags.SaveEvery > 0 && pos.Step%s.flags.SaveEvery == 0 {
 		if _, err := s.save(pos); err != nil {
@@ -202,10 +200,13 @@ func (s *Saver) AfterStep(pos runstate.Position) error {
 	return nil
 }
 
+// save writes the checkpoint of pos, with signals held off until it is
+// whole.
 func (s *Saver) save(pos runstate.Position) (string, error) {
 	if pos.Step == s.last {
 		return runstate.Dir(s.flags.Save, pos.Step), nil
 	}
+	defer s.signals.Hold(fmt.Sprintf("the checkpoint of step %d", pos.Step))()
 	dir, err := runstate.Save(s.flags.Save, s.run, pos, keep)
 	if err != nil {
 		return "", err
@@ -225,6 +226,7 @@ func (s *Saver) Finish(pos runstate.Position) error {
 		return err
 	}
 	path := filepath.Join(s.flags.Save, "model.safetensors")
+	defer s.signals.Hold(path)()
 	if err := nn.SaveWeights(path, s.run.Model, s.run.Config); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,9 +49,46 @@ func SignalAt(t *testing.T, dir string, step int, sig syscall.Signal, args ...st
 // Child is the program's main running in a child process.
 type Child struct {
 	cmd         *exec.Cmd
-	out, errout bytes.Buffer
+	out, errout syncBuffer
 	done        chan struct{}
 	err         error
+}
+
+// syncBuffer is a bytes.Buffer that the child's output is copied into
+// while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// WaitStderr waits until the child's standard error holds s, and fails t
+// if the child ends first or s does not come within 5 minutes.
+func (c *Child) WaitStderr(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for !strings.Contains(c.errout.String(), s) {
+		select {
+		case <-c.done:
+			t.Fatalf("the program ended before it said %q:\n%s", s, c.errout.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not say %q within 5 minutes:\n%s", s, c.errout.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Start runs the program's main with args in a child process with env
