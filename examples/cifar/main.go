@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		"Nesterov momentum, weight decay and a cosine schedule, in FP32 or mixed precision,\n"+
 		"and reports accuracy, speed and peak memory.")
 	var f cli.Flags
-	f.Register(fs, []models.Spec{resnet}, []string{"sgd"}, "one segment per residual stage, and the stem and head")
+	f.Register(fs, []models.Spec{resnet}, []string{"sgd-nesterov", "sgd"}, "one segment per residual stage, and the stem and head")
 	synthetic := fs.Bool("synthetic", false, "train on random data of CIFAR-10's shapes (speed and memory measurements only)")
 	var workers int
 	cli.IntVar(fs, &workers, "workers", 2, 1, 0, "background workers preparing and augmenting batches")
@@ -175,17 +175,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err := train.LoadEval(st.Eval, net); err != nil {
 			return err
 		}
-		acc := train.Evaluate(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
-		log("%s from %s: test accuracy %.2f%%", spec.Name, st.Eval, 100*acc)
+		s := train.EvalSummary(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
+		log("%s from %s: test accuracy %.2f%%", spec.Name, st.Eval, 100*s.TestAccuracy)
 		if f.JSON {
-			return cli.PrintJSON(stdout, cli.Summary{Model: f.Model, Data: data, Device: dev.Name(), AMP: f.AMP.String(),
-				Checkpoint: f.Checkpoint.String(), TestAccuracy: cli.Float(acc), Seed: f.Seed, Batch: f.Batch, Optimizer: "sgd-nesterov"})
+			s.Model, s.Data, s.Device, s.AMP, s.Checkpoint, s.Seed, s.Optimizer = f.Model, data, dev.Name(), f.AMP.String(), f.Checkpoint.String(), f.Seed, f.Optimizer
+			return cli.PrintJSON(stdout, s)
 		}
 		return nil
 	}
 	saver, err := train.NewSaver("cifar", st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "cifar", "data": data, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
-		"seed": fmt.Sprint(f.Seed), "lr": fmt.Sprint(f.LR), "wd": fmt.Sprint(wd), "epochs": fmt.Sprint(f.Epochs),
+		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "wd": fmt.Sprint(wd), "epochs": fmt.Sprint(f.Epochs),
 		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)},
 		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}}, stderr)
 	if err != nil {
@@ -204,8 +204,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer rec.Close()
 	step.Prof = rec.Prof
 
-	log("cifar10: %s, %d parameters, SGD nesterov lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
-		spec.Name, nn.CountParams(net), f.LR, wd, f.Batch, dev.Name(), f.AMP, f.Checkpoint)
+	log("cifar10: %s, %d parameters, %s lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
+		spec.Name, nn.CountParams(net), f.Optimizer, f.LR, wd, f.Batch, dev.Name(), f.AMP, f.Checkpoint)
 	if note != "" {
 		log("(CUDA not used: %s)", note)
 	}
@@ -296,7 +296,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Epochs: f.Epochs, Steps: steps, TrainLoss: cli.Float(lastLoss), TestAccuracy: cli.Float(acc),
 		SamplesPerSec: cli.Float(float64(done*f.Batch*ranks) / max(trainTime, 1e-9)), MsPerStep: cli.Float(1000 * trainTime / float64(max(done, 1))),
 		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
-		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: "sgd-nesterov", DeviceFallback: note}
+		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: f.Optimizer, DeviceFallback: note}
 	if ranks > 1 {
 		s.WorldSize = ranks
 	}

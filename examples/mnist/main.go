@@ -394,18 +394,16 @@ func loadFashion(dirs []string) (train, test *datasets.Dataset, err error) {
 }
 
 // evaluate loads weights from path into net and reports their test
-// accuracy, as the summary's test_accuracy with -json.
+// accuracy, with -json in a summary of what evaluating measured.
 func evaluate(stdout io.Writer, f cli.Flags, dataset string, dev device.Device, net nn.Module, testSet *datasets.Dataset, path string) error {
 	if err := train.LoadEval(path, net); err != nil {
 		return err
 	}
-	wall := time.Now()
-	acc := train.Evaluate(dev, net, testSet, 1000, f.AMP.On(), f.AMP.DType())
+	s := train.EvalSummary(dev, net, testSet, 1000, f.AMP.On(), f.AMP.DType())
 	if !f.JSON {
-		fmt.Fprintf(stdout, "%s: %s from %s: test accuracy %.2f%%\n", dataset, f.Model, path, 100*acc)
+		fmt.Fprintf(stdout, "%s: %s from %s: test accuracy %.2f%%\n", dataset, f.Model, path, 100*s.TestAccuracy)
 		return nil
 	}
-	return cli.PrintJSON(stdout, cli.Summary{Model: f.Model, Data: dataset, Device: dev.Name(), AMP: f.AMP.String(),
-		Checkpoint: f.Checkpoint.String(), TestAccuracy: cli.Float(acc), WallSeconds: cli.Float(time.Since(wall).Seconds()),
-		Seed: f.Seed, Batch: f.Batch, Optimizer: f.Optimizer})
+	s.Model, s.Data, s.Device, s.AMP, s.Checkpoint, s.Seed, s.Optimizer = f.Model, dataset, dev.Name(), f.AMP.String(), f.Checkpoint.String(), f.Seed, f.Optimizer
+	return cli.PrintJSON(stdout, s)
 }

@@ -419,3 +419,27 @@ func TestCNNAccuracy(t *testing.T) {
 		t.Errorf("cnn f16 accuracy %.4f is more than 0.3 points from fp32's %.4f", s.TestAccuracy, base.TestAccuracy)
 	}
 }
+
+// TestEvalReportsMeasured: -eval's summary holds what evaluating measured
+// (accuracy, time, samples a second, peak memory, its batch) and null for
+// what only training measures, where it used to print zeros.
+func TestEvalReportsMeasured(t *testing.T) {
+	d := tinyMNIST(t, 200, 50)
+	dir := t.TempDir()
+	if r := clitest.Run(t, nil, "-data", d, "-batch", "16", "-max-steps", "2", "-save", dir); r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	r := clitest.Run(t, nil, "-data", d, "-json", "-eval", filepath.Join(dir, "model.safetensors"))
+	if r.Code != 0 {
+		t.Fatalf("-eval: exit %d: %s", r.Code, r.Stderr)
+	}
+	s := clitest.Summary(t, r.Stdout)
+	if s.Schema != 1 || !(s.WallSeconds > 0) || !(s.SamplesPerSec > 0) || s.PeakBytes.Total == 0 || s.Batch != 1000 || s.Steps != 0 {
+		t.Errorf("-eval summary %+v; want schema 1, measured time, speed and memory, batch 1000, no steps", s)
+	}
+	for name, v := range map[string]cli.Float{"train_loss": s.TrainLoss, "ms_per_step": s.MsPerStep, "final_scale": s.FinalScale, "lr": s.LR} {
+		if !math.IsNaN(float64(v)) {
+			t.Errorf("-eval summary: %s = %v; want null (not measured)", name, v)
+		}
+	}
+}

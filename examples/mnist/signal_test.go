@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,8 +41,8 @@ func TestSignalsStopCleanly(t *testing.T) {
 				t.Errorf("last line of stderr %q; want one naming the checkpoint", last)
 			}
 			s := clitest.Summary(t, r.Stdout)
-			if !s.Interrupted || s.Steps < 3 {
-				t.Errorf("summary %+v; want interrupted, at least 3 steps", s)
+			if !s.Interrupted || s.Steps < 3 || s.Schema != 1 || !math.IsNaN(float64(s.TestAccuracy)) {
+				t.Errorf("summary %+v; want schema 1, interrupted, at least 3 steps, no test accuracy", s)
 			}
 			info, err := runstate.ReadInfo(runstate.Dir(dir, s.Steps))
 			if err != nil || info.Position.Step != s.Steps {

@@ -26,8 +26,8 @@ func (d *DistFlags) Register(fs *flag.FlagSet) {
 		"mpi reduces gradients through host memory (CPUs, or GPUs without NCCL);\n"+
 		"nccl reduces them on the GPUs (needs -device cuda and libnccl.so.2; each\n"+
 		"rank of a machine takes its own GPU). -batch is per rank; rank 0 prints")
+	d.Timeout = 5 * time.Minute // before Var, which takes the default it shows in help from the value
 	fs.Var(&durationValue{&d.Timeout}, "dist-timeout", "end every rank with an error when a collective takes longer (a rank stalled or died)")
-	d.Timeout = 5 * time.Minute
 }
 
 // localRankVars are where launchers put a process's rank among those on
