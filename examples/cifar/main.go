@@ -132,6 +132,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else if trainSet, testSet, err = datasets.LoadCIFAR10(filepath.Join(datasets.Root(f.Data), "cifar10")); err != nil {
 		return fmt.Errorf("%w; or run with -synthetic to measure speed and memory on random data", err)
 	}
+	if comm != nil { // see examples/mnist
+		settings := f.Settings()
+		settings["-synthetic"], settings["-wd"], settings["data"] = fmt.Sprint(*synthetic), fmt.Sprint(wd), train.Fingerprint(trainSet)
+		if err := distributed.AgreeSettings(comm, dev, settings); err != nil {
+			return train.Together(comm, err, stderr, "cifar")
+		}
+	}
 	shard := []datasets.Option{datasets.DropLast()}
 	if ranks > 1 {
 		shard = append(shard, datasets.Shard(rank, ranks))
@@ -148,7 +155,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var dp *distributed.DataParallel
 	if comm != nil {
 		if dp, err = distributed.New(comm, train.Entries(net)); err != nil {
-			return err
+			return train.Together(comm, err, stderr, "cifar")
 		}
 	}
 	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
@@ -195,6 +202,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	pos, err := saver.Resume()
 	if err != nil {
 		return err
+	}
+	if comm != nil { // every rank must go on from the same step
+		if err := distributed.AgreeSettings(comm, dev, map[string]string{"-resume": train.Resumed(st, pos)}); err != nil {
+			return train.Together(comm, err, stderr, "cifar")
+		}
 	}
 	rec, err := train.NewRecorder(pf, dev, profile.RunInfo{Label: train.Label(f.AMP, f.Checkpoint), Program: "cifar",
 		Model: f.Model, AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(), Batch: f.Batch, Seed: f.Seed})

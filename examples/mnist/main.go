@@ -117,6 +117,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if comm != nil {
+		// Ranks that differ in any setting, or in their data, would fail
+		// late and obscurely, or train silently wrong: all stop now,
+		// with rank 0 naming the setting and the ranks.
+		settings := f.Settings()
+		settings["-dataset"], settings["data"] = dataset, train.Fingerprint(trainSet)
+		if err := distributed.AgreeSettings(comm, dev, settings); err != nil {
+			return train.Together(comm, err, stderr, "mnist")
+		}
+	}
 	rng := rand.New(rand.NewPCG(f.Seed, 0x6d6e697374))
 	net := spec.Build(rng)
 	if len(spec.Input) == 1 { // an MLP: feed (N, 784) rather than (N, 1, 28, 28)
@@ -127,7 +137,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var dp *distributed.DataParallel
 	if comm != nil {
 		if dp, err = distributed.New(comm, train.Entries(net)); err != nil { // every rank starts from rank 0's weights
-			return err
+			return train.Together(comm, err, stderr, "mnist")
 		}
 	}
 	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
@@ -174,6 +184,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	pos, err := saver.Resume()
 	if err != nil {
 		return err
+	}
+	if comm != nil { // every rank must go on from the same step
+		if err := distributed.AgreeSettings(comm, dev, map[string]string{"-resume": train.Resumed(st, pos)}); err != nil {
+			return train.Together(comm, err, stderr, "mnist")
+		}
 	}
 	// -profile, -trace, -metrics and -tensorboard: rec.Prof is nil without
 	// the first two, and then costs the loop nothing.

@@ -81,6 +81,11 @@ func (d *DistFlags) Open(dev device.Device) (comm device.Comm, closeFn func() er
 		if err != nil {
 			return nil, none, err
 		}
+		if c.Size() == 1 && !underLauncher() {
+			// Started by hand: one process would train alone, silently.
+			c.Close()
+			return nil, none, Usagef("-dist mpi: MPI found a world of one process: this program was not started by mpirun; start the ranks with mpirun -np N, or leave out -dist")
+		}
 		return c, c.Close, nil
 	case "nccl":
 		cd, ok := dev.(*cudaops.Device)
@@ -105,6 +110,17 @@ func (d *DistFlags) Open(dev device.Device) (comm device.Comm, closeFn func() er
 		return c, func() error { return errors.Join(c.Close(), boot.Close()) }, nil
 	}
 	return nil, none, fmt.Errorf("-dist %q: want none, mpi or nccl", d.Engine)
+}
+
+// underLauncher reports whether an MPI launcher started this process:
+// Open MPI's mpirun, MPICH's or Slurm's say so in the environment.
+func underLauncher() bool {
+	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 type durationValue struct{ p *time.Duration }

@@ -379,6 +379,16 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	fs.BoolVar(&f.JSON, "json", false, "print a JSON summary as the last line of output")
 }
 
+// Settings are the flags' values by flag name ("-batch": "64"), as every
+// rank of a data-parallel job must share them (distributed.AgreeSettings):
+// the model, the schedule's inputs, the precision, the seed. -device,
+// -data and -json may differ between ranks, and are not among them.
+func (f *Flags) Settings() map[string]string {
+	return map[string]string{"-model": f.Model, "-epochs": fmt.Sprint(f.Epochs), "-batch": fmt.Sprint(f.Batch),
+		"-lr": fmt.Sprint(f.LR), "-optim": f.Optimizer, "-seed": fmt.Sprint(f.Seed), "-amp": f.AMP.String(),
+		"-checkpoint": f.Checkpoint.String(), "-max-steps": fmt.Sprint(f.MaxSteps)}
+}
+
 // modelDefault is a flag's default over several models: the common value
 // when they agree, else the zero value and a text listing them.
 type modelDefault[T comparable] struct {

@@ -165,6 +165,15 @@ func (s *Saver) Resume() (runstate.Position, error) {
 	return pos, nil
 }
 
+// Resumed says where a run starts, for ranks to compare: "the start", or
+// the step it resumed from.
+func Resumed(flags cli.StateFlags, pos runstate.Position) string {
+	if flags.Resume == "" {
+		return "the start"
+	}
+	return fmt.Sprintf("step %d (epoch %d, batch %d)", pos.Step, pos.Epoch, pos.Batch)
+}
+
 // oneLine is err's message on one line.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.TrimPrefix(err.Error(), "runstate: ")), " ")

@@ -6,14 +6,20 @@
 package train
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/nn"
@@ -215,6 +221,35 @@ func EvalSummary(dev device.Device, net nn.Module, d *datasets.Dataset, batch in
 	nan := cli.Float(math.NaN())
 	return cli.Summary{TestAccuracy: cli.Float(acc), WallSeconds: cli.Float(secs), SamplesPerSec: cli.Float(float64(d.Len()) / max(secs, 1e-9)),
 		PeakBytes: cli.Peaks(dev.MemStats()), Batch: batch, TrainLoss: nan, MsPerStep: nan, FinalScale: nan, LR: nan}
+}
+
+// Fingerprint says which data d holds, for ranks to compare: its name,
+// size, sample shape and a digest of its labels (the samples' order and
+// classes), so that ranks loading different files, or the same files
+// differently, are told apart without hashing every pixel.
+func Fingerprint(d *datasets.Dataset) string {
+	h := sha256.New()
+	binary.Write(h, binary.LittleEndian, d.Y)
+	return fmt.Sprintf("%s: %d samples of %v, labels %x", d.Name, d.Len(), d.Shape, h.Sum(nil)[:8])
+}
+
+// Together is err as a rank of a data-parallel job returns it: a mismatch
+// that every rank finds alike (distributed.MismatchError) is written once,
+// by rank 0 on stderr as program prog's one line, and every rank waits for
+// that before it returns the error quietly (cli.Quiet), since mpirun ends
+// the whole job as soon as one rank exits with an error, which could cut
+// rank 0 short before it has said why. Other errors are returned as they
+// are, for each rank to say.
+func Together(comm device.Comm, err error, stderr io.Writer, prog string) error {
+	var m *distributed.MismatchError
+	if err == nil || !errors.As(err, &m) {
+		return err
+	}
+	if comm.Rank() == 0 {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	comm.Barrier() // an error here changes nothing: every rank stops anyway
+	return &cli.Quiet{Err: err}
 }
 
 // MaxPeak keeps, figure by figure, the larger peak of a and b: the peak
