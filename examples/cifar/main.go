@@ -96,6 +96,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if w := cli.DeviceWarning(dev); w != "" {
+		fmt.Fprintf(stderr, "%s: %s: %s\n", "cifar", dev.Name(), w)
+	}
 	// Data parallelism: one process per rank under mpirun (see examples/mnist).
 	comm, closeDist, err := dist.Open(dev) // nil without -dist
 	if err != nil {

@@ -97,6 +97,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if w := cli.DeviceWarning(dev); w != "" {
+		fmt.Fprintf(stderr, "%s: %s: %s\n", "mnist", dev.Name(), w)
+	}
 	// Data parallelism: one process per rank under mpirun. Every rank
 	// trains on its shard of each batch; rank 0 alone prints and saves.
 	comm, closeDist, err := dist.Open(dev) // nil without -dist

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mixprec/mixprec/cudaops"
 	"github.com/mixprec/mixprec/device"
 )
 
@@ -35,6 +36,16 @@ func OpenDevice(name string) (dev device.Device, note string, err error) {
 		}
 	}
 	return dev, note, nil
+}
+
+// DeviceWarning is what a program should say about dev on standard error
+// before it trains: for a CUDA device that opened without cuBLAS, that its
+// GEMMs run on mixprec's own, far slower, kernel, and why; "" otherwise.
+func DeviceWarning(dev device.Device) string {
+	if d, ok := dev.(*cudaops.Device); ok {
+		return d.Info().Warning
+	}
+	return ""
 }
 
 // IsTerminal reports whether w is a terminal (a character device).
