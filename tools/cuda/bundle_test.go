@@ -504,8 +504,10 @@ func TestBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop := regexp.MustCompile(`for p in ([a-z ]+); do`).FindSubmatch(script) // the packages whose tests one step runs each
-	for n := range payload { // nothing run.sh does not run
+	// Nothing that run.sh does not run; the packages of its loop each have
+	// a step of their own.
+	loop := regexp.MustCompile(`for p in ([a-z ]+); do`).FindSubmatch(script)
+	for n := range payload {
 		var runs bool
 		switch dir, base := filepath.Dir(n), filepath.Base(n); dir {
 		case "bin":
