@@ -22,7 +22,15 @@
 // a missing field are refused), and the position it holds is checked
 // against the run's Extent before anything is restored: a checkpoint that
 // would send a run to epoch -5 or to batch 10^9 is an error, not a panic
-// later.
+// later. Every file is its owner's alone (0600).
+//
+// Around the checkpoints, a run's directory is the run's own: Lock holds it
+// for one process at a time (a second run into it is refused, naming the
+// first); Clean removes what a save killed half-way left; Inspect says
+// whose checkpoints and weights a directory holds, for a program to refuse
+// another run's; each checkpoint records its run's ID, and Save prunes
+// only that run's; LoadNewest resumes from the newest checkpoint that
+// loads, passing over corrupt ones and saying why.
 package runstate
 
 import (
