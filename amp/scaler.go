@@ -63,16 +63,36 @@ type optState struct {
 // would hand the optimiser an infinite gradient. Either way the gradients
 // are left unscaled, also on a skipped step.
 //
-// # Floor and warnings
+// # Floor, recovery and warnings
 //
 // PyTorch's scale has no floor: under a long run of overflows that do not
 // depend on the scale (a forward pass that overflows F16, Inf or NaN in
 // the data or the weights) it halves until it is 0, after which 1/scale
-// is Inf and every later step is skipped, silently and for ever. Here the
-// scale never falls below MinScale (DefaultMinScale unless set), so a run
-// resumes once the overflows stop, and Warnings reports, once each time it
-// arises, a run of WarnAfterSkips consecutive skipped steps and a scale
-// below 1.
+// is Inf and every later step is skipped, silently and for ever. Here, by
+// default, the scale never falls below MinScale (DefaultMinScale, 2^-14),
+// so a run resumes once the overflows stop, and Warnings reports, once
+// each time it arises, a run of WarnAfterSkips consecutive skipped steps
+// and a scale below 1.
+//
+// A floor alone would leave a run that survived a storm training at a
+// scale of 2^-14 for 60,000 steps (30 growths, 2000 clean steps each,
+// back to 2^16), with small gradients flushed to zero all that while. So
+// the scale recovers faster from the floor: once an overflow has backed it
+// off to the floor, it grows after every RecoveryInterval clean steps
+// (DefaultRecoveryInterval, 10: back to 2^16 in 300) instead of every
+// GrowthInterval, until the next overflow above the floor, which shows the
+// scale has found its level again; then the growth interval is the usual
+// one. An overflow that backs the scale off to the floor again restarts
+// the recovery.
+//
+// The rule is the default because a storm that reaches the floor (30
+// overflows in a row from 2^16) is a run that would otherwise be lost or
+// crippled; until the scale first reaches the floor, the trajectory is
+// PyTorch's bit for bit, so ordinary training, whose scale backs off a few
+// times and grows back, is unchanged. MinScale(0) removes the floor, and
+// with it the recovery: the trajectory is then PyTorch's exactly, also
+// after a long storm, down to a scale of 0 at which every step is
+// skipped.
 type GradScaler struct {
 	scale          float32
 	minScale       float32
@@ -80,6 +100,8 @@ type GradScaler struct {
 	backoffFactor  float64
 	growthInterval int
 	tracker        int
+	recoverEvery   int  // RecoveryInterval
+	recovering     bool // backed off to the floor, and no overflow above it since
 	enabled        bool
 	note           string
 	opts           map[Optimizer]*optState
@@ -106,6 +128,11 @@ type GradScaler struct {
 // 2^-14 is also F16's smallest normal number, and its reciprocal is far
 // inside F32's range.
 const DefaultMinScale float32 = 0x1p-14
+
+// DefaultRecoveryInterval is how many clean steps grow a scale that is
+// recovering from the floor: 10, so that 2^-14 is back to 2^16 in 300
+// steps (see GradScaler).
+const DefaultRecoveryInterval = 10
 
 // DefaultWarnAfterSkips is how many consecutive skipped steps Warnings
 // reports by default: 16, as many halvings as take the default initial
@@ -134,10 +161,17 @@ func GrowthInterval(n int) ScalerOption { return func(g *GradScaler) { g.growthI
 
 // MinScale sets the floor the scale never backs off below (default
 // DefaultMinScale, where the reasons for the default are given). It must be
-// positive, at least F32's smallest normal number 2^-126 (so that the
+// 0, or at least F32's smallest normal number 2^-126 (so that the
 // reciprocal Unscale multiplies by is finite), and no larger than the
-// initial scale.
+// initial scale. MinScale(0) means no floor, and so no recovery from it:
+// PyTorch's trajectory exactly, whatever the storm (see GradScaler).
 func MinScale(s float32) ScalerOption { return func(g *GradScaler) { g.minScale = s } }
+
+// RecoveryInterval sets how many clean steps in a row grow a scale that
+// has backed off to its floor, until the next overflow above the floor
+// (default DefaultRecoveryInterval; see GradScaler). It must be at least
+// 1; a value at or above GrowthInterval turns the recovery off.
+func RecoveryInterval(n int) ScalerOption { return func(g *GradScaler) { g.recoverEvery = n } }
 
 // WarnAfterSkips sets how many consecutive skipped steps Warnings reports
 // (default DefaultWarnAfterSkips); it must be at least 1.
@@ -179,11 +213,13 @@ func For(dt dtype.DType) ScalerOption {
 
 // NewGradScaler makes a scaler with PyTorch's defaults: scale 65536, growth
 // 2.0, backoff 0.5, growth interval 2000; and with a floor of
-// DefaultMinScale and warnings after DefaultWarnAfterSkips skips in a row.
-// Invalid options panic, naming the option.
+// DefaultMinScale, recovery from it every DefaultRecoveryInterval clean
+// steps and warnings after DefaultWarnAfterSkips skips in a row. Invalid
+// options panic, naming the option.
 func NewGradScaler(opts ...ScalerOption) *GradScaler {
 	s := &GradScaler{scale: 65536, minScale: DefaultMinScale, growthFactor: 2, backoffFactor: 0.5,
-		growthInterval: 2000, warnSkips: DefaultWarnAfterSkips, enabled: true, opts: map[Optimizer]*optState{}}
+		growthInterval: 2000, recoverEvery: DefaultRecoveryInterval, warnSkips: DefaultWarnAfterSkips, enabled: true,
+		opts: map[Optimizer]*optState{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -224,8 +260,13 @@ func (s *GradScaler) Skipped() int { return s.skipped }
 // one.
 func (s *GradScaler) ConsecutiveSkips() int { return s.skipRun }
 
-// MinScale is the floor the scale never backs off below.
+// MinScale is the floor the scale never backs off below; 0 for none.
 func (s *GradScaler) MinScale() float32 { return s.minScale }
+
+// Recovering reports whether the scale is recovering from its floor:
+// growing every RecoveryInterval clean steps instead of every
+// GrowthInterval.
+func (s *GradScaler) Recovering() bool { return s.recovering }
 
 // Steps is how many times Step was called.
 func (s *GradScaler) Steps() int { return s.steps }
@@ -338,10 +379,11 @@ func (s *GradScaler) Step(opt Optimizer) (bool, error) {
 // Update adjusts the scale from the overflow checks since the last Update:
 // backoff (and a reset of the growth tracker) if any optimiser saw Inf or
 // NaN, else one more clean step, growing the scale when the count reaches
-// the growth interval. Both products are formed in float64 and rounded once
-// to float32, as in PyTorch. A grown scale that would be infinite is not
-// taken, and a backed-off scale below MinScale is raised to it. Update also
-// notes the conditions Warnings reports.
+// the growth interval (the recovery interval while the scale recovers from
+// its floor). Both products are formed in float64 and rounded once to
+// float32, as in PyTorch. A grown scale that would be infinite is not
+// taken, and a backed-off scale below MinScale is raised to it, which
+// starts the recovery. Update also notes the conditions Warnings reports.
 func (s *GradScaler) Update() error {
 	if !s.enabled {
 		return nil
@@ -361,10 +403,13 @@ func (s *GradScaler) Update() error {
 		s.scale = max(round32(float64(s.scale)*s.backoffFactor), s.minScale)
 		s.tracker = 0
 		s.skipRun++
+		// At the floor the scale recovers faster; an overflow above it
+		// means the scale has found its level, and the recovery is over.
+		s.recovering = s.scale <= s.minScale
 	} else {
 		s.skipRun = 0
 		s.tracker++
-		if s.tracker == s.growthInterval {
+		if s.tracker >= s.interval() {
 			if grown := round32(float64(s.scale) * s.growthFactor); !math.IsInf(float64(grown), 0) {
 				s.scale = grown
 			}
@@ -374,6 +419,14 @@ func (s *GradScaler) Update() error {
 	s.noteWarnings()
 	clear(s.opts)
 	return nil
+}
+
+// interval is how many clean steps grow the scale now.
+func (s *GradScaler) interval() int {
+	if s.recovering {
+		return min(s.growthInterval, s.recoverEvery)
+	}
+	return s.growthInterval
 }
 
 // round32 rounds x to the nearest float32 as IEEE 754 does (and as
@@ -480,8 +533,15 @@ type State struct {
 	GrowthInterval int     `json:"growth_interval"`
 	GrowthTracker  int     `json:"_growth_tracker"`
 	// MinScale is the floor; 0 in a state saved before the floor existed
-	// (or by PyTorch), which Load reads as "keep the scaler's own".
+	// (or by PyTorch), which Load reads as "keep the scaler's own", unless
+	// NoFloor says the scaler had none.
 	MinScale float32 `json:"min_scale,omitempty"`
+	NoFloor  bool    `json:"no_floor,omitempty"`
+	// RecoveryInterval is the scaler's; 0 in a state saved before it
+	// existed, which Load reads as "keep the scaler's own". Recovering
+	// says the scale is recovering from the floor.
+	RecoveryInterval int  `json:"recovery_interval,omitempty"`
+	Recovering       bool `json:"recovering,omitempty"`
 	// ConsecutiveSkips is the current run of skipped steps, so that a
 	// resumed run counts on from it.
 	ConsecutiveSkips int `json:"consecutive_skips,omitempty"`
@@ -493,7 +553,9 @@ type State struct {
 
 // State returns the scaler's state for saving.
 func (s *GradScaler) State() State {
-	return State{s.scale, s.growthFactor, s.backoffFactor, s.growthInterval, s.tracker, s.minScale, s.skipRun, s.steps, s.skipped}
+	return State{Scale: s.scale, GrowthFactor: s.growthFactor, BackoffFactor: s.backoffFactor, GrowthInterval: s.growthInterval,
+		GrowthTracker: s.tracker, MinScale: s.minScale, NoFloor: s.minScale == 0, RecoveryInterval: s.recoverEvery,
+		Recovering: s.recovering, ConsecutiveSkips: s.skipRun, Steps: s.steps, Skipped: s.skipped}
 }
 
 // smallestNormal32 is F32's smallest normal number, 2^-126: the least
@@ -501,11 +563,18 @@ func (s *GradScaler) State() State {
 const smallestNormal32 = 0x1p-126
 
 // check reports the first way st is not a state a scaler can be in, with
-// the constructor's rules (a MinScale of 0 is checked by the caller).
+// the constructor's rules (a MinScale of 0 without NoFloor is resolved by
+// the caller).
 func (st State) check() error {
 	finite := func(x float64) bool { return !math.IsInf(x, 0) && !math.IsNaN(x) }
+	interval := st.GrowthInterval
+	if st.Recovering {
+		interval = min(interval, st.RecoveryInterval)
+	}
 	switch {
-	case !(st.Scale > 0) || !finite(float64(st.Scale)):
+	case st.NoFloor && (!(st.Scale >= 0) || !finite(float64(st.Scale))):
+		return fmt.Errorf("scale %v; want a finite number >= 0", st.Scale)
+	case !st.NoFloor && (!(st.Scale > 0) || !finite(float64(st.Scale))):
 		return fmt.Errorf("scale %v; want a positive finite number", st.Scale)
 	case !(st.GrowthFactor > 1) || !finite(st.GrowthFactor):
 		return fmt.Errorf("growth factor %v; want a finite number > 1", st.GrowthFactor)
@@ -513,10 +582,14 @@ func (st State) check() error {
 		return fmt.Errorf("backoff factor %v; want in (0, 1)", st.BackoffFactor)
 	case st.GrowthInterval < 1:
 		return fmt.Errorf("growth interval %d; want >= 1", st.GrowthInterval)
-	case st.GrowthTracker < 0 || st.GrowthTracker >= st.GrowthInterval:
-		return fmt.Errorf("growth tracker %d; want in [0, growth interval %d)", st.GrowthTracker, st.GrowthInterval)
-	case !(st.MinScale >= smallestNormal32) || !finite(float64(st.MinScale)):
-		return fmt.Errorf("minimum scale %v; want a finite number >= 2^-126", st.MinScale)
+	case st.RecoveryInterval < 1:
+		return fmt.Errorf("recovery interval %d; want >= 1", st.RecoveryInterval)
+	case st.GrowthTracker < 0 || st.GrowthTracker >= interval:
+		return fmt.Errorf("growth tracker %d; want in [0, growth interval %d)", st.GrowthTracker, interval)
+	case st.NoFloor && st.MinScale != 0:
+		return fmt.Errorf("minimum scale %v with no floor; want 0", st.MinScale)
+	case !st.NoFloor && (!(st.MinScale >= smallestNormal32) || !finite(float64(st.MinScale))):
+		return fmt.Errorf("minimum scale %v; want 0 (no floor) or a finite number >= 2^-126", st.MinScale)
 	case st.Scale < st.MinScale:
 		return fmt.Errorf("scale %v below the minimum scale %v; lower MinScale", st.Scale, st.MinScale)
 	case st.ConsecutiveSkips < 0:
@@ -530,21 +603,26 @@ func (st State) check() error {
 // Load restores a saved state, after checking it with the constructor's
 // rules: an invalid state (an infinite scale, a growth tracker outside
 // [0, interval), a scale below the floor, ...) is an error and changes
-// nothing. A state without a MinScale keeps the scaler's own floor. Load
+// nothing. A state without a MinScale (and without NoFloor) keeps the
+// scaler's own floor, and one without a RecoveryInterval its own. Load
 // re-arms Warnings, so a resumed program reports a condition that still
 // holds. It fails if called between Unscale or Step and Update.
 func (s *GradScaler) Load(st State) error {
 	if len(s.opts) != 0 {
 		return errors.New("amp: Load between Unscale/Step and Update")
 	}
-	if st.MinScale == 0 {
-		st.MinScale = s.minScale
+	if st.MinScale == 0 && !st.NoFloor {
+		st.MinScale, st.NoFloor = s.minScale, s.minScale == 0
+	}
+	if st.RecoveryInterval == 0 {
+		st.RecoveryInterval = s.recoverEvery
 	}
 	if err := st.check(); err != nil {
 		return fmt.Errorf("amp: invalid scaler state: %w", err)
 	}
 	s.scale, s.growthFactor, s.backoffFactor, s.growthInterval, s.tracker, s.minScale, s.skipRun =
 		st.Scale, st.GrowthFactor, st.BackoffFactor, st.GrowthInterval, st.GrowthTracker, st.MinScale, st.ConsecutiveSkips
+	s.recoverEvery, s.recovering = st.RecoveryInterval, st.Recovering
 	s.steps, s.skipped = st.Steps, st.Skipped
 	s.warnedSkips, s.warnedLow, s.pending = false, false, nil
 	return nil

@@ -336,7 +336,8 @@ func TestConstructorRejects(t *testing.T) {
 		{"scale +Inf", []amp.ScalerOption{amp.InitScale(float32(math.Inf(1)))}, "scale"},
 		{"growth factor +Inf", []amp.ScalerOption{amp.GrowthFactor(math.Inf(1))}, "growth factor"},
 		{"backoff factor 1", []amp.ScalerOption{amp.BackoffFactor(1)}, "backoff factor"},
-		{"floor 0", []amp.ScalerOption{amp.MinScale(0)}, "minimum scale"},
+		{"floor negative", []amp.ScalerOption{amp.MinScale(-1)}, "minimum scale"},
+		{"recovery interval 0", []amp.ScalerOption{amp.RecoveryInterval(0)}, "recovery interval"},
 		{"floor NaN", []amp.ScalerOption{amp.MinScale(float32(math.NaN()))}, "minimum scale"},
 		{"floor subnormal", []amp.ScalerOption{amp.MinScale(0x1p-127)}, "minimum scale"},
 		{"floor above the initial scale", []amp.ScalerOption{amp.InitScale(4), amp.MinScale(8)}, "below the minimum scale"},
@@ -425,7 +426,8 @@ func TestStateCarriesFloorAndSkips(t *testing.T) {
 	s := amp.NewGradScaler(amp.InitScale(8), amp.MinScale(0.5), amp.GrowthFactor(1.1), amp.WarnAfterSkips(4))
 	drive(t, s, []bool{true, true, true})
 	st := s.State()
-	want := amp.State{Scale: 1, GrowthFactor: 1.1, BackoffFactor: 0.5, GrowthInterval: 2000, MinScale: 0.5, ConsecutiveSkips: 3, Steps: 3, Skipped: 3}
+	want := amp.State{Scale: 1, GrowthFactor: 1.1, BackoffFactor: 0.5, GrowthInterval: 2000, MinScale: 0.5,
+		RecoveryInterval: amp.DefaultRecoveryInterval, ConsecutiveSkips: 3, Steps: 3, Skipped: 3}
 	if st != want {
 		t.Fatalf("State() = %+v, want %+v", st, want)
 	}
@@ -471,7 +473,8 @@ func TestStateCarriesFloorAndSkips(t *testing.T) {
 	if err := o.Load(ost); err != nil {
 		t.Fatalf("Load of a state without the new fields: %v", err)
 	}
-	wantOld := amp.State{Scale: 1024, GrowthFactor: 1.1, BackoffFactor: 0.9, GrowthInterval: 100, GrowthTracker: 42, MinScale: 2}
+	wantOld := amp.State{Scale: 1024, GrowthFactor: 1.1, BackoffFactor: 0.9, GrowthInterval: 100, GrowthTracker: 42, MinScale: 2,
+		RecoveryInterval: amp.DefaultRecoveryInterval}
 	if got := o.State(); got != wantOld {
 		t.Errorf("state loaded from PyTorch's keys %+v, want %+v", got, wantOld)
 	}

@@ -243,7 +243,8 @@ func TestStateRoundTrip(t *testing.T) {
 		s.Update()
 	}
 	st := s.State()
-	want := amp.State{Scale: 512, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 7, GrowthTracker: 3, MinScale: amp.DefaultMinScale, Steps: 3}
+	want := amp.State{Scale: 512, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 7, GrowthTracker: 3, MinScale: amp.DefaultMinScale,
+		RecoveryInterval: amp.DefaultRecoveryInterval, Steps: 3}
 	if st != want {
 		t.Fatalf("State() = %+v, want %+v", st, want)
 	}

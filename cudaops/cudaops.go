@@ -110,6 +110,9 @@ type Info struct {
 	CUBLASPath      string
 	PTX             string // the virtual architecture of the loaded module, e.g. "compute_80"
 	Options         Options
+	// Warning says what the device does without, when it opened short of
+	// something: no cuBLAS, so that its GEMMs run on mixprec's own kernel.
+	Warning string
 }
 
 // Driver formats DriverVersion as major.minor.
@@ -125,10 +128,11 @@ type Device struct {
 	info Info
 	opts Options
 
-	mu     sync.Mutex          // serialises everything below and all use of g
-	pool   device.Pool[uint64] // accounting and the caching allocator (see alloc.go)
-	flag   uint64              // 4 bytes of device memory for kernels' error flags
-	closed bool
+	mu      sync.Mutex          // serialises everything below and all use of g
+	pool    device.Pool[uint64] // accounting and the caching allocator (see alloc.go)
+	flag    uint64              // 4 bytes of device memory for kernels' error flags
+	closed  bool
+	ownGemm bool // no cuBLAS: GEMMs launch mp_gemm
 }
 
 var _ device.Device = (*Device)(nil)
@@ -137,6 +141,9 @@ var _ device.Device = (*Device)(nil)
 // the device's primary context, makes a stream and loads the kernels. The
 // error says why when any of that is impossible; its text starts with "no
 // CUDA driver" or "no CUDA device" when the machine has no usable GPU.
+// Without a usable cuBLAS the device still opens: its GEMMs run on
+// mixprec's own kernel (mp_gemm, right and far slower), and Info's Warning
+// says so and why.
 func Open(ordinal int, opts Options) (*Device, error) {
 	drv, err := loadDriver()
 	if err != nil {
@@ -189,17 +196,21 @@ func Open(ordinal int, opts Options) (*Device, error) {
 	if err := g.loadModule(ptx, ks.all); err != nil {
 		return nil, fmt.Errorf("cuda:%d: loading the %s kernels: %w", ordinal, arch, err)
 	}
+	ownGemm := false
 	if g.blas, g.handle, err = loadCublas(info.DriverVersion); err != nil {
-		return nil, fmt.Errorf("cuda:%d: %w", ordinal, err)
+		g.blas, g.handle, ownGemm = nil, 0, true
+		info.Warning = fmt.Sprintf("GEMMs run on mixprec's own kernel, far slower than cuBLAS: %v", err)
+	} else {
+		if err := g.blas.check("cublasSetStream", g.blas.setStream, g.handle, g.stream); err != nil {
+			return nil, fmt.Errorf("cuda:%d: %w", ordinal, err)
+		}
+		info.CUBLASVersion, info.CUBLASPath = g.blas.version(), g.blas.path
 	}
-	if err := g.blas.check("cublasSetStream", g.blas.setStream, g.handle, g.stream); err != nil {
-		return nil, fmt.Errorf("cuda:%d: %w", ordinal, err)
-	}
-	info.CUBLASVersion, info.CUBLASPath = g.blas.version(), g.blas.path
 	d, err := newDevice(g, ks, info, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cuda:%d: %w", ordinal, err)
 	}
+	d.ownGemm = ownGemm
 	ok = true
 	return d, nil
 }

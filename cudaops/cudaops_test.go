@@ -39,6 +39,16 @@ func TestAgainstCPU(t *testing.T) {
 	compareWithCPU(t, openGPU(t))
 }
 
+// TestAgainstCPUWithoutCublas compares with the CPU backend on the GPU
+// with its GEMMs on mp_gemm, mixprec's own kernel, as a machine without
+// cuBLAS has them.
+func TestAgainstCPUWithoutCublas(t *testing.T) {
+	d := openGPU(t).(*Device) // the device every test here shares: restored after
+	d.ownGemm = true
+	defer func() { d.ownGemm = d.info.CUBLASPath == "" }()
+	compareWithCPU(t, d)
+}
+
 // TestDeterministic runs a few kernels whose GPU implementations reduce in
 // parallel (and cuBLAS) twice on the same inputs: the results must agree
 // bit for bit.

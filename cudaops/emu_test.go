@@ -351,6 +351,34 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			}
 		}
 	},
+	"mp_gemm": func(g *fakeGPU, a *argv, _ int) {
+		ta, tb, m, n, k, alpha := a.int(), a.int(), a.int(), a.int(), a.int(), a.f32()
+		pa, adt, lda, sa := a.ptr(), a.int(), a.int(), a.int()
+		pb, bdt, ldb, sb := a.ptr(), a.int(), a.int(), a.int()
+		beta, pc, cdt, ldc, sc, nb := a.f32(), a.ptr(), a.int(), a.int(), a.int(), a.int()
+		for idx := range m * n * nb {
+			i, r := idx%m, idx/m
+			j, e := r%n, r/n
+			ao, bo := e*sa, e*sb
+			var s float32
+			for l := range k {
+				ai, bi := ao+i+l*lda, bo+l+j*ldb
+				if ta != 0 {
+					ai = ao + l + i*lda
+				}
+				if tb != 0 {
+					bi = bo + j + l*ldb
+				}
+				s = s + g.ld(pa, adt, ai)*g.ld(pb, bdt, bi)
+			}
+			ci := e*sc + i + j*ldc
+			v := alpha * s
+			if beta != 0 {
+				v = v + beta*g.ld(pc, cdt, ci)
+			}
+			g.st(pc, cdt, ci, v)
+		}
+	},
 	"mp_axpby": func(g *fakeGPU, a *argv, _ int) {
 		dst, ddt, x, xdt, y, ydt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
 		n, alpha, beta := a.int(), a.f32(), a.f32()

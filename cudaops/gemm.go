@@ -8,7 +8,8 @@ import (
 )
 
 // Gemm computes dst = Alpha*op(a)*op(b) + Beta*dst for each batch entry
-// with cuBLAS, accumulating in float32.
+// with cuBLAS (or mixprec's own kernel where Open found no cuBLAS),
+// accumulating in float32.
 //
 // cuBLAS is column-major; a row-major C = A*B is the column-major
 // C^T = B^T*A^T, so the operands swap and the transposes stay with them.
@@ -121,10 +122,27 @@ func (d *Device) gemm(cb, ab, bb *Buffer, p device.GemmParams) {
 		c: cPtr, ct: ct, ldc: n, sc: int64(strideC),
 		batch: nb,
 	}
-	if err := d.g.gemm(call); err != nil {
+	if d.ownGemm {
+		d.ownGEMM(call)
+	} else if err := d.g.gemm(call); err != nil {
 		panic(fmt.Sprintf("cudaops: Gemm %+v (%v, %v -> %v): %v", p, ab.DType(), bb.DType(), cb.DType(), err))
 	}
 	if ctmp != nil {
 		d.copyBlocks(cb, p.OffC, p.StrideC, ctmp, 0, m*n, m*n, nb)
 	}
+}
+
+// ownGEMM is the call cuBLAS would have taken, on mp_gemm. The strides fit
+// a C int: they lie within buffers, which are shorter than 2^31.
+func (d *Device) ownGEMM(c *gemmCall) {
+	flag := func(b bool) param {
+		if b {
+			return pInt(1)
+		}
+		return pInt(0)
+	}
+	d.launch(d.ks.gemm, gridFor(c.m*c.n*c.batch), flag(c.transA), flag(c.transB), pInt(c.m), pInt(c.n), pInt(c.k), pF32(c.alpha),
+		pU64(c.a), pInt(int(c.at)), pInt(c.lda), pInt(int(c.sa)),
+		pU64(c.b), pInt(int(c.bt)), pInt(c.ldb), pInt(int(c.sb)),
+		pF32(c.beta), pU64(c.c), pInt(int(c.ct)), pInt(c.ldc), pInt(int(c.sc)), pInt(c.batch))
 }

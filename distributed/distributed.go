@@ -73,8 +73,8 @@ func BucketBytes(n int) Option {
 }
 
 // New takes a model's parameters and buffers (in nn.State's order), checks
-// that every rank has the same ones (names, shapes and order; the error
-// names the first difference) and then gives every rank rank 0's values,
+// that every rank has the same ones (names, shapes and order; every rank
+// returns the same *MismatchError, naming the first difference) and then gives every rank rank 0's values,
 // so that training starts from one model whatever each rank initialised.
 // The gradients of the entries that are parameters are what SyncGrads
 // averages. Every rank must call it.
@@ -128,39 +128,6 @@ func (d *DataParallel) describe() string {
 	return b.String()
 }
 
-// broadcastText sends rank 0's s to every rank through F32 buffers, the
-// only thing a Comm carries: each byte becomes one float, exactly.
-func (d *DataParallel) broadcastText(s string) (string, error) {
-	dev := d.anyDevice()
-	n := tensor.New(dev, dtype.F32, device.Temp, 1)
-	defer n.Release()
-	dev.CopyFromHost(n.Buffer(), []float32{float32(len(s))})
-	if err := d.comm.Broadcast(n.Buffer(), 0); err != nil {
-		return "", err
-	}
-	size := int(n.ToHost()[0])
-	if size == 0 {
-		return "", nil
-	}
-	buf := tensor.New(dev, dtype.F32, device.Temp, size)
-	defer buf.Release()
-	vals := make([]float32, size)
-	for i := range vals {
-		if i < len(s) {
-			vals[i] = float32(s[i])
-		}
-	}
-	dev.CopyFromHost(buf.Buffer(), vals)
-	if err := d.comm.Broadcast(buf.Buffer(), 0); err != nil {
-		return "", err
-	}
-	out := make([]byte, size)
-	for i, v := range buf.ToHost() {
-		out[i] = byte(v)
-	}
-	return string(out), nil
-}
-
 func (d *DataParallel) anyDevice() device.Device {
 	for _, e := range d.entries {
 		if e.Var.Value != nil {
@@ -174,37 +141,26 @@ func (d *DataParallel) anyDevice() device.Device {
 	return dev
 }
 
-// checkSame compares every rank's layout with rank 0's; all ranks learn
-// whether any differs, so that all fail together.
+// checkSame compares every rank's layout with rank 0's. Every rank learns
+// every rank's layout, so all fail together with the same *MismatchError,
+// naming the first rank that differs and where: any rank's report says it.
 func (d *DataParallel) checkSame() error {
-	mine := d.describe()
-	root, err := d.broadcastText(mine)
+	all, err := gatherText(d.comm, d.anyDevice(), d.describe())
 	if err != nil {
 		return fmt.Errorf("distributed: comparing models: %w", err)
 	}
-	diff := firstDifference(root, mine)
-	dev := d.anyDevice()
-	flag := tensor.New(dev, dtype.F32, device.Temp, 1)
-	defer flag.Release()
-	bad := float32(0)
-	if diff != "" {
-		bad = 1
-	}
-	dev.CopyFromHost(flag.Buffer(), []float32{bad})
-	if err := d.comm.AllReduce(flag.Buffer(), device.Sum); err != nil {
-		return fmt.Errorf("distributed: comparing models: %w", err)
-	}
-	switch {
-	case diff != "":
-		return fmt.Errorf("distributed: rank %d's model differs from rank 0's: %s", d.comm.Rank(), diff)
-	case flag.ToHost()[0] != 0:
-		return fmt.Errorf("distributed: rank %d: another rank's model differs from rank 0's (that rank names the difference)", d.comm.Rank())
+	for r := 1; r < len(all); r++ {
+		if diff := firstDifference(all[0], all[r], r); diff != "" {
+			return &MismatchError{fmt.Sprintf("distributed: rank %d's model differs from rank 0's: %s", r, diff)}
+		}
 	}
 	return nil
 }
 
-func firstDifference(root, mine string) string {
-	a, b := strings.Split(root, "\n"), strings.Split(mine, "\n")
+// firstDifference names the first entry in which rank r's layout differs
+// from rank 0's, or is "".
+func firstDifference(root, other string, r int) string {
+	a, b := strings.Split(root, "\n"), strings.Split(other, "\n")
 	for i := range max(len(a), len(b)) {
 		var x, y string
 		if i < len(a) {
@@ -216,11 +172,11 @@ func firstDifference(root, mine string) string {
 		if x != y {
 			switch {
 			case x == "":
-				return fmt.Sprintf("entry %d is %q here and absent on rank 0", i, y)
+				return fmt.Sprintf("entry %d is %q on rank %d and absent on rank 0", i, y, r)
 			case y == "":
-				return fmt.Sprintf("entry %d is %q on rank 0 and absent here", i, x)
+				return fmt.Sprintf("entry %d is %q on rank 0 and absent on rank %d", i, x, r)
 			}
-			return fmt.Sprintf("entry %d is %q on rank 0 and %q here", i, x, y)
+			return fmt.Sprintf("entry %d is %q on rank 0 and %q on rank %d", i, x, y, r)
 		}
 	}
 	return ""

@@ -1,6 +1,7 @@
 package distributed_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -348,9 +349,8 @@ func TestChildClipping(t *testing.T) {
 
 func TestModelsMustMatchUnderMpirun(t *testing.T) {
 	log, _ := mpirun(t, 2, "TestChildMismatch")
-	if !strings.Contains(log, `rank 1's model differs from rank 0's: entry 0 is "0.weight [16 36]" on rank 0 and "0.weight [17 36]" here`) ||
-		!strings.Contains(log, "rank 0: another rank's model differs") {
-		t.Fatalf("mismatched models were not reported on both ranks:\n%s", log)
+	if n := strings.Count(log, `rank 1's model differs from rank 0's: entry 0 is "0.weight [16 36]" on rank 0 and "0.weight [17 36]" on rank 1`); n != 2 {
+		t.Fatalf("mismatched models were reported with the difference by %d ranks, want both:\n%s", n, log)
 	}
 }
 
@@ -518,4 +518,42 @@ func BenchmarkSyncGrads(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestSettingsMustMatchUnderMpirun starts three ranks whose settings
+// differ: every rank returns the same error, naming each setting and which
+// ranks have which value.
+func TestSettingsMustMatchUnderMpirun(t *testing.T) {
+	log, _ := mpirun(t, 3, "TestChildSettings")
+	want := "distributed: the ranks must train with the same settings, and differ in -batch (64 on ranks 0 and 2, 32 on rank 1); -lr (0.1 on ranks 0 and 1, 0.2 on rank 2)"
+	if n := strings.Count(log, want); n != 3 {
+		t.Fatalf("%d ranks said %q, want all three:\n%s", n, want, log)
+	}
+	if n := strings.Count(log, "--- PASS: TestChildSettings"); n != 3 {
+		t.Fatalf("%d ranks passed, want 3:\n%s", n, log)
+	}
+}
+
+// TestChildSettings is one rank of TestSettingsMustMatchUnderMpirun; it
+// also checks that settings that agree pass, on the same communicator.
+func TestChildSettings(t *testing.T) {
+	c := childComm(t)
+	dev := cpu.New()
+	same := map[string]string{"-model": "mlp", "-seed": "7", "data": "60000 samples"}
+	if err := distributed.AgreeSettings(c, dev, same); err != nil {
+		t.Fatalf("settings that agree: %v", err)
+	}
+	mine := map[string]string{"-model": "mlp", "-batch": "64", "-lr": "0.1"}
+	if c.Rank() == 1 {
+		mine["-batch"] = "32"
+	}
+	if c.Rank() == 2 {
+		mine["-lr"] = "0.2"
+	}
+	err := distributed.AgreeSettings(c, dev, mine)
+	var mismatch *distributed.MismatchError
+	if !errors.As(err, &mismatch) {
+		t.Fatalf("settings that differ: %v, want a MismatchError", err)
+	}
+	fmt.Println(err)
 }

@@ -150,12 +150,15 @@ func TestTorchWeights(t *testing.T) {
 }
 
 // TestWeightsIntoTorch saves our weights and logits and has PyTorch load
-// them with load_state_dict(strict=True) and compare its logits.
+// them with load_state_dict(strict=True) and compare its logits. It finds
+// its script from its source path, as it finds testdata, so that it runs
+// from the CUDA bundle too.
 func TestWeightsIntoTorch(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import torch, numpy").Run(); err != nil {
-		t.Skip("PyTorch is not installed for /usr/bin/python3 (sh tools/install-peer.sh installs it): not checking that PyTorch loads our weights")
+	py := reftest.Python() // $MIXPREC_PYTHON, else python3 on the PATH
+	if py == "" || exec.Command(py, "-c", "import torch, numpy").Run() != nil {
+		t.Skipf("PyTorch and NumPy are not installed for %q (sh tools/install-peer.sh installs them, or set MIXPREC_PYTHON): not checking that PyTorch loads our weights", py)
 	}
+	script := reftest.RepoPath("tools/reference/torch_safetensors.py")
 	for _, name := range []string{"mlp", "cnn"} {
 		t.Run(name, func(t *testing.T) {
 			m, shape := buildModel(t, name, 5)
@@ -175,7 +178,7 @@ func TestWeightsIntoTorch(t *testing.T) {
 			if err := safetensors.WriteFile(ioPath, io, nil); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(py, "../tools/reference/torch_safetensors.py", "check", name, weights, ioPath)
+			cmd := exec.Command(py, script, "check", name, weights, ioPath)
 			cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
 			out, err := cmd.CombinedOutput()
 			if err != nil {

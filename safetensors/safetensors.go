@@ -4,11 +4,18 @@
 // tensors' bytes, little-endian and row-major.
 //
 // The reader is strict, because a weights file that half-loads is worse
-// than one that fails: the header length is bounded, every byte range must
+// than one that fails, and it refuses whatever the writer refuses: the
+// header length is bounded (by MaxHeader, and by the file's size where the
+// reader can know it, before anything is allocated), every byte range must
 // lie inside the payload, the ranges must tile the payload exactly (no gaps,
-// no overlaps, no trailing bytes), names must be unique and sizes must match
-// shapes. F32, F16 and BF16 are read and written; F64 is read by rounding
-// to F32, as loading float64 weights into a float32 model does.
+// no overlaps, no trailing bytes), names must be non-empty, unique and valid
+// UTF-8 (a JSON escape of half a surrogate pair, which decoders silently
+// turn into U+FFFD, is refused), and sizes must match shapes. F32, F16 and
+// BF16 are read and written; F64 is read by rounding to F32, as loading
+// float64 weights into a float32 model does.
+//
+// WriteFile creates files readable and writable by their owner only
+// (0600), as every file a training run writes is.
 //
 // Write records the SHA-256 of the tensors' bytes in the metadata under
 // [SumKey], and Read verifies it when a file has one, so that a flipped bit
@@ -32,6 +39,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/mixprec/mixprec/dtype"
@@ -101,13 +109,19 @@ type entry struct {
 
 // Write writes tensors and metadata to w in the safetensors format, the
 // tensors' bytes in the order given. It fails on an empty or duplicate
-// name, a name that is the reserved "__metadata__", an unsupported dtype,
-// or values that do not match the shape.
+// name, a name that is the reserved "__metadata__", a name or metadata
+// text that is not valid UTF-8 (JSON would replace the bad bytes), an
+// unsupported dtype, or values that do not match the shape.
 func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	header := map[string]any{}
 	for i := range tensors {
 		if err := tensors[i].check(); err != nil {
 			return fmt.Errorf("safetensors: write: %w", err)
+		}
+	}
+	for k, v := range metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return fmt.Errorf("safetensors: write: metadata %q: %q is not valid UTF-8", k, v)
 		}
 	}
 	sum := sha256.New()
@@ -192,6 +206,9 @@ func (t *Tensor) check() error {
 	if t.Name == "" || t.Name == "__metadata__" {
 		return fmt.Errorf("tensor name %q is not allowed", t.Name)
 	}
+	if !utf8.ValidString(t.Name) {
+		return fmt.Errorf("tensor name %q is not valid UTF-8", t.Name)
+	}
 	if _, ok := dtypeNames[t.DType]; !ok {
 		return fmt.Errorf("tensor %q: dtype %v is not F32, F16 or BF16", t.Name, t.DType)
 	}
@@ -212,8 +229,13 @@ func (t *Tensor) check() error {
 
 // Read reads a whole safetensors file from r. See the package comment for
 // what it checks; every error names the problem and, where there is one,
-// the tensor.
+// the tensor. When r can tell how many bytes it holds (an *os.File, a
+// *bytes.Reader, a *bytes.Buffer or a *strings.Reader), a header length or
+// a byte range beyond them is refused before anything is allocated;
+// otherwise the header is read in growing pieces, so that a corrupt length
+// costs no more memory than the bytes that are really there.
 func Read(r io.Reader) (*File, error) {
+	size, sized := remaining(r)
 	var n [8]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return nil, fmt.Errorf("safetensors: file shorter than its 8-byte header length: %w", err)
@@ -222,9 +244,15 @@ func Read(r io.Reader) (*File, error) {
 	if hlen > MaxHeader {
 		return nil, fmt.Errorf("safetensors: header length %d is over the %d-byte limit; the file is corrupt or not safetensors", hlen, MaxHeader)
 	}
-	hdr := make([]byte, hlen)
-	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, fmt.Errorf("safetensors: header of %d bytes is cut short: %w", hlen, unexpected(err))
+	if sized && hlen > uint64(size-8) {
+		return nil, fmt.Errorf("safetensors: header length %d is longer than the %d bytes after it: the file is corrupt or cut short", hlen, size-8)
+	}
+	hdr, err := io.ReadAll(io.LimitReader(r, int64(hlen)))
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: reading the header: %w", err)
+	}
+	if uint64(len(hdr)) < hlen {
+		return nil, fmt.Errorf("safetensors: header of %d bytes is cut short at %d", hlen, len(hdr))
 	}
 	names, entries, meta, err := parseHeader(hdr)
 	if err != nil {
@@ -247,6 +275,9 @@ func Read(r io.Reader) (*File, error) {
 			return nil, fmt.Errorf("safetensors: tensor %q: bytes start at %d, leaving a gap after %d", names[i], e.Offsets[0], end)
 		}
 		end = e.Offsets[1]
+		if avail := size - 8 - int64(hlen); sized && end > avail {
+			return nil, fmt.Errorf("safetensors: tensor %q: bytes [%d, %d) lie beyond the %d bytes of tensors the file holds: it is truncated or corrupt", names[i], e.Offsets[0], e.Offsets[1], avail)
+		}
 	}
 	payload, err := io.ReadAll(io.LimitReader(r, end+1))
 	if err != nil {
@@ -277,6 +308,26 @@ func Read(r io.Reader) (*File, error) {
 	return f, nil
 }
 
+// remaining is how many bytes r holds from where it stands, when r can
+// say: a file (its size less its offset), or an in-memory reader.
+func remaining(r io.Reader) (int64, bool) {
+	switch r := r.(type) {
+	case interface{ Len() int }: // *bytes.Reader, *bytes.Buffer, *strings.Reader: the unread bytes
+		return int64(r.Len()), true
+	case *os.File:
+		fi, err := r.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return 0, false
+		}
+		off, err := r.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return 0, false
+		}
+		return fi.Size() - off, true
+	}
+	return 0, false
+}
+
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
@@ -293,6 +344,9 @@ func parseHeader(hdr []byte) (names []string, entries []entry, meta map[string]s
 	if !utf8.Valid(hdr) {
 		return nil, nil, nil, errors.New("safetensors: the header is not UTF-8")
 	}
+	if err := checkEscapes(hdr); err != nil {
+		return nil, nil, nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -305,6 +359,9 @@ func parseHeader(hdr []byte) (names []string, entries []entry, meta map[string]s
 			return nil, nil, nil, fmt.Errorf("safetensors: header: %w", err)
 		}
 		name := tok.(string) // object keys are always strings
+		if name == "" {
+			return nil, nil, nil, errors.New("safetensors: the header names a tensor with an empty name")
+		}
 		if seen[name] {
 			return nil, nil, nil, fmt.Errorf("safetensors: header names %q twice", name)
 		}
@@ -341,6 +398,64 @@ func parseHeader(hdr []byte) (names []string, entries []entry, meta map[string]s
 		return nil, nil, nil, errors.New("safetensors: text after the header's JSON object")
 	}
 	return names, entries, meta, nil
+}
+
+// checkEscapes refuses a \u escape of half a UTF-16 surrogate pair in the
+// header's strings: encoding/json decodes it as U+FFFD without a word, so
+// a name holding one would load under another name than the file's.
+func checkEscapes(hdr []byte) error {
+	inString := false
+	for i := 0; i < len(hdr); i++ {
+		c := hdr[i]
+		switch {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(hdr):
+			if hdr[i+1] != 'u' {
+				i++ // \" and \\ among them
+				continue
+			}
+			r, ok := hex4(hdr, i+2)
+			if !ok {
+				continue // the JSON decoder reports a malformed escape
+			}
+			switch {
+			case utf16.IsSurrogate(r) && r < 0xdc00: // high half: a low half must follow
+				if lo, ok := hex4(hdr, i+8); ok && i+7 < len(hdr) && hdr[i+6] == '\\' && hdr[i+7] == 'u' && lo >= 0xdc00 && lo <= 0xdfff {
+					i += 11
+					continue
+				}
+				return fmt.Errorf("safetensors: the header holds \\u%04x, half a surrogate pair, which is not valid UTF-8", r)
+			case utf16.IsSurrogate(r):
+				return fmt.Errorf("safetensors: the header holds \\u%04x, half a surrogate pair, which is not valid UTF-8", r)
+			}
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hex4 reads the four hex digits at b[i:], as a \u escape holds them.
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(d)
+	}
+	return r, true
 }
 
 func (e entry) check(name string) error {

@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -144,7 +146,7 @@ func TestReadRejects(t *testing.T) {
 	}{
 		{"empty", nil, "shorter than its 8-byte header length"},
 		{"huge header", binary.LittleEndian.AppendUint64(nil, MaxHeader+1), "over the"},
-		{"cut header", append(binary.LittleEndian.AppendUint64(nil, 100), "{}"...), "cut short"},
+		{"cut header", append(binary.LittleEndian.AppendUint64(nil, 100), "{}"...), "longer than the 2 bytes after it"},
 		{"not object", build(`[1,2]`, nil), "not a JSON object"},
 		{"not utf8", build("{\"\xff\":1}", nil), "not UTF-8"},
 		{"duplicate", build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, p8), `names "a" twice`},
@@ -160,6 +162,12 @@ func TestReadRejects(t *testing.T) {
 		{"bad offsets", build(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}}`, nil), "byte range"},
 		{"metadata", build(`{"__metadata__":{"a":1}}`, nil), "__metadata__"},
 		{"after object", build(`{} {}`, nil), "after the header"},
+		{"empty name", build(`{"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, p8[:4]), "empty name"},
+		{"lone high surrogate", build(`{"a\ud800":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, p8[:4]), "half a surrogate pair"},
+		{"lone low surrogate", build(`{"a\udc00b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, p8[:4]), "half a surrogate pair"},
+		{"high then other escape", build(`{"\ud800\u0041":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, p8[:4]), "half a surrogate pair"},
+		{"surrogate in metadata", build(`{"__metadata__":{"k":"\udfff"}}`, nil), "half a surrogate pair"},
+		{"beyond the file", build(`{"a":{"dtype":"F32","shape":[1048576],"data_offsets":[0,4194304]}}`, p8), "lie beyond the 8 bytes"},
 		{"huge shape", build(`{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}}`, nil), "too large"},
 	}
 	for _, tt := range tests {
@@ -172,6 +180,72 @@ func TestReadRejects(t *testing.T) {
 	}
 }
 
+// TestReadNames reads names the writer writes, escaped or not: a
+// surrogate pair and an escaped backslash before a "u" are not halves of
+// a pair.
+func TestReadNames(t *testing.T) {
+	for _, tt := range []struct{ raw, want string }{
+		{`"\ud83d\ude00"`, "\U0001F600"},
+		{`"a\\ud800"`, `a\ud800`},
+		{`"\u00e9t\u00e9"`, "été"},
+		{`"€"`, "€"},
+	} {
+		file := build(`{`+tt.raw+`:{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4))
+		f, err := Read(bytes.NewReader(file))
+		if err != nil || f.Tensors[0].Name != tt.want {
+			t.Errorf("name %s: Read = %v, %v; want the tensor %q", tt.raw, f, err, tt.want)
+		}
+	}
+}
+
+// TestReadAllocatesWhatIsThere reads files that claim a 64 MB header and
+// hold 16 bytes: neither a file whose size the reader can learn nor a
+// plain stream may make it allocate the claimed 64 MB.
+func TestReadAllocatesWhatIsThere(t *testing.T) {
+	file := append(binary.LittleEndian.AppendUint64(nil, 64<<20), "{}      "...)
+	path := filepath.Join(t.TempDir(), "cut.safetensors")
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		read func() error
+		want string
+	}{
+		{"bytes", func() error { _, err := Read(bytes.NewReader(file)); return err }, "longer than the 8 bytes after it"},
+		{"file", func() error { _, err := ReadFile(path); return err }, "longer than the 8 bytes after it"},
+		{"stream", func() error { _, err := Read(struct{ io.Reader }{bytes.NewReader(file)}); return err }, "cut short at 8"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			err := tt.read()
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Read = %v, want an error containing %q", err, tt.want)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+				t.Errorf("reading 16 bytes allocated %d bytes, want under 1 MiB", got)
+			}
+		})
+	}
+}
+
+func TestWriteFileMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := WriteFile(path, sample(), nil); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o600 {
+		t.Errorf("mode %v, want -rw------- (owner only)", fi.Mode())
+	}
+}
+
 func TestWriteRejects(t *testing.T) {
 	for _, tt := range []struct {
 		t    Tensor
@@ -181,10 +255,14 @@ func TestWriteRejects(t *testing.T) {
 		{Tensor{Name: "__metadata__", DType: dtype.F32, Shape: []int{1}, F32: []float32{1}}, "not allowed"},
 		{Tensor{Name: "a", DType: dtype.F32, Shape: []int{2}, F32: []float32{1}}, "needs 2 F32 values, have 1"},
 		{Tensor{Name: "a", DType: dtype.F16, Shape: []int{1}, F32: []float32{1}}, "needs 1 f16 values"},
+		{Tensor{Name: "a\xff", DType: dtype.F32, Shape: []int{1}, F32: []float32{1}}, "not valid UTF-8"},
 	} {
 		if err := Write(&bytes.Buffer{}, []Tensor{tt.t}, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Write(%+v) = %v, want an error containing %q", tt.t, err, tt.want)
 		}
+	}
+	if err := Write(&bytes.Buffer{}, sample(), map[string]string{"k": "\xfe"}); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Errorf("Write of metadata that is not UTF-8 = %v, want an error", err)
 	}
 	two := []Tensor{{Name: "a", DType: dtype.F32, Shape: []int{}, F32: []float32{1}}, {Name: "a", DType: dtype.F32, Shape: []int{}, F32: []float32{1}}}
 	if err := Write(&bytes.Buffer{}, two, nil); err == nil || !strings.Contains(err.Error(), "two tensors named") {

@@ -28,6 +28,7 @@ type gpuInfo struct {
 	DriverPath      string `json:"driver_path"`
 	CUBLAS          string `json:"cublas_version"`
 	CUBLASPath      string `json:"cublas_path"`
+	Warning         string `json:"warning,omitempty"` // no cuBLAS: GEMMs on mixprec's own kernel`
 	PTX             string `json:"ptx"`
 	TF32            bool   `json:"tf32"`
 	ZeroOnFree      bool   `json:"zero_on_free"`
@@ -55,7 +56,7 @@ func cmdDevice(args []string, stdout, stderr io.Writer) error {
 		r.GPU = &gpuInfo{
 			Name: i.Name, Compute: fmt.Sprintf("%d.%d", i.Major, i.Minor), Multiprocessors: i.Multiprocessors,
 			MemoryBytes: i.TotalMemory, Driver: i.Driver(), DriverPath: i.DriverPath,
-			CUBLAS: i.CUBLASVersion, CUBLASPath: i.CUBLASPath, PTX: i.PTX,
+			CUBLAS: i.CUBLASVersion, CUBLASPath: i.CUBLASPath, Warning: i.Warning, PTX: i.PTX,
 			TF32: i.Options.TF32, ZeroOnFree: i.Options.ZeroOnFree,
 		}
 	}
@@ -69,7 +70,11 @@ func cmdDevice(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "compute capability: %s (%d multiprocessors)\n", g.Compute, g.Multiprocessors)
 		fmt.Fprintf(stdout, "memory: %s\n", device.FormatBytes(g.MemoryBytes))
 		fmt.Fprintf(stdout, "driver: CUDA %s (%s)\n", g.Driver, g.DriverPath)
-		fmt.Fprintf(stdout, "cublas: %s (%s)\n", g.CUBLAS, g.CUBLASPath)
+		if g.CUBLASPath != "" {
+			fmt.Fprintf(stdout, "cublas: %s (%s)\n", g.CUBLAS, g.CUBLASPath)
+		} else {
+			fmt.Fprintf(stdout, "cublas: none: %s\n", g.Warning)
+		}
 		fmt.Fprintf(stdout, "kernels: %s PTX, compiled by the driver for this GPU\n", g.PTX)
 		fmt.Fprintf(stdout, "tf32 for f32 gemm: %v (MIXPREC_CUDA_TF32); zero on free: %v (MIXPREC_CUDA_ZERO_ON_FREE)\n", g.TF32, g.ZeroOnFree)
 	}

@@ -101,6 +101,9 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if w := cli.DeviceWarning(dev); w != "" {
+		fmt.Fprintf(stderr, "mixprec memcompare: %s: %s\n", dev.Name(), w)
+	}
 	configs := []mcConfig{
 		{"fp32", dtype.F32, false},
 		{"f16", dtype.F16, false},

@@ -10,3 +10,4 @@
 #include "optim.cu"
 #include "random.cu"
 #include "transformer.cu"
+#include "gemm.cu"

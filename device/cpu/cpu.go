@@ -10,7 +10,9 @@ package cpu
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -21,7 +23,25 @@ import (
 )
 
 func init() {
-	device.Register("cpu", func() (device.Device, error) { return New(), nil })
+	device.Register("cpu", func() (device.Device, error) { return NewWithOptions(OptionsFromEnv()), nil })
+}
+
+// Options are the settings of a CPU device that change its memory
+// behaviour.
+type Options struct {
+	// ZeroOnFree zeroes a buffer's storage when it is freed, as the CUDA
+	// backend's option of the same name does: no data outlives its buffer
+	// in the cache of storage kept for reuse or in memory handed back to
+	// Go's collector, and a read through a stale slice of a freed buffer
+	// shows zeros, not old values.
+	ZeroOnFree bool
+}
+
+// OptionsFromEnv reads MIXPREC_CPU_ZERO_ON_FREE=1: the options the device
+// that device.Open("cpu") opens takes.
+func OptionsFromEnv() Options {
+	on, _ := strconv.ParseBool(os.Getenv("MIXPREC_CPU_ZERO_ON_FREE"))
+	return Options{ZeroOnFree: on}
 }
 
 // Device is the CPU backend. The zero value is not usable; call New.
@@ -39,6 +59,7 @@ type Device struct {
 	pool    device.Pool[[]float32]
 	workers int
 	helpers *helpers
+	opts    Options
 
 	// slab holds Buffer structs not yet handed out, so that Alloc makes
 	// one Go allocation per bufSlab buffers instead of one each. A struct
@@ -56,9 +77,12 @@ const bufSlab = 64
 const DefaultCacheBytes = 2 << 30
 
 // New returns a CPU device with its own memory accounting, using up to
-// GOMAXPROCS goroutines per kernel.
-func New() *Device {
-	d := &Device{workers: runtime.GOMAXPROCS(0)}
+// GOMAXPROCS goroutines per kernel, and the zero Options.
+func New() *Device { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns a CPU device with the given options.
+func NewWithOptions(o Options) *Device {
+	d := &Device{workers: runtime.GOMAXPROCS(0), opts: o}
 	d.pool.Limit = DefaultCacheBytes
 	d.pool.Size = func(n int64) int64 { return 4 * int64(blockWords(n)) }
 	d.pool.NewBlock = func(size int64) ([]float32, error) { return make([]float32, size/4), nil }
@@ -146,12 +170,16 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 }
 
 // Free returns b's storage to the cache (or to Go's collector when the
-// cache is full) and its bytes to the accounting.
+// cache is full), zeroed first with Options.ZeroOnFree, and its bytes to
+// the accounting.
 func (d *Device) Free(buf device.Buffer) {
 	b := d.buf(buf, "Free")
 	if b.host {
 		d.pool.FreeView(&b.BufferHeader)
 	} else {
+		if d.opts.ZeroOnFree && b.n > 0 {
+			clear(b.words()) // the whole block: the next buffer of its size may see all of it
+		}
 		d.pool.Free(&b.BufferHeader, b.words())
 	}
 	b.f32, b.u16 = nil, nil

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -50,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		"Nesterov momentum, weight decay and a cosine schedule, in FP32 or mixed precision,\n"+
 		"and reports accuracy, speed and peak memory.")
 	var f cli.Flags
-	f.Register(fs, []models.Spec{resnet}, []string{"sgd"}, "one segment per residual stage, and the stem and head")
+	f.Register(fs, []models.Spec{resnet}, []string{"sgd-nesterov", "sgd"}, "one segment per residual stage, and the stem and head")
 	synthetic := fs.Bool("synthetic", false, "train on random data of CIFAR-10's shapes (speed and memory measurements only)")
 	var workers int
 	cli.IntVar(fs, &workers, "workers", 2, 1, 0, "background workers preparing and augmenting batches")
@@ -95,6 +96,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if w := cli.DeviceWarning(dev); w != "" {
+		fmt.Fprintf(stderr, "%s: %s: %s\n", "cifar", dev.Name(), w)
+	}
 	// Data parallelism: one process per rank under mpirun (see examples/mnist).
 	comm, closeDist, err := dist.Open(dev) // nil without -dist
 	if err != nil {
@@ -131,6 +135,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else if trainSet, testSet, err = datasets.LoadCIFAR10(filepath.Join(datasets.Root(f.Data), "cifar10")); err != nil {
 		return fmt.Errorf("%w; or run with -synthetic to measure speed and memory on random data", err)
 	}
+	if comm != nil { // see examples/mnist
+		settings := f.Settings()
+		settings["-synthetic"], settings["-wd"], settings["data"] = fmt.Sprint(*synthetic), fmt.Sprint(wd), train.Fingerprint(trainSet)
+		if err := distributed.AgreeSettings(comm, dev, settings); err != nil {
+			return train.Together(comm, err, stderr, "cifar")
+		}
+	}
 	shard := []datasets.Option{datasets.DropLast()}
 	if ranks > 1 {
 		shard = append(shard, datasets.Shard(rank, ranks))
@@ -147,7 +158,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var dp *distributed.DataParallel
 	if comm != nil {
 		if dp, err = distributed.New(comm, train.Entries(net)); err != nil {
-			return err
+			return train.Together(comm, err, stderr, "cifar")
 		}
 	}
 	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
@@ -174,22 +185,31 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err := train.LoadEval(st.Eval, net); err != nil {
 			return err
 		}
-		acc := train.Evaluate(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
-		log("%s from %s: test accuracy %.2f%%", spec.Name, st.Eval, 100*acc)
+		s := train.EvalSummary(dev, net, testSet, 500, f.AMP.On(), f.AMP.DType())
+		log("%s from %s: test accuracy %.2f%%", spec.Name, st.Eval, 100*s.TestAccuracy)
 		if f.JSON {
-			return cli.PrintJSON(stdout, cli.Summary{Model: f.Model, Data: data, Device: dev.Name(), AMP: f.AMP.String(),
-				Checkpoint: f.Checkpoint.String(), TestAccuracy: cli.Float(acc), Seed: f.Seed, Batch: f.Batch, Optimizer: "sgd-nesterov"})
+			s.Model, s.Data, s.Device, s.AMP, s.Checkpoint, s.Seed, s.Optimizer = f.Model, data, dev.Name(), f.AMP.String(), f.Checkpoint.String(), f.Seed, f.Optimizer
+			return cli.PrintJSON(stdout, s)
 		}
 		return nil
 	}
-	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
+	saver, err := train.NewSaver("cifar", st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "cifar", "data": data, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
-		"seed": fmt.Sprint(f.Seed), "lr": fmt.Sprint(f.LR), "wd": fmt.Sprint(wd), "epochs": fmt.Sprint(f.Epochs),
-		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)}})
+		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "wd": fmt.Sprint(wd), "epochs": fmt.Sprint(f.Epochs),
+		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)},
+		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}}, stderr)
+	if err != nil {
+		return err
+	}
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {
 		return err
+	}
+	if comm != nil { // every rank must go on from the same step
+		if err := distributed.AgreeSettings(comm, dev, map[string]string{"-resume": train.Resumed(st, pos)}); err != nil {
+			return train.Together(comm, err, stderr, "cifar")
+		}
 	}
 	rec, err := train.NewRecorder(pf, dev, profile.RunInfo{Label: train.Label(f.AMP, f.Checkpoint), Program: "cifar",
 		Model: f.Model, AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(), Batch: f.Batch, Seed: f.Seed})
@@ -199,8 +219,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer rec.Close()
 	step.Prof = rec.Prof
 
-	log("cifar10: %s, %d parameters, SGD nesterov lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
-		spec.Name, nn.CountParams(net), f.LR, wd, f.Batch, dev.Name(), f.AMP, f.Checkpoint)
+	log("cifar10: %s, %d parameters, %s lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
+		spec.Name, nn.CountParams(net), f.Optimizer, f.LR, wd, f.Batch, dev.Name(), f.AMP, f.Checkpoint)
 	if note != "" {
 		log("(CUDA not used: %s)", note)
 	}
@@ -214,6 +234,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	dev.ResetPeak()
 	var peak device.MemStats
 	var diverged *cli.Diverged
+	var interrupted *cli.Interrupted // a signal: stop, report, and exit with its status
 	steps, trainTime, lastLoss, acc := pos.Step, 0.0, 0.0, 0.0
 	done := 0 // steps taken by this process, for the speed figures
 	wall := time.Now()
@@ -250,8 +271,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			pos = runstate.Position{Step: steps, Epoch: epoch, Batch: b.Index + 1,
 				Sums: map[string]float64{"loss": sum}, Counts: map[string]int{"loss": n}}
 			if err := saver.AfterStep(pos); err != nil {
-				bar.Done()
-				return err
+				if !errors.As(err, &interrupted) {
+					bar.Done()
+					return err
+				}
+				break
 			}
 			if steps >= total {
 				break
@@ -268,7 +292,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			lastLoss = float64(v[0]) / float64(max(v[1], 1))
 		}
 		peak = train.MaxPeak(peak, dev.MemStats())
-		if diverged != nil {
+		if diverged != nil || interrupted != nil { // see examples/mnist
 			acc = math.NaN()
 			break
 		}
@@ -278,7 +302,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s, %.1f ms/step", epoch+1, lastLoss,
 			100*acc, float64(done*f.Batch)/max(trainTime, 1e-9), 1000*trainTime/float64(max(done, 1)))
 	}
-	if diverged == nil {
+	if diverged == nil && interrupted == nil { // an interrupted run saved its checkpoint already
 		if err := saver.Finish(pos); err != nil {
 			return err
 		}
@@ -287,13 +311,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Epochs: f.Epochs, Steps: steps, TrainLoss: cli.Float(lastLoss), TestAccuracy: cli.Float(acc),
 		SamplesPerSec: cli.Float(float64(done*f.Batch*ranks) / max(trainTime, 1e-9)), MsPerStep: cli.Float(1000 * trainTime / float64(max(done, 1))),
 		WallSeconds: cli.Float(time.Since(wall).Seconds()), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
-		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: "sgd-nesterov", DeviceFallback: note}
+		PeakBytes: cli.Peaks(peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: f.Optimizer, DeviceFallback: note}
 	if ranks > 1 {
 		s.WorldSize = ranks
 	}
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}
+	s.Interrupted = interrupted != nil
 	if err := rec.Finish(stderr); err != nil {
 		return err
 	}
@@ -303,6 +328,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	} else {
 		log("peak memory: %s (activations %s)", device.FormatBytes(s.PeakBytes.Total), device.FormatBytes(s.PeakBytes.Activation))
+	}
+	if interrupted != nil {
+		return interrupted // main names the signal and the checkpoint, and exits with the signal's status
 	}
 	if diverged != nil {
 		return diverged

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -135,7 +136,7 @@ func TestHelp(t *testing.T) {
 	if r.Code != 0 || r.Stderr != "" {
 		t.Errorf("-h: exit %d, stderr %q; want 0 and nothing", r.Code, r.Stderr)
 	}
-	for _, want := range []string{"-optim sgd\n", "-model resnet20\n", "-amp off|f16|bf16", "-checkpoint off|auto|N",
+	for _, want := range []string{"-optim sgd-nesterov|sgd\n", "-model resnet20\n", "-amp off|f16|bf16", "-checkpoint off|auto|N",
 		"(default 0.1)", "(default 0.0005)", "(default 30)", "(default 128)", "one segment per residual stage"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("help lacks %q:\n%s", want, r.Stdout)
@@ -167,5 +168,26 @@ func TestDiverged(t *testing.T) {
 	}
 	if !s.Diverged || s.Steps != s.DivergedStep || s.Steps >= 20 || !bytes.Contains(last, []byte(`"train_loss":null`)) {
 		t.Errorf("summary %s; want diverged, stopped at the step, null loss", last)
+	}
+}
+
+// TestOptimizerNames: -optim takes the name the summary reports
+// (sgd-nesterov, the recipe's), and -eval's summary holds what evaluating
+// measured, with null for what only training measures.
+func TestOptimizerNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains ResNet-20 for a step")
+	}
+	dir := t.TempDir()
+	s := runJSON(t, "-synthetic", "-max-steps", "1", "-batch", "8", "-optim", "sgd-nesterov", "-save", dir)
+	if s.Optimizer != "sgd-nesterov" || s.Schema != 1 {
+		t.Errorf("summary optimizer %q, schema %d; want sgd-nesterov, 1", s.Optimizer, s.Schema)
+	}
+	if def := runJSON(t, "-synthetic", "-max-steps", "1", "-batch", "8"); def.Optimizer != "sgd-nesterov" {
+		t.Errorf("default optimizer %q, want sgd-nesterov", def.Optimizer)
+	}
+	e := runJSON(t, "-synthetic", "-eval", filepath.Join(dir, "model.safetensors"))
+	if !(e.WallSeconds > 0) || !(e.SamplesPerSec > 0) || e.PeakBytes.Total == 0 || !math.IsNaN(float64(e.TrainLoss)) || !math.IsNaN(float64(e.LR)) {
+		t.Errorf("-eval summary %+v; want measured time, speed and memory, null training loss and lr", e)
 	}
 }

@@ -21,6 +21,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -53,6 +54,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if w := cli.DeviceWarning(dev); w != "" {
+		fmt.Fprintf(stderr, "gpt: %s: %s\n", dev.Name(), w)
+	}
 	text, err := loadCorpus(f.Corpus, f.Data, stderr)
 	if err != nil {
 		return err
@@ -79,7 +83,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if f.AMP.On() && !scaler.IsEnabled() {
 		log("(%s)", scaler.Note())
 	}
-	saver := train.NewSaver(f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg)})
+	// The saver owns -save's directory, restores a run and turns a signal
+	// into a checkpoint and a stop between iterations (internal/train).
+	saver, err := train.NewSaver("gpt", f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg),
+		Extent: runstate.Extent{Steps: f.Iters}}, stderr)
+	if err != nil {
+		return err
+	}
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {
@@ -98,20 +108,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 	wall := time.Now()
 	res, err := r.train(pos)
 	var div *cli.Diverged
-	if err != nil && !errors.As(err, &div) {
+	var stopped *cli.Interrupted // a signal: the summary says so, and main exits with its status
+	if err != nil && !errors.As(err, &div) && !errors.As(err, &stopped) {
 		return err
 	}
-	res.wall = time.Since(wall).Seconds()
+	res.wall, res.interrupted = time.Since(wall).Seconds(), stopped != nil
 	if err := rec.Finish(stderr); err != nil {
 		return err
 	}
-	if div == nil && f.Sample > 0 {
+	if div == nil && stopped == nil && f.Sample > 0 {
 		r.sample(stdout, f.Sample)
 	}
 	if err := r.report(stdout, res); err != nil {
 		return err
 	}
-	return err // nil, or the divergence, which main reports with its own status
+	return err // nil, or the divergence or the signal, which main reports with its own status
 }
 
 // given reports which flags the command line set.

@@ -181,3 +181,20 @@ func TestSample(t *testing.T) {
 		t.Errorf("sampled %d characters: %q", n, text)
 	}
 }
+
+// TestSignalStops sends SIGTERM to a run part-way: it stops between
+// iterations with a checkpoint, its summary marked interrupted, and exits
+// 143, as every program of the project does (internal/train's Saver).
+func TestSignalStops(t *testing.T) {
+	dir := t.TempDir()
+	c := clitest.Start(t, nil, append(tiny, "-iters", "100000", "-json", "-save", dir, "-save-every", "1")...)
+	c.WaitCheckpoint(t, dir, 2)
+	c.Signal(syscall.SIGTERM)
+	r := c.Wait(t)
+	if r.Code != 143 || !strings.Contains(r.Stderr, "saved "+dir) {
+		t.Fatalf("exit %d, stderr %q; want 143 and a line naming the checkpoint", r.Code, r.Stderr)
+	}
+	if s := summaryOf(t, r.Stdout); !s.Interrupted || s.Iters < 2 || !math.IsNaN(float64(s.ValLoss)) {
+		t.Errorf("summary %+v; want interrupted after 2 or more iterations, no validation loss", s)
+	}
+}

@@ -51,6 +51,7 @@ type result struct {
 	trainTime, wall    float64
 	peak               device.MemStats
 	diverged           *cli.Diverged
+	interrupted        bool // a signal stopped it; the validation loss was not measured
 }
 
 // train runs the iterations from pos on. Iteration it trains on the
@@ -97,6 +98,7 @@ func (r *runner) train(pos runstate.Position) (result, error) {
 			r.dev.ResetPeak()
 		}
 		if err := r.saver.AfterStep(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
+			res.peak = train.MaxPeak(res.peak, r.dev.MemStats())
 			return res, err
 		}
 	}
@@ -261,6 +263,7 @@ type summary struct {
 	LR             cli.Float     `json:"lr"`
 	Diverged       bool          `json:"diverged"`
 	DivergedStep   int           `json:"diverged_step,omitempty"`
+	Interrupted    bool          `json:"interrupted,omitempty"` // a signal stopped the run between iterations (val_loss is then null)
 	Profile        any           `json:"profile,omitempty"`
 	DeviceFallback string        `json:"device_note,omitempty"`
 }
@@ -279,6 +282,7 @@ func (r *runner) report(stdout io.Writer, res result) error {
 	if res.diverged != nil {
 		s.Diverged, s.DivergedStep = true, res.diverged.Step
 	}
+	s.Interrupted = res.interrupted
 	if r.rec != nil {
 		if rep := r.rec.Report(); rep != nil {
 			s.Profile = rep

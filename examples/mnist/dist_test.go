@@ -4,9 +4,11 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/cli/clitest"
 )
 
@@ -53,5 +55,86 @@ func TestDistMatchesSingle(t *testing.T) {
 	}
 	if two.Steps != 200 || two.Batch != 64 {
 		t.Errorf("2 ranks took %d steps of batch %d, want 200 of 64", two.Steps, two.Batch)
+	}
+}
+
+// mpirunEach runs one rank per argument list under mpirun (its MPMD form:
+// each rank its own command line) and returns what the job printed and
+// mpirun's exit status; it skips without mpirun.
+func mpirunEach(t *testing.T, ranks ...[]string) (string, int) {
+	t.Helper()
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found (Debian's openmpi-bin; make test installs it): data parallelism not tested")
+	}
+	args := []string{"--oversubscribe"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	for i, r := range ranks {
+		if i > 0 {
+			args = append(args, ":")
+		}
+		args = append(append(args, "-np", "1", "-x", "MIXPREC_CLITEST_MAIN=1", os.Args[0]), r...)
+	}
+	cmd := exec.Command(mpirun, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), code
+}
+
+// TestDistSettingsMustMatch starts two ranks whose flags differ: the job
+// stops before training, with one line from rank 0 naming the flag and
+// the ranks' values, where a different -batch or -max-steps used to end in
+// MPI's truncation error or a segfault and a different -seed or -lr
+// trained silently.
+func TestDistSettingsMustMatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MPI jobs; skipped with -short")
+	}
+	d := tinyMNIST(t, 200, 50)
+	base := []string{"-data", d, "-dist", "mpi", "-batch", "16", "-max-steps", "5", "-json"}
+	for _, c := range []struct {
+		name  string
+		other []string
+		want  string
+	}{
+		{"batch", []string{"-batch", "32"}, "-batch (16 on rank 0, 32 on rank 1)"},
+		{"max-steps", []string{"-max-steps", "9"}, "-max-steps (5 on rank 0, 9 on rank 1)"},
+		{"seed", []string{"-seed", "3"}, "-seed (0 on rank 0, 3 on rank 1)"},
+		{"lr", []string{"-lr", "0.01"}, "-lr (0.05 on rank 0, 0.01 on rank 1)"},
+		{"model", []string{"-model", "cnn"}, "-model (mlp on rank 0, cnn on rank 1)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, code := mpirunEach(t, base, append(slices.Clone(base), c.other...))
+			want := "mnist: distributed: the ranks must train with the same settings, and differ in "
+			if code == 0 || strings.Count(out, want) != 1 || !strings.Contains(out, c.want) {
+				t.Errorf("exit %d; want non-zero and one line %q... naming %q:\n%s", code, want, c.want, out)
+			}
+			for _, bad := range []string{"MPI_ERR", "Segmentation", "goroutine ", "panic", `"steps"`} {
+				if strings.Contains(out, bad) {
+					t.Errorf("the job printed %q:\n%s", bad, out)
+				}
+			}
+		})
+	}
+}
+
+// TestDistMPIAlone runs -dist mpi without mpirun: a world of one process
+// is refused in one line, where it used to train alone without a word.
+func TestDistMPIAlone(t *testing.T) {
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("no Open MPI here: data parallelism not tested")
+	}
+	r := clitest.Run(t, nil, "-data", tinyMNIST(t, 200, 50), "-dist", "mpi", "-max-steps", "2")
+	if r.Code != cli.ExitUsage || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, "not started by mpirun") || r.Stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d and one line saying it was not started by mpirun", r.Code, r.Stdout, r.Stderr, cli.ExitUsage)
 	}
 }

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -96,6 +97,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if w := cli.DeviceWarning(dev); w != "" {
+		fmt.Fprintf(stderr, "%s: %s: %s\n", "mnist", dev.Name(), w)
+	}
 	// Data parallelism: one process per rank under mpirun. Every rank
 	// trains on its shard of each batch; rank 0 alone prints and saves.
 	comm, closeDist, err := dist.Open(dev) // nil without -dist
@@ -116,6 +120,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if comm != nil {
+		// Ranks that differ in any setting, or in their data, would fail
+		// late and obscurely, or train silently wrong: all stop now,
+		// with rank 0 naming the setting and the ranks.
+		settings := f.Settings()
+		settings["-dataset"], settings["data"] = dataset, train.Fingerprint(trainSet)
+		if err := distributed.AgreeSettings(comm, dev, settings); err != nil {
+			return train.Together(comm, err, stderr, "mnist")
+		}
+	}
 	rng := rand.New(rand.NewPCG(f.Seed, 0x6d6e697374))
 	net := spec.Build(rng)
 	if len(spec.Input) == 1 { // an MLP: feed (N, 784) rather than (N, 1, 28, 28)
@@ -126,7 +140,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var dp *distributed.DataParallel
 	if comm != nil {
 		if dp, err = distributed.New(comm, train.Entries(net)); err != nil { // every rank starts from rank 0's weights
-			return err
+			return train.Together(comm, err, stderr, "mnist")
 		}
 	}
 	opt, err := train.NewOptimizer(f.Optimizer, net.Params(), f.LR, recipe)
@@ -153,16 +167,31 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if st.Eval != "" {
 		return evaluate(stdout, f, dataset, dev, net, testSet, st.Eval)
 	}
+	var shard []datasets.Option
+	if ranks > 1 {
+		shard = []datasets.Option{datasets.Shard(rank, ranks)}
+	}
+	perEpoch := datasets.NumBatches(trainSet, f.Batch, shard...)
+	total := train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps)
 	// What a checkpoint must share with the run that resumes it: the rest
 	// of the run's state is in the checkpoint itself.
-	saver := train.NewSaver(st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
+	saver, err := train.NewSaver("mnist", st, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler, Config: map[string]string{
 		"program": "mnist", "dataset": dataset, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
 		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "epochs": fmt.Sprint(f.Epochs),
-		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)}})
+		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)},
+		Extent: runstate.Extent{Epochs: f.Epochs, PerEpoch: perEpoch, Steps: total}}, stderr)
+	if err != nil {
+		return err
+	}
 	defer saver.Close()
 	pos, err := saver.Resume()
 	if err != nil {
 		return err
+	}
+	if comm != nil { // every rank must go on from the same step
+		if err := distributed.AgreeSettings(comm, dev, map[string]string{"-resume": train.Resumed(st, pos)}); err != nil {
+			return train.Together(comm, err, stderr, "mnist")
+		}
 	}
 	// -profile, -trace, -metrics and -tensorboard: rec.Prof is nil without
 	// the first two, and then costs the loop nothing.
@@ -193,10 +222,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	batchOpts := func(epoch int) []datasets.Option {
 		// The loader's worker rounds each batch to inputType while the
 		// previous step runs.
-		opts := []datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), prof.Loader(), datasets.Bits(inputType)}
-		if ranks > 1 {
-			opts = append(opts, datasets.Shard(rank, ranks))
-		}
+		opts := append([]datasets.Option{datasets.Shuffle(f.Seed), datasets.Epoch(epoch), prof.Loader(), datasets.Bits(inputType)}, shard...)
 		if recipe.Shift > 0 {
 			// Fill the uncovered strip with the normalised black background.
 			mean, std := float32(datasets.MNISTMean), float32(datasets.MNISTStd)
@@ -207,13 +233,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return opts
 	}
-	perEpoch := datasets.NumBatches(trainSet, f.Batch, batchOpts(0)...)
-	schedule := train.NewSchedule(recipe, f.LR, perEpoch, train.TotalSteps(perEpoch, f.Epochs, f.MaxSteps))
+	schedule := train.NewSchedule(recipe, f.LR, perEpoch, total)
 	dev.ResetPeak()
 	steps, samples, trainTime, lastLoss := pos.Step, 0, 0.0, 0.0
 	var peak device.MemStats // over training steps only, not evaluation
 	var acc float64
 	var diverged *cli.Diverged
+	var interrupted *cli.Interrupted // a signal: stop, report, and exit with its status
 	wall := time.Now()
 	done := func() bool { return f.MaxSteps > 0 && steps >= f.MaxSteps }
 	for epoch := pos.Epoch; epoch < f.Epochs; epoch++ {
@@ -287,8 +313,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			pos = runstate.Position{Step: steps, Epoch: epoch, Batch: b.Index + 1,
 				Sums: map[string]float64{"loss": sum}, Counts: map[string]int{"loss": n}}
 			if err := saver.AfterStep(pos); err != nil {
-				bar.Done()
-				return err
+				if !errors.As(err, &interrupted) {
+					bar.Done()
+					return err
+				}
+				break
 			}
 		}
 		trainTime += time.Since(start).Seconds()
@@ -302,8 +331,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 			lastLoss = float64(v[0]) / float64(max(v[1], 1))
 		}
 		peak = train.MaxPeak(peak, dev.MemStats())
-		if diverged != nil {
-			acc = math.NaN() // a diverged model's accuracy is not worth measuring
+		if diverged != nil || interrupted != nil {
+			// A diverged model's accuracy is not worth measuring, and a
+			// stopped run is not to be kept waiting for one.
+			acc = math.NaN()
 			break
 		}
 		acc = train.Evaluate(dev, net, testSet, 1000, useAMP, lowType)
@@ -315,7 +346,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	if diverged == nil {
+	if diverged == nil && interrupted == nil { // an interrupted run saved its checkpoint already
 		if err := saver.Finish(pos); err != nil {
 			return err
 		}
@@ -331,6 +362,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if diverged != nil {
 		s.Diverged, s.DivergedStep = true, diverged.Step
 	}
+	s.Interrupted = interrupted != nil
 	if err := rec.Finish(stderr); err != nil { // the profile's table, the trace and metrics files
 		return err
 	}
@@ -343,6 +375,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			log("loss scale %g, %d of %d steps skipped", s.FinalScale, s.SkippedSteps, steps)
 		}
 		log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
+	}
+	if interrupted != nil {
+		return interrupted // main names the signal and the checkpoint, and exits with the signal's status
 	}
 	if diverged != nil {
 		return diverged // main says where, on stderr, and exits non-zero
@@ -357,7 +392,10 @@ func load(name, dataFlag string) (train, test *datasets.Dataset, err error) {
 	if name == "fashion" {
 		return loadFashion([]string{filepath.Join(root, "fashion-mnist"), datasets.SystemFashionMNISTDir})
 	}
-	return datasets.LoadMNIST(filepath.Join(root, "mnist"))
+	// Missing or corrupt files: say which command fetches them, not which
+	// Go function.
+	hint := fmt.Sprintf("fetch MNIST with `make data` in the mixprec repository or `go run ./cmd/mixprec fetch mnist -data %s`, or point -data at a directory whose mnist/ holds the files", root)
+	return datasets.LoadMNIST(filepath.Join(root, "mnist"), datasets.FetchHint(hint))
 }
 
 // loadFashion loads Fashion-MNIST from the first of dirs that exists; when
@@ -374,18 +412,16 @@ func loadFashion(dirs []string) (train, test *datasets.Dataset, err error) {
 }
 
 // evaluate loads weights from path into net and reports their test
-// accuracy, as the summary's test_accuracy with -json.
+// accuracy, with -json in a summary of what evaluating measured.
 func evaluate(stdout io.Writer, f cli.Flags, dataset string, dev device.Device, net nn.Module, testSet *datasets.Dataset, path string) error {
 	if err := train.LoadEval(path, net); err != nil {
 		return err
 	}
-	wall := time.Now()
-	acc := train.Evaluate(dev, net, testSet, 1000, f.AMP.On(), f.AMP.DType())
+	s := train.EvalSummary(dev, net, testSet, 1000, f.AMP.On(), f.AMP.DType())
 	if !f.JSON {
-		fmt.Fprintf(stdout, "%s: %s from %s: test accuracy %.2f%%\n", dataset, f.Model, path, 100*acc)
+		fmt.Fprintf(stdout, "%s: %s from %s: test accuracy %.2f%%\n", dataset, f.Model, path, 100*s.TestAccuracy)
 		return nil
 	}
-	return cli.PrintJSON(stdout, cli.Summary{Model: f.Model, Data: dataset, Device: dev.Name(), AMP: f.AMP.String(),
-		Checkpoint: f.Checkpoint.String(), TestAccuracy: cli.Float(acc), WallSeconds: cli.Float(time.Since(wall).Seconds()),
-		Seed: f.Seed, Batch: f.Batch, Optimizer: f.Optimizer})
+	s.Model, s.Data, s.Device, s.AMP, s.Checkpoint, s.Seed, s.Optimizer = f.Model, dataset, dev.Name(), f.AMP.String(), f.Checkpoint.String(), f.Seed, f.Optimizer
+	return cli.PrintJSON(stdout, s)
 }

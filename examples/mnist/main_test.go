@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -69,7 +71,32 @@ func tinyMNIST(t *testing.T, ntrain, ntest int) string {
 		write(s.prefix+"-images-idx3-ubyte.gz", []uint32{0x803, uint32(s.n), 28, 28}, s.n*28*28, 256)
 		write(s.prefix+"-labels-idx1-ubyte.gz", []uint32{0x801, uint32(s.n)}, s.n, 10)
 	}
+	writeSums(t, dir) // not LeCun's files: their digests say what they hold
 	return root
+}
+
+// writeSums lists the SHA-256 of the files in dir in its SHA256SUMS, which
+// the loader checks them against instead of the published files' digests.
+func writeSums(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if e.Name() == datasets.SumsFile {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%x  %s\n", sha256.Sum256(data), e.Name())
+	}
+	if err := os.WriteFile(filepath.Join(dir, datasets.SumsFile), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func runJSON(t *testing.T, args ...string) cli.Summary {
@@ -104,7 +131,7 @@ func TestBadDataDirectory(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ dir, want string }{
-		{missing, "make data"},
+		{missing, "does not exist; fetch MNIST with `make data`"},
 		{corrupt, "train-images-idx3-ubyte.gz"},
 	} {
 		var out, errb bytes.Buffer
@@ -113,9 +140,94 @@ func TestBadDataDirectory(t *testing.T) {
 			t.Fatalf("-data %s: no error", c.dir)
 		}
 		msg := err.Error()
-		if strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) {
-			t.Errorf("-data %s: error %q; want one line mentioning %q", c.dir, msg, c.want)
+		if strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) || strings.Contains(msg, "datasets.") {
+			t.Errorf("-data %s: error %q; want one line mentioning %q, and no Go function", c.dir, msg, c.want)
 		}
+	}
+}
+
+// TestTamperedMNIST alters a copy of the real MNIST after it was fetched
+// (labels changed in a valid gzip file, an uncompressed file beside its
+// .gz, a file cut short): each run stops before training with one line
+// naming the file, where a relabelled file used to train (to 53% with
+// every label shifted).
+func TestTamperedMNIST(t *testing.T) {
+	real := filepath.Join(dataDir(t), "mnist")
+	for _, tt := range []struct {
+		name   string
+		damage func(t *testing.T, dir string) string
+	}{
+		{"relabelled", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "train-labels-idx1-ubyte.gz")
+			dims, labels, err := datasets.ReadIDX(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range labels {
+				labels[i] = (labels[i] + 1) % 10
+			}
+			writeIDX(t, p, 0x801, dims, labels, true)
+			return p
+		}},
+		{"uncompressed beside", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "t10k-labels-idx1-ubyte")
+			dims, labels, err := datasets.ReadIDX(p + ".gz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			labels[0] = (labels[0] + 1) % 10
+			writeIDX(t, p, 0x801, dims, labels, false)
+			return p
+		}},
+		{"cut short", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "t10k-images-idx3-ubyte.gz")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(p, b[:len(b)-100], 0o644)
+			return p
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "mnist")
+			os.Mkdir(dir, 0o755)
+			for _, n := range []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"} {
+				b, err := os.ReadFile(filepath.Join(real, n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(dir, n), b, 0o644)
+			}
+			p := tt.damage(t, dir)
+			r := clitest.Run(t, nil, "-data", root, "-max-steps", "20", "-json")
+			if r.Code != cli.ExitError || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, p+" has SHA-256") || !strings.Contains(r.Stderr, "make data") {
+				t.Errorf("exit %d, stderr %q; want %d and one line naming %s and how to fetch it", r.Code, r.Stderr, cli.ExitError, p)
+			}
+		})
+	}
+}
+
+// writeIDX writes an IDX file of unsigned bytes, gzipped when gz is set.
+func writeIDX(t *testing.T, path string, magic uint32, dims []int, data []byte, gz bool) {
+	t.Helper()
+	var raw bytes.Buffer
+	binary.Write(&raw, binary.BigEndian, magic)
+	for _, d := range dims {
+		binary.Write(&raw, binary.BigEndian, uint32(d))
+	}
+	raw.Write(data)
+	b := raw.Bytes()
+	if gz {
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		zw.Write(b)
+		zw.Close()
+		b = z.Bytes()
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -305,5 +417,29 @@ func TestCNNAccuracy(t *testing.T) {
 	t.Logf("cnn f16: accuracy %.4f, %d/%d steps skipped, %.0f samples/s", s.TestAccuracy, s.SkippedSteps, s.Steps, s.SamplesPerSec)
 	if math.Abs(float64(s.TestAccuracy-base.TestAccuracy)) > 0.003 {
 		t.Errorf("cnn f16 accuracy %.4f is more than 0.3 points from fp32's %.4f", s.TestAccuracy, base.TestAccuracy)
+	}
+}
+
+// TestEvalReportsMeasured: -eval's summary holds what evaluating measured
+// (accuracy, time, samples a second, peak memory, its batch) and null for
+// what only training measures, where it used to print zeros.
+func TestEvalReportsMeasured(t *testing.T) {
+	d := tinyMNIST(t, 200, 50)
+	dir := t.TempDir()
+	if r := clitest.Run(t, nil, "-data", d, "-batch", "16", "-max-steps", "2", "-save", dir); r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	r := clitest.Run(t, nil, "-data", d, "-json", "-eval", filepath.Join(dir, "model.safetensors"))
+	if r.Code != 0 {
+		t.Fatalf("-eval: exit %d: %s", r.Code, r.Stderr)
+	}
+	s := clitest.Summary(t, r.Stdout)
+	if s.Schema != 1 || !(s.WallSeconds > 0) || !(s.SamplesPerSec > 0) || s.PeakBytes.Total == 0 || s.Batch != 1000 || s.Steps != 0 {
+		t.Errorf("-eval summary %+v; want schema 1, measured time, speed and memory, batch 1000, no steps", s)
+	}
+	for name, v := range map[string]cli.Float{"train_loss": s.TrainLoss, "ms_per_step": s.MsPerStep, "final_scale": s.FinalScale, "lr": s.LR} {
+		if !math.IsNaN(float64(v)) {
+			t.Errorf("-eval summary: %s = %v; want null (not measured)", name, v)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -164,13 +165,19 @@ func TestProfileFlagErrors(t *testing.T) {
 	}
 
 	// A run that fails part-way, after its outputs were opened (here: the
-	// first checkpoint cannot be saved), keeps the existing file and
+	// first checkpoint, 2 MB, does not fit in a 64 KiB file system that
+	// took the -save probe's few bytes), keeps the existing file and
 	// leaves nothing temporary.
+	small := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", small).Run(); err != nil {
+		t.Skipf("cannot mount a small tmpfs (needs root): %v; the run that fails part-way is not tried", err)
+	}
+	defer exec.Command("umount", small).Run()
 	root := tinyMNIST(t, 300, 100)
 	r := clitest.Run(t, nil, "-data", root, "-batch", "64", "-metrics", existing, "-trace", filepath.Join(dir, "t.json"), "-profile",
-		"-save", filepath.Join(existing, "sub"), "-save-every", "2")
-	if r.Code != cli.ExitError {
-		t.Errorf("unsavable checkpoint: exit %d, want %d (%s)", r.Code, cli.ExitError, r.Stderr)
+		"-save", filepath.Join(small, "sub"), "-save-every", "2")
+	if r.Code != cli.ExitError || !strings.Contains(r.Stderr, "no space left on device") {
+		t.Errorf("unsavable checkpoint: exit %d, want %d for a full file system (%s)", r.Code, cli.ExitError, r.Stderr)
 	}
 	if b, _ := os.ReadFile(existing); string(b) != "precious\n" {
 		t.Errorf("the existing metrics file now holds %q", b)

@@ -10,9 +10,11 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mixprec/mixprec/cudaops"
 	"github.com/mixprec/mixprec/device"
 )
 
@@ -34,6 +36,16 @@ func OpenDevice(name string) (dev device.Device, note string, err error) {
 		}
 	}
 	return dev, note, nil
+}
+
+// DeviceWarning is what a program should say about dev on standard error
+// before it trains: for a CUDA device that opened without cuBLAS, that its
+// GEMMs run on mixprec's own, far slower, kernel, and why; "" otherwise.
+func DeviceWarning(dev device.Device) string {
+	if d, ok := dev.(*cudaops.Device); ok {
+		return d.Info().Warning
+	}
+	return ""
 }
 
 // IsTerminal reports whether w is a terminal (a character device).
@@ -142,33 +154,46 @@ func (x *Float) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// SchemaVersion is the version of the JSON summary's layout: it always
+// encodes as the current one, Schema, so that no program has to set it.
+type SchemaVersion int
+
+// Schema is the layout of Summary that this code writes.
+const Schema = 1
+
+// MarshalJSON writes Schema.
+func (SchemaVersion) MarshalJSON() ([]byte, error) { return []byte(strconv.Itoa(Schema)), nil }
+
 // Summary is the JSON object a training program prints last with -json.
 // Every float is a Float: a value that is not finite (the loss of a
-// diverged run) is null.
+// diverged run), or one that was not measured (the training loss of an
+// -eval run), is null.
 type Summary struct {
-	Model          string    `json:"model"`
-	Data           string    `json:"data,omitempty"`
-	Device         string    `json:"device"`
-	AMP            string    `json:"amp"`
-	Checkpoint     string    `json:"checkpoint"`
-	Epochs         int       `json:"epochs"`
-	Steps          int       `json:"steps"`
-	TrainLoss      Float     `json:"train_loss"`
-	TestAccuracy   Float     `json:"test_accuracy"`
-	SamplesPerSec  Float     `json:"samples_per_sec"`
-	MsPerStep      Float     `json:"ms_per_step"`
-	WallSeconds    Float     `json:"wall_seconds"`
-	SkippedSteps   int       `json:"skipped_steps"`
-	FinalScale     Float     `json:"final_scale"`
-	PeakBytes      PeakBytes `json:"peak_bytes"`
-	Seed           uint64    `json:"seed"`
-	Batch          int       `json:"batch"`
-	LR             Float     `json:"lr"`
-	Optimizer      string    `json:"optimizer"`
-	Diverged       bool      `json:"diverged"`                // the loss became NaN or infinite and the run stopped
-	DivergedStep   int       `json:"diverged_step,omitempty"` // the 1-based step whose loss it was
-	DeviceFallback string    `json:"device_note,omitempty"`
-	WorldSize      int       `json:"world_size,omitempty"` // ranks of a data-parallel run; absent for one process
+	Schema         SchemaVersion `json:"schema"`
+	Model          string        `json:"model"`
+	Data           string        `json:"data,omitempty"`
+	Device         string        `json:"device"`
+	AMP            string        `json:"amp"`
+	Checkpoint     string        `json:"checkpoint"`
+	Epochs         int           `json:"epochs"`
+	Steps          int           `json:"steps"`
+	TrainLoss      Float         `json:"train_loss"`
+	TestAccuracy   Float         `json:"test_accuracy"`
+	SamplesPerSec  Float         `json:"samples_per_sec"`
+	MsPerStep      Float         `json:"ms_per_step"`
+	WallSeconds    Float         `json:"wall_seconds"`
+	SkippedSteps   int           `json:"skipped_steps"`
+	FinalScale     Float         `json:"final_scale"`
+	PeakBytes      PeakBytes     `json:"peak_bytes"`
+	Seed           uint64        `json:"seed"`
+	Batch          int           `json:"batch"`
+	LR             Float         `json:"lr"`
+	Optimizer      string        `json:"optimizer"`
+	Diverged       bool          `json:"diverged"`                // the loss became NaN or infinite and the run stopped
+	Interrupted    bool          `json:"interrupted,omitempty"`   // a signal stopped the run between steps (test_accuracy is then null)
+	DivergedStep   int           `json:"diverged_step,omitempty"` // the 1-based step whose loss it was
+	DeviceFallback string        `json:"device_note,omitempty"`
+	WorldSize      int           `json:"world_size,omitempty"` // ranks of a data-parallel run; absent for one process
 }
 
 // PrintJSON writes s as one line.

@@ -26,8 +26,8 @@ func (d *DistFlags) Register(fs *flag.FlagSet) {
 		"mpi reduces gradients through host memory (CPUs, or GPUs without NCCL);\n"+
 		"nccl reduces them on the GPUs (needs -device cuda and libnccl.so.2; each\n"+
 		"rank of a machine takes its own GPU). -batch is per rank; rank 0 prints")
+	d.Timeout = 5 * time.Minute // before Var, which takes the default it shows in help from the value
 	fs.Var(&durationValue{&d.Timeout}, "dist-timeout", "end every rank with an error when a collective takes longer (a rank stalled or died)")
-	d.Timeout = 5 * time.Minute
 }
 
 // localRankVars are where launchers put a process's rank among those on
@@ -81,6 +81,11 @@ func (d *DistFlags) Open(dev device.Device) (comm device.Comm, closeFn func() er
 		if err != nil {
 			return nil, none, err
 		}
+		if c.Size() == 1 && !underLauncher() {
+			// Started by hand: one process would train alone, silently.
+			c.Close()
+			return nil, none, Usagef("-dist mpi: MPI found a world of one process: this program was not started by mpirun; start the ranks with mpirun -np N, or leave out -dist")
+		}
 		return c, c.Close, nil
 	case "nccl":
 		cd, ok := dev.(*cudaops.Device)
@@ -105,6 +110,17 @@ func (d *DistFlags) Open(dev device.Device) (comm device.Comm, closeFn func() er
 		return c, func() error { return errors.Join(c.Close(), boot.Close()) }, nil
 	}
 	return nil, none, fmt.Errorf("-dist %q: want none, mpi or nccl", d.Engine)
+}
+
+// underLauncher reports whether an MPI launcher started this process:
+// Open MPI's mpirun, MPICH's or Slurm's say so in the environment.
+func underLauncher() bool {
+	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 type durationValue struct{ p *time.Duration }

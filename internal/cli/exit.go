@@ -42,17 +42,29 @@ func (e *Diverged) Error() string {
 	return fmt.Sprintf("loss became non-finite (%v) at step %d (epoch %d); stopped", e.Loss, e.Step, e.Epoch)
 }
 
+// Quiet is an error that another process of the same job reports: a
+// mismatch that every rank of a data-parallel job finds alike, which rank
+// 0 alone says, so that the terminal shows it once. Exit returns its
+// status without writing it.
+type Quiet struct{ Err error }
+
+func (e *Quiet) Error() string { return e.Err.Error() }
+func (e *Quiet) Unwrap() error { return e.Err }
+
 // Exit writes err, if any, to stderr as one line prefixed with prog and
 // returns the exit status for it: ExitOK for nil and for flag.ErrHelp (help
 // was asked for and printed), ExitUsage for a UsageError, ExitDiverged for
-// Diverged, ExitInterrupted for Interrupted, ExitError otherwise.
+// Diverged, the signal's status for Interrupted (SignalStatus: 130 for
+// SIGINT, 143 for SIGTERM, 129 for SIGHUP), ExitError otherwise.
 func Exit(stderr io.Writer, prog string, err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}
 	// One line, whatever the error carries: scripts read the last line.
 	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-	fmt.Fprintf(stderr, "%s: %s\n", prog, msg)
+	if q := (*Quiet)(nil); !errors.As(err, &q) {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, msg)
+	}
 	var usage *UsageError
 	var diverged *Diverged
 	var interrupted *Interrupted
@@ -62,7 +74,7 @@ func Exit(stderr io.Writer, prog string, err error) int {
 	case errors.As(err, &diverged):
 		return ExitDiverged
 	case errors.As(err, &interrupted):
-		return ExitInterrupted
+		return SignalStatus(interrupted.Signal)
 	}
 	return ExitError
 }

@@ -20,6 +20,7 @@ var (
 	_ flag.Value = (*Choice)(nil)
 	_ flag.Value = (*IntValue)(nil)
 	_ flag.Value = (*FloatValue)(nil)
+	_ flag.Value = (*seedValue)(nil)
 )
 
 // AMP is the value of an -amp flag: off, or autocast to F16 or BF16. The
@@ -218,6 +219,40 @@ func (v *IntValue) Set(s string) error {
 // Arg names the flag's value in help.
 func (*IntValue) Arg() string { return "n" }
 
+// seedValue is -seed: any whole number that fits in 64 bits without a
+// sign, refused in plain words otherwise (package flag says "parse error"
+// for -1).
+type seedValue struct{ p *uint64 }
+
+func (v *seedValue) String() string {
+	if v == nil || v.p == nil {
+		return "0"
+	}
+	return strconv.FormatUint(*v.p, 10)
+}
+
+func (v *seedValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("want a whole number from 0 to %d (a seed has no sign; the same seed gives the same run)", uint64(math.MaxUint64))
+	}
+	*v.p = n
+	return nil
+}
+
+// Arg names the flag's value in help.
+func (*seedValue) Arg() string { return "n" }
+
+// OptimizerName is the name of the optimiser a recipe trains with, as
+// -optim takes it and the JSON summary reports it: the recipe's, and
+// "sgd-nesterov" for SGD with Nesterov momentum.
+func OptimizerName(r models.Recipe) string {
+	if r.Optimizer == "sgd" && r.Nesterov {
+		return "sgd-nesterov"
+	}
+	return r.Optimizer
+}
+
 // FloatValue is a float64 flag for a quantity the optimisers hold as a float32
 // (a learning rate, a weight decay): it must be finite, positive (or, when
 // zero is allowed, zero), and survive conversion to float32.
@@ -299,7 +334,8 @@ type Flags struct {
 const MaxBatch = 1 << 16
 
 // Register defines the flags on fs. -model takes one of specs' names (the
-// first is the default) and -optim one of optims; -epochs, -batch, -lr and
+// first is the default) and -optim one of optims (which must hold each
+// model's OptimizerName); -epochs, -batch, -lr and
 // -optim default to the chosen model's recipe, and help lists each model's
 // value where the models differ. autoText says what -checkpoint auto means.
 func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string, autoText string) {
@@ -309,8 +345,8 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	f.specs = specs
 	var names []string
 	for _, s := range specs {
-		if !slices.Contains(optims, s.Train.Optimizer) {
-			panic(fmt.Sprintf("cli.Flags.Register: model %s trains with %s, not among %v", s.Name, s.Train.Optimizer, optims))
+		if !slices.Contains(optims, OptimizerName(s.Train)) {
+			panic(fmt.Sprintf("cli.Flags.Register: model %s trains with %s, not among %v", s.Name, OptimizerName(s.Train), optims))
 		}
 		names = append(names, s.Name)
 	}
@@ -329,11 +365,11 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	f.LR = lr.value
 	fs.Var(lr.wrap(&FloatValue{p: &f.LR, what: "learning rate"}), "lr", "learning rate (the peak of the model's schedule)")
 
-	opt := perModel(specs, func(s models.Spec) string { return s.Train.Optimizer })
+	opt := perModel(specs, func(s models.Spec) string { return OptimizerName(s.Train) })
 	f.Optimizer = opt.value
 	fs.Var(opt.wrap(NewChoice(&f.Optimizer, optims...)), "optim", "optimiser")
 
-	fs.Uint64Var(&f.Seed, "seed", 0, "random seed for initialisation, shuffling and dropout")
+	fs.Var(&seedValue{&f.Seed}, "seed", "random seed for initialisation, shuffling and dropout")
 	fs.Var(&f.AMP, "amp", "mixed precision: autocast to f16 (with loss scaling) or bf16")
 	fs.Var(&f.Checkpoint, "checkpoint", "gradient checkpointing: off, N segments, or auto ("+autoText+")")
 	f.Device = "auto"
@@ -341,6 +377,16 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	fs.StringVar(&f.Data, "data", "", "data `directory` (default $MIXPREC_DATA, else ./data)")
 	fs.Var(&IntValue{p: &f.MaxSteps, min: 0}, "max-steps", "stop after this many training steps (0: no limit)")
 	fs.BoolVar(&f.JSON, "json", false, "print a JSON summary as the last line of output")
+}
+
+// Settings are the flags' values by flag name ("-batch": "64"), as every
+// rank of a data-parallel job must share them (distributed.AgreeSettings):
+// the model, the schedule's inputs, the precision, the seed. -device,
+// -data and -json may differ between ranks, and are not among them.
+func (f *Flags) Settings() map[string]string {
+	return map[string]string{"-model": f.Model, "-epochs": fmt.Sprint(f.Epochs), "-batch": fmt.Sprint(f.Batch),
+		"-lr": fmt.Sprint(f.LR), "-optim": f.Optimizer, "-seed": fmt.Sprint(f.Seed), "-amp": f.AMP.String(),
+		"-checkpoint": f.Checkpoint.String(), "-max-steps": fmt.Sprint(f.MaxSteps)}
 }
 
 // modelDefault is a flag's default over several models: the common value
@@ -394,7 +440,7 @@ func (f *Flags) Resolve(fs *flag.FlagSet) models.Spec {
 		f.LR = spec.Train.LR
 	}
 	if !set["optim"] {
-		f.Optimizer = spec.Train.Optimizer
+		f.Optimizer = OptimizerName(spec.Train)
 	}
 	return spec
 }

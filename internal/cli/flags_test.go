@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"flag"
+	"io"
 	"strings"
 	"testing"
 
@@ -194,15 +195,53 @@ func TestHelpText(t *testing.T) {
 	resnet, _ := models.Lookup("resnet20")
 	fs = NewFlagSet("cifar", "")
 	f = Flags{}
-	f.Register(fs, []models.Spec{resnet}, []string{"sgd"}, "")
+	f.Register(fs, []models.Spec{resnet}, []string{"sgd-nesterov", "sgd"}, "")
 	out.Reset()
 	Parse(fs, []string{"-help"}, &out)
-	for _, want := range []string{"-lr x\n    \tlearning rate (the peak of the model's schedule) (default 0.1)\n", "-optim sgd\n", "(default 30)"} {
+	for _, want := range []string{"-lr x\n    \tlearning rate (the peak of the model's schedule) (default 0.1)\n", "-optim sgd-nesterov|sgd\n",
+		"optimiser (default sgd-nesterov)", "(default 30)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("one-model help lacks %q:\n%s", want, out.String())
 		}
 	}
 	if strings.Contains(out.String(), "adam") {
 		t.Errorf("help offers an optimiser the program refuses:\n%s", out.String())
+	}
+}
+
+// TestFlagsSayWhatTheyTake: -seed -1 is refused in plain words, not
+// "parse error"; -dist-timeout's help shows its real default, not 0s;
+// -optim offers the name the summary reports for a recipe with Nesterov
+// momentum; and the summary carries its schema.
+func TestFlagsSayWhatTheyTake(t *testing.T) {
+	fs := NewFlagSet("prog", "")
+	var f Flags
+	mlp, _ := models.Lookup("mlp")
+	resnet, _ := models.Lookup("resnet20")
+	f.Register(fs, []models.Spec{mlp}, []string{"sgd"}, "")
+	var d DistFlags
+	d.Register(fs)
+	err := Parse(fs, []string{"-seed", "-1"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "want a whole number from 0 to 18446744073709551615") || strings.Contains(err.Error(), "parse error") {
+		t.Errorf("-seed -1: %v; want a refusal in plain words", err)
+	}
+	if err := Parse(fs, []string{"-seed", "18446744073709551615"}, io.Discard); err != nil || f.Seed != 1<<64-1 {
+		t.Errorf("-seed 2^64-1: %v, seed %d", err, f.Seed)
+	}
+	var help bytes.Buffer
+	PrintFlags(&help, fs)
+	if !strings.Contains(help.String(), "(a rank stalled or died) (default 5m0s)") {
+		t.Errorf("-dist-timeout's help does not show its default 5m0s:\n%s", help.String())
+	}
+	if got := OptimizerName(resnet.Train); got != "sgd-nesterov" {
+		t.Errorf("OptimizerName(resnet20's recipe) = %q, want sgd-nesterov", got)
+	}
+	if got := OptimizerName(mlp.Train); got != "sgd" {
+		t.Errorf("OptimizerName(mlp's recipe) = %q, want sgd", got)
+	}
+	var b bytes.Buffer
+	PrintJSON(&b, Summary{Model: "mlp"})
+	if !strings.HasPrefix(b.String(), `{"schema":1,"model":"mlp",`) {
+		t.Errorf("summary %s does not start with its schema", b.String())
 	}
 }

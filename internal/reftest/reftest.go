@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -35,6 +36,28 @@ func (a Array) Host() tensor.Host {
 func Path(name string) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", name)
+}
+
+// RepoPath is the path of a file of the repository, rel being its path
+// from the repository's root (tools/reference/torch_safetensors.py), found
+// as Path finds testdata: from this file's source path, which the CUDA
+// bundle's tests (built with -trimpath) find under its src/ folder.
+func RepoPath(rel string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", filepath.FromSlash(rel))
+}
+
+// Python is the Python that reference and interop checks run: the one
+// $MIXPREC_PYTHON names, else python3 on the PATH ("" when there is none).
+func Python() string {
+	if p := os.Getenv("MIXPREC_PYTHON"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		return ""
+	}
+	return p
 }
 
 // Load decodes testdata/torch_reference.json's top-level key into v.

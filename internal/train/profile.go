@@ -17,13 +17,13 @@ import (
 )
 
 // Recorder carries a training program's -profile, -trace, -metrics and
-// -tensorboard: the
-// profiler its loop reports to (nil when neither -profile nor -trace asked
-// for one, which every profile method accepts), the metrics lines and the
-// TensorBoard events. The trace and metrics files are written under
-// temporary names beside their own and renamed into place by Finish, so a
-// run that fails before it leaves a file of the same name as it was; the
-// event file has a name of its own and is written as the run goes.
+// -tensorboard: the profiler its loop reports to (nil when neither
+// -profile nor -trace asked for one, which every profile method accepts),
+// the metrics lines and the TensorBoard events, each file its owner's
+// alone (0600). The trace and metrics files are written under temporary
+// names beside their own and renamed into place by Finish, so a run that
+// fails before it leaves a file of the same name as it was; the event file
+// has a name of its own and is written as the run goes.
 type Recorder struct {
 	Prof *profile.Profiler
 
@@ -83,7 +83,7 @@ func (r *Recorder) openTensorBoard(dir string) error {
 		host = "localhost"
 	}
 	name := fmt.Sprintf("events.out.tfevents.%d.%s.%d.mixprec", time.Now().Unix(), host, os.Getpid())
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
@@ -237,17 +237,11 @@ func (r *Recorder) Close() {
 }
 
 // createTemp opens a temporary file beside path, hidden, to be renamed
-// over path by commit.
+// over path by commit. Its mode is CreateTemp's 0600: every file a run
+// writes (checkpoints, weights, metrics, trace, events) is its owner's
+// alone.
 func createTemp(path string) (*os.File, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Chmod(0o644); err != nil { // CreateTemp's 0600 is for secrets
-		discard(f)
-		return nil, err
-	}
-	return f, nil
+	return os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 }
 
 // commit syncs and closes f and renames it to path, then syncs the

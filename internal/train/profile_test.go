@@ -72,6 +72,13 @@ func TestRecorder(t *testing.T) {
 		} else if fi, err := os.Stat(events[0]); err != nil || fi.Size() < 100 {
 			t.Errorf("finish %v: event file %v: %v", finish, fi, err)
 		}
+		if finish { // every file a run writes is its owner's alone
+			for _, p := range append([]string{metrics, trace}, events...) {
+				if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: %v, %v; want mode -rw-------", filepath.Base(p), fi.Mode(), err)
+				}
+			}
+		}
 		if s, ok := r.Summary(cli.Summary{}).(cli.ProfiledSummary); !ok || s.Profile == nil {
 			t.Errorf("Summary with -profile is %T without a profile", r.Summary(cli.Summary{}))
 		}

@@ -6,13 +6,22 @@
 package train
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
@@ -101,13 +110,16 @@ func InputDType(net nn.Module, low dtype.DType) dtype.DType {
 	return dtype.F32
 }
 
-// NewOptimizer makes the optimiser name ("sgd", "adam" or "adamw") over
-// params at learning rate lr. The recipe's momentum, Nesterov flag and
-// weight decay apply when it names the same optimiser; another one gets its
-// package defaults, since a recipe's settings are tuned for its own.
+// NewOptimizer makes the optimiser name ("sgd", "sgd-nesterov", "adam" or
+// "adamw") over params at learning rate lr. The recipe's momentum, Nesterov
+// flag and weight decay apply when it names the same optimiser
+// (cli.OptimizerName); another one gets its package defaults, since a
+// recipe's settings are tuned for its own, except that "sgd-nesterov" has
+// momentum 0.9, without which Nesterov's has no meaning.
 func NewOptimizer(name string, params []*autograd.Var, lr float64, r models.Recipe) (optim.Optimizer, error) {
 	opts := []optim.Option{optim.LR(float32(lr))}
-	if name == r.Optimizer {
+	switch {
+	case name == cli.OptimizerName(r):
 		if r.Momentum != 0 {
 			opts = append(opts, optim.Momentum(r.Momentum))
 		}
@@ -117,16 +129,18 @@ func NewOptimizer(name string, params []*autograd.Var, lr float64, r models.Reci
 		if r.WeightDecay != 0 {
 			opts = append(opts, optim.WeightDecay(float32(r.WeightDecay)))
 		}
+	case name == "sgd-nesterov":
+		opts = append(opts, optim.Momentum(0.9), optim.Nesterov())
 	}
 	switch name {
-	case "sgd":
+	case "sgd", "sgd-nesterov":
 		return optim.NewSGD(params, opts...), nil
 	case "adam":
 		return optim.NewAdam(params, opts...), nil
 	case "adamw":
 		return optim.NewAdamW(params, opts...), nil
 	}
-	return nil, fmt.Errorf("optimiser %q: want sgd, adam or adamw", name)
+	return nil, fmt.Errorf("optimiser %q: want sgd, sgd-nesterov, adam or adamw", name)
 }
 
 // NewSchedule is the recipe's learning-rate schedule at base rate lr over
@@ -191,6 +205,51 @@ func Evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, batch int, 
 		g.Release()
 	}
 	return float64(correct) / float64(max(d.Len(), 1))
+}
+
+// EvalSummary evaluates net on d as Evaluate does and returns the -json
+// summary of an -eval run with what evaluating measured: the accuracy, the
+// wall time, the samples a second and the peak memory, and the batch it
+// evaluated in. What only training measures (the training loss, the time a
+// step, the loss scale, the learning rate) is NaN, which the summary
+// prints as null; the caller fills in the run's names.
+func EvalSummary(dev device.Device, net nn.Module, d *datasets.Dataset, batch int, useAMP bool, low dtype.DType) cli.Summary {
+	dev.ResetPeak()
+	start := time.Now()
+	acc := Evaluate(dev, net, d, batch, useAMP, low)
+	secs := time.Since(start).Seconds()
+	nan := cli.Float(math.NaN())
+	return cli.Summary{TestAccuracy: cli.Float(acc), WallSeconds: cli.Float(secs), SamplesPerSec: cli.Float(float64(d.Len()) / max(secs, 1e-9)),
+		PeakBytes: cli.Peaks(dev.MemStats()), Batch: batch, TrainLoss: nan, MsPerStep: nan, FinalScale: nan, LR: nan}
+}
+
+// Fingerprint says which data d holds, for ranks to compare: its name,
+// size, sample shape and a digest of its labels (the samples' order and
+// classes), so that ranks loading different files, or the same files
+// differently, are told apart without hashing every pixel.
+func Fingerprint(d *datasets.Dataset) string {
+	h := sha256.New()
+	binary.Write(h, binary.LittleEndian, d.Y)
+	return fmt.Sprintf("%s: %d samples of %v, labels %x", d.Name, d.Len(), d.Shape, h.Sum(nil)[:8])
+}
+
+// Together is err as a rank of a data-parallel job returns it: a mismatch
+// that every rank finds alike (distributed.MismatchError) is written once,
+// by rank 0 on stderr as program prog's one line, and every rank waits for
+// that before it returns the error quietly (cli.Quiet), since mpirun ends
+// the whole job as soon as one rank exits with an error, which could cut
+// rank 0 short before it has said why. Other errors are returned as they
+// are, for each rank to say.
+func Together(comm device.Comm, err error, stderr io.Writer, prog string) error {
+	var m *distributed.MismatchError
+	if err == nil || !errors.As(err, &m) {
+		return err
+	}
+	if comm.Rank() == 0 {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	comm.Barrier() // an error here changes nothing: every rank stops anyway
+	return &cli.Quiet{Err: err}
 }
 
 // MaxPeak keeps, figure by figure, the larger peak of a and b: the peak

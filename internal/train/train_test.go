@@ -141,8 +141,14 @@ func TestNewOptimizer(t *testing.T) {
 		{"sgd", "mlp", func(p []*autograd.Var) optim.Optimizer {
 			return optim.NewSGD(p, optim.LR(lr), optim.Momentum(0.9))
 		}},
-		{"sgd", "resnet20", func(p []*autograd.Var) optim.Optimizer {
+		{"sgd-nesterov", "resnet20", func(p []*autograd.Var) optim.Optimizer {
 			return optim.NewSGD(p, optim.LR(lr), optim.Momentum(0.9), optim.Nesterov(), optim.WeightDecay(5e-4))
+		}},
+		// The recipe's optimiser is SGD with Nesterov momentum: plain SGD
+		// is another one.
+		{"sgd", "resnet20", func(p []*autograd.Var) optim.Optimizer { return optim.NewSGD(p, optim.LR(lr)) }},
+		{"sgd-nesterov", "mlp", func(p []*autograd.Var) optim.Optimizer {
+			return optim.NewSGD(p, optim.LR(lr), optim.Momentum(0.9), optim.Nesterov())
 		}},
 		{"sgd", "cnn", func(p []*autograd.Var) optim.Optimizer { return optim.NewSGD(p, optim.LR(lr)) }},
 		{"adamw", "cnn", func(p []*autograd.Var) optim.Optimizer { return optim.NewAdamW(p, optim.LR(lr)) }},

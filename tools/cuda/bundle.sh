@@ -12,10 +12,17 @@
 # required, so any glibc will do; musl systems such as Alpine cannot run
 # them). They are stripped (-s -w) and shipped as OUT/payload.tar.gz (bin/
 # and tests/, 50 MiB unpacked, 20 packed; run.sh unpacks them into a
-# temporary folder) to keep the bundle well under 60 MiB. They are built with
-# -trimpath: a test finds testdata/ through its source path, which
-# -trimpath makes relative (github.com/mixprec/mixprec/...), so run.sh runs
-# the tests from OUT/src where that path exists.
+# temporary folder). They are built with -trimpath: a test finds testdata/
+# (and the PyTorch interop test its script, tools/reference/
+# torch_safetensors.py) through its source path, which -trimpath makes
+# relative (github.com/mixprec/mixprec/...), so run.sh runs the tests from
+# OUT/src where that path exists.
+#
+# The bundle holds what run.sh runs and nothing else, and travels to the
+# GPU machine with the repository's working tree: the two together must
+# stay under 60 MiB (the machines take 64), which the last lines check,
+# counting every file that travels (tracked, or untracked and not ignored,
+# and the bundle).
 set -eu
 out=${1:?usage: bundle.sh OUT}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,9 +48,7 @@ done
 # Programs.
 $GO build -trimpath -ldflags="-s -w" -o "$out/bin/mixprec" ./cmd/mixprec
 $GO build -trimpath -ldflags="-s -w" -o "$out/bin/mnist" ./examples/mnist
-if [ -f examples/cifar/main.go ]; then
-	$GO build -trimpath -ldflags="-s -w" -o "$out/bin/cifar" ./examples/cifar
-fi
+$GO build -trimpath -ldflags="-s -w" -o "$out/bin/cifar" ./examples/cifar
 
 # Data and support files.
 if [ ! -f data/mnist/train-images-idx3-ubyte.gz ]; then
@@ -52,6 +57,8 @@ if [ ! -f data/mnist/train-images-idx3-ubyte.gz ]; then
 fi
 cp -r data/mnist "$out/data/mnist"
 cp -r testdata "$out/src/github.com/mixprec/mixprec/testdata"
+mkdir -p "$out/src/github.com/mixprec/mixprec/tools/reference"
+cp tools/reference/torch_safetensors.py "$out/src/github.com/mixprec/mixprec/tools/reference/"
 (cd "$out" && tar czf payload.tar.gz bin tests && rm -rf bin tests)
 cp tools/cuda/torch_mm.py "$out/torch_mm.py"
 cp tools/cuda/run-bundle.sh "$out/run.sh"
@@ -59,16 +66,21 @@ chmod +x "$out/run.sh" "$out/torch_mm.py"
 cat >"$out/README" <<TXT
 mixprec CUDA bundle, built $(date -u +%Y-%m-%dT%H:%MZ) from $(git rev-parse --short HEAD 2>/dev/null || echo "an unknown commit")$(git diff --quiet 2>/dev/null || echo " with local changes").
 Run:  sh run.sh OUTDIR     (about 3 to 8 minutes; prints the summary and leaves two files in
-OUTDIR: summary.txt and mixprec-cuda-logs.tar.gz, which holds one log per step)
-The binaries (bin/mixprec, bin/mnist, tests/*.test) are in payload.tar.gz; run.sh
+OUTDIR: summary.txt and mixprec-cuda-logs.tar.gz, which holds one log per step; a run
+killed part-way leaves summary.txt and the folder mixprec-cuda-logs/ as far as it got)
+The binaries (bin/mixprec, bin/mnist, bin/cifar, tests/*.test) are in payload.tar.gz; run.sh
 unpacks them into a temporary folder. To use them by hand: tar xzf payload.tar.gz
 They are Go without cgo but dynamically linked against glibc: they need
 /lib64/ld-linux-x86-64.so.2 and libc.so.6, libdl.so.2, libpthread.so.0 (any glibc).
 TXT
 
-size=$(du -sk "$out" | cut -f1)
-echo "bundle: $out, $((size / 1024)) MiB"
-if [ "$size" -gt $((60 * 1024)) ]; then
-	echo "bundle: over the 60 MiB budget" >&2
+# What travels: the working tree's files (tracked, and untracked but not
+# ignored) and the bundle.
+bundle=$(du -sb "$out" | cut -f1)
+tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
+total=$((bundle + tree))
+echo "bundle: $out, $((bundle / 1048576)) MiB; with the working tree that travels with it, $((total / 1048576)) MiB of 60"
+if [ "$total" -gt $((60 * 1048576)) ]; then
+	echo "bundle: the bundle and the working tree together are over the 60 MiB budget" >&2
 	exit 1
 fi

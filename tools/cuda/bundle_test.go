@@ -14,7 +14,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // maxReturned is how many files the GPU machines this bundle runs on bring
@@ -121,18 +123,40 @@ device)
 		echo "CUDA unavailable: no CUDA device: fake reason"
 	fi ;;
 bench) echo '{"n":64,"results":[{"dtype":"f16","gpu_tflops":1.5}]}' ;;
-memcompare) [ "$2" = -h ] && echo "  -device string" ;;
+memcompare)
+	if [ "$2" = -h ]; then echo "  -device string"; else echo "config      total peak   step ms"; echo "fp32        10.0 MiB     1.00"; echo "f16+ckpt     4.0 MiB     1.20"; fi ;;
 esac
 exit 0
 `
-	fakeMnist = `#!/bin/sh
-echo "mnist $*" >>"$FAKE_TRACE"
-echo '{"test_accuracy":0.97,"samples_per_sec":1000}'
+	// fakeTrainer stands for bin/mnist and bin/cifar: its summary names
+	// the device and the peak memory as the real ones do.
+	fakeTrainer = `#!/bin/sh
+echo "$(basename "$0") $*" >>"$FAKE_TRACE"
+echo '{"schema":1,"device":"cuda:0","test_accuracy":0.97,"samples_per_sec":1000,"ms_per_step":2.5,"peak_bytes":{"total":1048576}}'
 `
+	// fakeTest stands for every test binary; one named by $FAKE_SLOW
+	// sleeps first, as a step that hangs does.
 	fakeTest = `#!/bin/sh
 echo "$(basename "$0") $*" >>"$FAKE_TRACE"
-echo "MIXPREC_LIBNCCL=$MIXPREC_LIBNCCL MIXPREC_NCCL_H=$MIXPREC_NCCL_H"
+[ "$(basename "$0")" = "$FAKE_SLOW" ] && sleep 60
+echo "MIXPREC_LIBNCCL=$MIXPREC_LIBNCCL MIXPREC_NCCL_H=$MIXPREC_NCCL_H NCCL_DEBUG=$NCCL_DEBUG MIXPREC_PYTHON=$MIXPREC_PYTHON"
 echo "--- PASS: TestFake (0.00s)"
+`
+	// fakeSMI is nvidia-smi: it fails the first $FAKE_SMI_FAILS times it
+	// is called (counted in $FAKE_SMI_COUNT), as a driver still loading
+	// does, then answers.
+	fakeSMI = `#!/bin/sh
+n=$(cat "$FAKE_SMI_COUNT" 2>/dev/null || echo 0)
+n=$((n + 1))
+echo "$n" >"$FAKE_SMI_COUNT"
+if [ "$n" -le "${FAKE_SMI_FAILS:-0}" ]; then
+	echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+	exit 9
+fi
+case "$1" in
+--query-gpu=*) echo "NVIDIA H200, 570.86.15, 143771 MiB" ;;
+*) echo "NVIDIA-SMI 570.86.15    Driver Version: 570.86.15    CUDA Version: 12.8" ;;
+esac
 `
 	// fakePython answers run.sh's question about its site-packages with
 	// $FAKE_SITE and stands for torch_mm.py with a torch.mm JSON line; the
@@ -162,7 +186,7 @@ func fakeBundle(t *testing.T) string {
 	writeFile(t, filepath.Join(dir, "torch_mm.py"), "", 0o644)
 	writeFile(t, filepath.Join(dir, "src", "github.com", "mixprec", "mixprec", "testdata", "x"), "", 0o644)
 	writeFile(t, filepath.Join(dir, "data", "mnist", "x"), "", 0o644)
-	payload := map[string]string{"bin/mixprec": fakeMixprec, "bin/mnist": fakeMnist}
+	payload := map[string]string{"bin/mixprec": fakeMixprec, "bin/mnist": fakeTrainer, "bin/cifar": fakeTrainer}
 	for _, n := range testBinaries {
 		payload["tests/"+n+".test"] = fakeTest
 	}
@@ -246,7 +270,7 @@ func TestRunWithoutCUDA(t *testing.T) {
 	bundle := fakeBundle(t)
 	out, tmp := filepath.Join(t.TempDir(), "out"), t.TempDir()
 	trace := filepath.Join(t.TempDir(), "trace")
-	stdout, code := runBundle(t, bundle, out, "FAKE_CUDA=0", "FAKE_TRACE="+trace, "TMPDIR="+tmp, "MIXPREC_BUNDLE_BUDGET=120")
+	stdout, code := runBundle(t, bundle, out, "FAKE_CUDA=0", "FAKE_TRACE="+trace, "TMPDIR="+tmp, "MIXPREC_BUNDLE_BUDGET=120", "MIXPREC_DRIVER_WAIT=2")
 	if code != 1 {
 		t.Errorf("run.sh without CUDA exited %d, want 1\n%s", code, stdout)
 	}
@@ -267,83 +291,181 @@ func TestRunWithoutCUDA(t *testing.T) {
 	}
 }
 
-// TestRunWithCUDA runs run.sh where CUDA opens: every step runs, the
-// dozen logs come back in one archive, the summary is printed, and the
-// cuBLAS folder and the NCCL library and header that the Python reports in
-// its site-packages (NVIDIA's pip wheels' layout) reach the programs
-// through MIXPREC_CUBLAS, MIXPREC_LIBNCCL and MIXPREC_NCCL_H.
-func TestRunWithCUDA(t *testing.T) {
-	bundle := fakeBundle(t)
-	out, tmp := filepath.Join(t.TempDir(), "out"), t.TempDir()
-	trace := filepath.Join(t.TempDir(), "trace")
+// cudaEnv lays out what TestRunWithCUDA's machine has: a Python whose
+// site-packages hold NVIDIA's cuBLAS and NCCL wheels (returned), an
+// nvidia-smi, and the trace file; it returns the environment for
+// runBundle.
+func cudaEnv(t *testing.T, extra ...string) (env []string, trace, wheel, nccl, ncclH string) {
+	t.Helper()
+	trace = filepath.Join(t.TempDir(), "trace")
 	site := filepath.Join(t.TempDir(), "lib", "python3.12", "site-packages")
-	wheel := filepath.Join(site, "nvidia", "cu13", "lib")
+	wheel = filepath.Join(site, "nvidia", "cu13", "lib")
 	writeFile(t, filepath.Join(wheel, "libcublas.so.13"), "", 0o644)
-	nccl := filepath.Join(site, "nvidia", "nccl", "lib", "libnccl.so.2")
-	ncclH := filepath.Join(site, "nvidia", "nccl", "include", "nccl.h")
+	nccl = filepath.Join(site, "nvidia", "nccl", "lib", "libnccl.so.2")
+	ncclH = filepath.Join(site, "nvidia", "nccl", "include", "nccl.h")
 	writeFile(t, nccl, "", 0o644)
 	writeFile(t, ncclH, "", 0o644)
 	bin := t.TempDir()
 	writeFile(t, filepath.Join(bin, "python3"), fakePython, 0o755)
+	writeFile(t, filepath.Join(bin, "nvidia-smi"), fakeSMI, 0o755)
 	realPython, _ := exec.LookPath("python3")
-	stdout, code := runBundle(t, bundle, out, "FAKE_CUDA=1", "FAKE_TRACE="+trace, "FAKE_SITE="+site, "FAKE_REAL_PYTHON="+realPython, "TMPDIR="+tmp,
-		"MIXPREC_PYTHON="+filepath.Join(bin, "python3"), "PATH="+bin+":"+os.Getenv("PATH"), "MIXPREC_BUNDLE_BUDGET=120")
+	env = append([]string{"FAKE_CUDA=1", "FAKE_TRACE=" + trace, "FAKE_SITE=" + site, "FAKE_REAL_PYTHON=" + realPython,
+		"FAKE_SMI_COUNT=" + filepath.Join(t.TempDir(), "smi"), "MIXPREC_PYTHON=" + filepath.Join(bin, "python3"),
+		"PATH=" + bin + ":" + os.Getenv("PATH"), "MIXPREC_BUNDLE_BUDGET=120"}, extra...)
+	return env, trace, wheel, nccl, ncclH
+}
+
+// runLogs are the logs of a run in which every step runs.
+var runLogs = []string{"01-nvidia-smi.log", "02-device.log", "03-cudaops-tests.log", "04-testdev-tests.log",
+	"05-autograd-tests.log", "05-amp-tests.log", "05-nn-tests.log", "05-optim-tests.log", "06-mnist-tests.log",
+	"07-nccl-tests.log", "08-nccl-dp-tests.log", "09-mnist-cuda-f16.log", "10-mnist-cuda-bf16.log",
+	"11-mnist-cnn-cuda-f16.log", "12-resnet20-cuda-f16.log", "13-bench-matmul.log", "14-torch-mm.log",
+	"15-memcompare-cuda.log", "16-mnist-cpu-f16.log"}
+
+// TestRunWithCUDA runs run.sh where CUDA opens: every step runs, the
+// NCCL ones with NCCL_DEBUG=INFO and before the training runs and
+// benchmarks, the logs come back in one archive, and the summary, printed
+// too, holds the driver's version, a row (accuracy, speed, peak memory) for
+// the MLP in F16 and BF16, the CNN and ResNet-20, the GEMM peaks and
+// memcompare's rows. The cuBLAS folder and the NCCL library and header
+// that the Python reports in its site-packages (NVIDIA's pip wheels'
+// layout) reach the programs through MIXPREC_CUBLAS, MIXPREC_LIBNCCL and
+// MIXPREC_NCCL_H, and the Python through MIXPREC_PYTHON.
+func TestRunWithCUDA(t *testing.T) {
+	bundle := fakeBundle(t)
+	out, tmp := filepath.Join(t.TempDir(), "out"), t.TempDir()
+	env, trace, wheel, nccl, ncclH := cudaEnv(t, "TMPDIR="+tmp)
+	stdout, code := runBundle(t, bundle, out, env...)
 	if code != 0 {
 		t.Errorf("run.sh with CUDA exited %d, want 0\n%s", code, stdout)
 	}
-	logs := []string{"01-nvidia-smi.log", "02-device.log", "03-cudaops-tests.log", "04-testdev-tests.log",
-		"05-autograd-tests.log", "05-amp-tests.log", "05-nn-tests.log", "05-optim-tests.log", "06-mnist-tests.log",
-		"07-mnist-cuda-f16.log", "08-bench-matmul.log", "09-torch-mm.log", "10-mnist-cpu-f16.log", "11-memcompare-cuda.log",
-		"12-nccl-tests.log", "13-nccl-dp-tests.log"}
-	files := checkOutDir(t, out, stdout, logs, nil)
+	files := checkOutDir(t, out, stdout, runLogs, nil)
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("run.sh left %d entries in TMPDIR (%s)", len(left), left[0].Name())
 	}
 	if !strings.Contains(string(files[archiveDir+"02-device.log"]), wheel) {
 		t.Errorf("02-device.log does not show %s in MIXPREC_CUBLAS:\n%s", wheel, files[archiveDir+"02-device.log"])
 	}
-	for _, log := range []string{"12-nccl-tests.log", "13-nccl-dp-tests.log"} {
-		if want := "MIXPREC_LIBNCCL=" + nccl + " MIXPREC_NCCL_H=" + ncclH; !strings.Contains(string(files[archiveDir+log]), want) {
+	for _, log := range []string{"07-nccl-tests.log", "08-nccl-dp-tests.log"} {
+		if want := "MIXPREC_LIBNCCL=" + nccl + " MIXPREC_NCCL_H=" + ncclH + " NCCL_DEBUG=INFO"; !strings.Contains(string(files[archiveDir+log]), want) {
 			t.Errorf("%s does not show %q:\n%s", log, want, files[archiveDir+log])
 		}
+	}
+	if log := files[archiveDir+"03-cudaops-tests.log"]; !strings.Contains(string(log), "NCCL_DEBUG= ") || !strings.Contains(string(log), "MIXPREC_PYTHON=") {
+		t.Errorf("03-cudaops-tests.log: NCCL_DEBUG is set outside the NCCL steps, or MIXPREC_PYTHON is not passed:\n%s", log)
 	}
 	got, err := os.ReadFile(trace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range testBinaries {
-		if !strings.Contains(string(got), n+".test ") {
-			t.Errorf("tests/%s.test did not run; programs run:\n%s", n, got)
+	for _, n := range append(testBinaries, "mnist -device cuda -model cnn", "cifar -device cuda -synthetic", "mnist -device cuda -amp bf16") {
+		if !strings.Contains(string(got), n) {
+			t.Errorf("%s did not run; programs run:\n%s", n, got)
 		}
 	}
+	if nc, tr := strings.Index(string(got), "distributed.test"), strings.Index(string(got), "mnist -device cuda"); nc < 0 || tr < 0 || nc > tr {
+		t.Errorf("the NCCL steps did not run before the training runs:\n%s", got)
+	}
 	summary := string(files[archiveDir+"summary.txt"])
-	for _, want := range []string{"NCCL from the Python environments: " + nccl, "12-nccl-tests", "13-nccl-dp-tests"} {
+	for _, want := range []string{"NCCL from the Python environments: " + nccl, "07-nccl-tests", "08-nccl-dp-tests",
+		"gpu, driver, memory: NVIDIA H200, 570.86.15, 143771 MiB", "f16+ckpt     4.0 MiB"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, summary)
 		}
 	}
-	if realPython == "" {
-		t.Log("no python3 here: the summary's ratios are not checked")
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Log("no python3 here: the summary's rows and ratios are not checked")
 		return
 	}
-	for _, want := range []string{"F16 at least 60% of torch.mm: PASS (75%)", "test accuracy cuda 0.9700, cpu 0.9700"} {
+	for _, want := range []string{"F16 at least 60% of torch.mm: PASS (75%)", "test accuracy cuda 0.9700, cpu 0.9700",
+		"MLP bf16             cuda:0 test accuracy 0.9700      1000 samples/s    2.50 ms/step  peak 1.0 MiB",
+		"CNN f16", "ResNet-20 f16", "measured peaks"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, summary)
 		}
 	}
 }
 
-// TestBundle builds a real bundle with bundle.sh, checks that its README
-// says what the binaries link against (they are not static: purego needs
-// glibc's loader), and, where CUDA does not open, runs it: run.sh must stop
-// after the CUDA check and leave its archive.
+// TestRunWaitsForDriver runs run.sh where nvidia-smi fails once, as on a
+// machine whose driver is still loading: the run waits and goes on. Where
+// it never answers, the run gives up after MIXPREC_DRIVER_WAIT and the
+// CUDA check says why.
+func TestRunWaitsForDriver(t *testing.T) {
+	bundle := fakeBundle(t)
+	out := filepath.Join(t.TempDir(), "out")
+	env, _, _, _, _ := cudaEnv(t, "TMPDIR="+t.TempDir(), "FAKE_SMI_FAILS=1", "MIXPREC_DRIVER_WAIT=30")
+	stdout, code := runBundle(t, bundle, out, env...)
+	files := checkOutDir(t, out, stdout, runLogs, nil)
+	if log := string(files[archiveDir+"01-nvidia-smi.log"]); code != 0 || !strings.Contains(log, "the driver answered after 2 tries") {
+		t.Errorf("exit %d; 01-nvidia-smi.log:\n%s", code, log)
+	}
+	out = filepath.Join(t.TempDir(), "out")
+	env, _, _, _, _ = cudaEnv(t, "TMPDIR="+t.TempDir(), "FAKE_SMI_FAILS=1000", "MIXPREC_DRIVER_WAIT=1", "FAKE_CUDA=0")
+	stdout, code = runBundle(t, bundle, out, env...)
+	files = checkOutDir(t, out, stdout, []string{"01-nvidia-smi.log", "02-device.log"}, []string{"03-cudaops-tests.log"})
+	if log := string(files[archiveDir+"01-nvidia-smi.log"]); code != 1 || !strings.Contains(log, "nvidia-smi did not answer in 1s") {
+		t.Errorf("exit %d; 01-nvidia-smi.log:\n%s", code, log)
+	}
+}
+
+// TestRunKilledKeepsLogs kills run.sh and everything it started with
+// SIGKILL while a step hangs: the summary of the steps done and their logs
+// are in the output folder all the same.
+func TestRunKilledKeepsLogs(t *testing.T) {
+	bundle := fakeBundle(t)
+	out := filepath.Join(t.TempDir(), "out")
+	env, _, _, _, _ := cudaEnv(t, "TMPDIR="+t.TempDir(), "FAKE_SLOW=examples-mnist.test")
+	cmd := exec.Command("sh", filepath.Join(bundle, "run.sh"), out)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MIXPREC_") && !strings.HasPrefix(kv, "FAKE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := filepath.Join(out, "mixprec-cuda-logs", "06-mnist-tests.log")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(hung); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			t.Fatal("the run did not reach its sixth step in a minute")
+		}
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the run and its step: nothing runs its traps
+	cmd.Wait()
+	summary, err := os.ReadFile(filepath.Join(out, "summary.txt"))
+	if err != nil || !strings.Contains(string(summary), "05-optim-tests") || !strings.Contains(string(summary), "02-device") {
+		t.Errorf("summary.txt after the kill: %v\n%s", err, summary)
+	}
+	for _, n := range runLogs[:9] {
+		if _, err := os.Stat(filepath.Join(out, "mixprec-cuda-logs", n)); err != nil {
+			t.Errorf("%s is not in the output folder after the kill: %v", n, err)
+		}
+	}
+}
+
+// TestBundle builds a real bundle with bundle.sh, checks that it holds
+// what run.sh runs and nothing more, that its size was counted with the
+// working tree that travels with it, that its README says what the
+// binaries link against (they are not static: purego needs glibc's
+// loader), and that the PyTorch interop test finds its script in it (and
+// passes, where a python3 has torch and numpy); and, where CUDA does not
+// open, runs it: run.sh must stop after the CUDA check and leave its
+// archive.
 //
 // Building the bundle compiles eight test binaries and three programs
 // afresh, minutes on two cores with a cold build cache, so it runs only
 // under MIXPREC_LONG=1 (make test-cuda-kit, which CI runs when tools/cuda,
 // the Makefile or go.mod change). make test keeps the rest of the kit
-// covered: TestRunWithoutCUDA and TestRunWithCUDA run run.sh itself on a
-// fake bundle, and cudaops' TestBuildWithoutCgo builds without cgo.
+// covered: TestRunWithoutCUDA, TestRunWithCUDA, TestRunWaitsForDriver and
+// TestRunKilledKeepsLogs run run.sh itself on a fake bundle, and cudaops'
+// TestBuildWithoutCgo builds without cgo.
 func TestBundle(t *testing.T) {
 	long := os.Getenv("MIXPREC_LONG") != ""
 	if testing.Short() || !long {
@@ -366,14 +488,61 @@ func TestBundle(t *testing.T) {
 	bundle := filepath.Join(t.TempDir(), "bundle")
 	cmd := exec.Command("sh", "tools/cuda/bundle.sh", bundle)
 	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("bundle.sh: %v\n%s", err, b)
+	built, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bundle.sh: %v\n%s", err, built)
+	}
+	if !regexp.MustCompile(`with the working tree that travels with it, \d+ MiB of 60`).Match(built) {
+		t.Errorf("bundle.sh did not count the working tree with the bundle:\n%s", built)
 	}
 	readme, err := os.ReadFile(filepath.Join(bundle, "README"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	payload := readTarGz(t, filepath.Join(bundle, "payload.tar.gz"))
+	script, err := os.ReadFile("run-bundle.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing that run.sh does not run; the packages of its loop each have
+	// a step of their own.
+	loop := regexp.MustCompile(`for p in ([a-z ]+); do`).FindSubmatch(script)
+	for n := range payload {
+		var runs bool
+		switch dir, base := filepath.Dir(n), filepath.Base(n); dir {
+		case "bin":
+			runs = strings.Contains(string(script), `"$B/`+base+`"`)
+		case "tests":
+			name := strings.TrimSuffix(base, ".test")
+			runs = strings.Contains(string(script), `"$T/`+base+`"`) || (loop != nil && slices.Contains(strings.Fields(string(loop[1])), name))
+		}
+		if !runs {
+			t.Errorf("the payload holds %s, which run.sh does not run", n)
+		}
+	}
+	for _, n := range []string{"bin/mixprec", "bin/mnist", "bin/cifar", "tests/cudaops.test", "tests/nn.test"} {
+		if _, ok := payload[n]; !ok {
+			t.Errorf("the payload lacks %s", n)
+		}
+	}
+	torchScript := filepath.Join(bundle, "src", "github.com", "mixprec", "mixprec", "tools", "reference", "torch_safetensors.py")
+	if _, err := os.Stat(torchScript); err != nil {
+		t.Errorf("the PyTorch interop test's script is not where the test looks from the bundle: %v", err)
+	}
+	if py, err := exec.LookPath("python3"); err == nil && exec.Command(py, "-c", "import torch, numpy").Run() == nil {
+		nnTest := filepath.Join(t.TempDir(), "nn.test")
+		if err := os.WriteFile(nnTest, payload["tests/nn.test"], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run := exec.Command(nnTest, "-test.run", "^TestWeightsIntoTorch$", "-test.v")
+		run.Dir = filepath.Join(bundle, "src")
+		out, err := run.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestWeightsIntoTorch") {
+			t.Errorf("the PyTorch interop test from the bundle: %v\n%s", err, out)
+		}
+	} else {
+		t.Log("no python3 with torch and numpy here: the interop test is not run from the bundle")
+	}
 	for _, n := range []string{"bin/mixprec", "bin/mnist", "tests/cudaops.test"} {
 		f, err := elf.NewFile(bytes.NewReader(payload[n]))
 		if err != nil {
@@ -416,7 +585,7 @@ func TestBundle(t *testing.T) {
 	// Running it needs a machine where CUDA does not open (with a GPU the
 	// run takes minutes, and make test-cuda covers it).
 	out := filepath.Join(t.TempDir(), "out")
-	stdout, code := runBundle(t, bundle, out, "TMPDIR="+t.TempDir(), "MIXPREC_BUNDLE_BUDGET=120")
+	stdout, code := runBundle(t, bundle, out, "TMPDIR="+t.TempDir(), "MIXPREC_BUNDLE_BUDGET=120", "MIXPREC_DRIVER_WAIT=2")
 	if strings.Contains(stdout, "backend: cuda") {
 		t.Skip("CUDA opens here; run.sh was left to make test-cuda and the GPU machine")
 	}

@@ -1,25 +1,39 @@
 #!/bin/sh
 # run.sh OUTDIR: runs the CUDA bundle's checks in a fixed order, each with a
 # time limit, and leaves two files in OUTDIR: summary.txt (each step's exit
-# status and seconds, then the key figures: test results, MNIST accuracy on
-# the GPU and the CPU, GEMM TFLOP/s of mixprec and torch.mm and their F16
-# ratio) and mixprec-cuda-logs.tar.gz (every step's NN-step.log, the
-# summary and the memcompare chart, in a folder mixprec-cuda-logs/). The
-# logs are written to a temporary folder and packed at the end, because the
-# machines this runs on return only a few files from their output folder.
-# The summary is also printed on standard output.
+# status and seconds, then the key figures: the driver, the tests' counts,
+# the NCCL lines, a row per training run (MLP in F16 and BF16, the CNN,
+# ResNet-20; accuracy, speed, peak memory), GEMM TFLOP/s of mixprec and
+# torch.mm and their F16 ratio, and memcompare's rows) and
+# mixprec-cuda-logs.tar.gz (every step's NN-step.log, the summary and the
+# memcompare chart, in a folder mixprec-cuda-logs/). The summary is also
+# printed on standard output.
+#
+# Every step writes its log into OUTDIR/mixprec-cuda-logs/ as it runs, and
+# each line of the summary goes into OUTDIR/summary.txt as it is known, so
+# that a run killed part-way (its machine's time spent, a hung step killed
+# from outside) still returns what it did; a run that ends packs the
+# folder into the archive, since the machines this runs on return only a
+# few files from their output folder.
+#
+# The first gate waits for the driver: nvidia-smi is retried for up to
+# 120 s (MIXPREC_DRIVER_WAIT), since a machine just started may not have
+# loaded it yet. The NCCL steps run with NCCL_DEBUG=INFO, before the long
+# training runs and benchmarks, so that a run short of time still says
+# what NCCL did.
 #
 # The whole run stays within a budget of 470 s (MIXPREC_BUNDLE_BUDGET):
 # each step has its own time limit, cut to what is left of the budget, and
-# steps that find it spent are skipped and say so. A normal run takes two
-# to four minutes. When `mixprec device` does not report the CUDA backend,
-# the run stops right after that check, with one line saying why, and
-# exits 1: every later step needs the GPU (the device-parametrised tests
-# fail under MIXPREC_REQUIRE_CUDA=1 rather than pass on the CPU alone).
+# steps that find it spent are skipped and say so. When `mixprec device`
+# does not report the CUDA backend, the run stops right after that check,
+# with one line saying why, and exits 1: every later step needs the GPU
+# (the device-parametrised tests fail under MIXPREC_REQUIRE_CUDA=1 rather
+# than pass on the CPU alone).
 #
 # Environment: MIXPREC_PYTHON picks the Python with PyTorch (default: the
-# first of /opt/torch/.venv/bin/python and python3); MIXPREC_CUBLAS, folders
-# (colon-separated) holding libcublas.so.N, when the search misses them.
+# first of /opt/torch/.venv/bin/python and python3; the tests that run
+# PyTorch take it too); MIXPREC_CUBLAS, folders (colon-separated) holding
+# libcublas.so.N, when the search misses them.
 # Unset, it is filled with the nvidia/*/lib folders holding libcublas that
 # the Pythons present report in their site-packages or that common
 # prefixes hold (the binaries search those prefixes too). Likewise
@@ -38,31 +52,32 @@ py=${MIXPREC_PYTHON:-}
 if [ -z "$py" ]; then
 	if [ -x /opt/torch/.venv/bin/python ]; then py=/opt/torch/.venv/bin/python; else py=python3; fi
 fi
+export MIXPREC_PYTHON="$py"
 start=$(date +%s)
 
-# The logs go to a temporary folder, packed into OUTDIR when the run ends,
-# however it ends.
-work=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-run.XXXXXX") || exit 1
-logs=$work/mixprec-cuda-logs
-mkdir -p "$logs"
-summary=$logs/summary.txt
+# The logs go straight into OUTDIR, as each step writes them; a run that
+# ends packs them into one archive there, however it ends.
+logs=$out/mixprec-cuda-logs
+rm -rf "$logs" "$out/summary.txt" "$out/mixprec-cuda-logs.tar.gz"
+mkdir -p "$logs" || exit 1
+summary=$out/summary.txt
 bins=""
 finished=0
 finish() {
 	[ "$finished" = 1 ] && return
 	finished=1
 	echo "total $(($(date +%s) - start))s" >>"$summary"
-	cp "$summary" "$out/summary.txt"
-	rm -f "$out/mixprec-cuda-logs.tar.gz"
-	if tar czf "$out/mixprec-cuda-logs.tar.gz" -C "$work" mixprec-cuda-logs; then
+	cp "$summary" "$logs/summary.txt"
+	if tar czf "$out/mixprec-cuda-logs.tar.gz" -C "$out" mixprec-cuda-logs; then
+		rm -rf "$logs"
 		echo "run.sh: logs in $out/mixprec-cuda-logs.tar.gz, summary in $out/summary.txt"
 	else
-		echo "run.sh: could not pack the logs into $out/mixprec-cuda-logs.tar.gz" >&2
+		echo "run.sh: could not pack the logs; they are in $logs" >&2
 	fi
 	echo
 	cat "$summary"
-	rm -rf "$work"
 	[ -n "$bins" ] && rm -rf "$bins"
+	[ -n "${waiter:-}" ] && rm -f "$waiter"
 }
 trap finish EXIT
 trap 'exit 130' INT TERM HUP
@@ -178,7 +193,30 @@ if [ -z "${MIXPREC_LIBNCCL:-}" ]; then
 fi
 IFS=$old_ifs
 
-step 01-nvidia-smi 15 "$here" nvidia-smi
+# The first gate: the driver, which a machine just started may still be
+# loading. nvidia-smi is tried every 5 s until it answers, for up to
+# MIXPREC_DRIVER_WAIT seconds (not at all when there is none to try).
+wait=${MIXPREC_DRIVER_WAIT:-120}
+waiter=$(mktemp "${TMPDIR:-/tmp}/mixprec-wait-driver.XXXXXX") || stop "cannot create a temporary file"
+cat >"$waiter" <<'SH'
+limit=$1 t0=$(date +%s) tries=0
+command -v nvidia-smi >/dev/null 2>&1 || { echo "nvidia-smi is not on PATH"; exit 127; }
+while :; do
+	tries=$((tries + 1))
+	if timeout -k 5 15 nvidia-smi; then
+		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed "s/^/gpu, driver, memory: /"
+		echo "the driver answered after $tries tries, $(($(date +%s) - t0))s"
+		exit 0
+	fi
+	if [ $(($(date +%s) - t0)) -ge "$limit" ]; then
+		echo "nvidia-smi did not answer in ${limit}s ($tries tries)"
+		exit 1
+	fi
+	sleep 5
+done
+SH
+step 01-nvidia-smi $((wait + 25)) "$here" sh "$waiter" "$wait"
+rm -f "$waiter"
 step 02-device 30 "$here" "$B/mixprec" device
 if ! grep -q '^backend: cuda' "$logs/02-device.log" 2>/dev/null; then
 	why=$(sed -n 's/^CUDA unavailable: //p' "$logs/02-device.log" 2>/dev/null | head -1)
@@ -194,50 +232,63 @@ for p in autograd amp nn optim; do
 	[ -x "$T/$p.test" ] && step "05-$p-tests" 40 "$src" "$T/$p.test" -test.short -test.v -test.timeout 35s
 done
 step 06-mnist-tests 60 "$src" "$T/examples-mnist.test" -test.short -test.v -test.timeout 55s
-step 07-mnist-cuda-f16 60 "$here" "$B/mnist" -device cuda -amp f16 -epochs 3 -json
-step 08-bench-matmul 60 "$here" "$B/mixprec" bench matmul -json
-step 09-torch-mm 60 "$here" "$py" "$here/torch_mm.py" --json
-step 10-mnist-cpu-f16 90 "$here" "$B/mnist" -device cpu -amp f16 -epochs 3 -json
+# NCCL, with its own account of what it does: the bindings against the
+# wheel's nccl.h, one rank on this GPU, and, on a machine with several
+# GPUs, one process per GPU (collectives, a stalled rank, training that
+# matches one GPU). Each skips with one line where NCCL or a second GPU
+# is missing. Before the long runs, so that a short budget still has them.
+step 07-nccl-tests 120 "$src" env NCCL_DEBUG=INFO "$T/cudaops.test" -test.v -test.timeout 110s -test.run 'NCCL|ParseCHeader'
+step 08-nccl-dp-tests 90 "$src" env NCCL_DEBUG=INFO "$T/distributed.test" -test.v -test.timeout 80s -test.run 'NCCL'
+# Training on the GPU: the MLP in F16 and BF16, the CNN, ResNet-20.
+step 09-mnist-cuda-f16 60 "$here" "$B/mnist" -device cuda -amp f16 -epochs 3 -json
+step 10-mnist-cuda-bf16 60 "$here" "$B/mnist" -device cuda -amp bf16 -epochs 3 -json
+step 11-mnist-cnn-cuda-f16 60 "$here" "$B/mnist" -device cuda -model cnn -amp f16 -epochs 1 -json
+step 12-resnet20-cuda-f16 60 "$here" "$B/cifar" -device cuda -synthetic -amp f16 -max-steps 200 -json
+step 13-bench-matmul 60 "$here" "$B/mixprec" bench matmul -json
+step 14-torch-mm 60 "$here" "$py" "$here/torch_mm.py" --json
 if "$B/mixprec" memcompare -h 2>&1 | grep -q -- '-device'; then
-	step 11-memcompare-cuda 90 "$here" "$B/mixprec" memcompare -device cuda -png "$logs/memcompare.png"
+	step 15-memcompare-cuda 90 "$here" "$B/mixprec" memcompare -device cuda -png "$logs/memcompare.png"
 else
-	printf '%-22s skipped: this mixprec memcompare has no -device flag\n' 11-memcompare-cuda >>"$summary"
+	printf '%-22s skipped: this mixprec memcompare has no -device flag\n' 15-memcompare-cuda >>"$summary"
 fi
-# NCCL: the bindings against the wheel's nccl.h, one rank on this GPU, and,
-# on a machine with several GPUs, one process per GPU (collectives, a
-# stalled rank, training that matches one GPU). Each skips with one line
-# where NCCL or a second GPU is missing.
-step 12-nccl-tests 120 "$src" "$T/cudaops.test" -test.v -test.timeout 110s -test.run 'NCCL|ParseCHeader'
-step 13-nccl-dp-tests 90 "$src" "$T/distributed.test" -test.v -test.timeout 80s -test.run 'NCCL'
+# The CPU's MNIST, for the accuracies side by side: last, as the slowest.
+step 16-mnist-cpu-f16 90 "$here" "$B/mnist" -device cpu -amp f16 -epochs 3 -json
 
 # Key figures.
 {
+	echo
+	echo "== driver"
+	grep '^gpu, driver, memory: ' "$logs/01-nvidia-smi.log" 2>/dev/null || echo "(nvidia-smi did not say; see 01-nvidia-smi.log)"
 	echo
 	echo "== device"
 	grep -v '^==' "$logs/02-device.log" 2>/dev/null
 	echo
 	echo "== tests (counts of subtests)"
-	for f in "$logs"/0[3-6]-*.log "$logs"/1[23]-*.log; do
+	for f in "$logs"/0[3-8]-*.log; do
 		[ -f "$f" ] || continue
 		printf '%-28s pass %5d  fail %4d  skip %4d\n' "$(basename "$f" .log)" \
 			"$(grep -c -- '--- PASS' "$f")" "$(grep -c -- '--- FAIL' "$f")" "$(grep -c -- '--- SKIP' "$f")"
 	done
-	grep -h -- '--- FAIL' "$logs"/0[3-6]-*.log "$logs"/1[23]-*.log 2>/dev/null | head -20
+	grep -h -- '--- FAIL' "$logs"/0[3-8]-*.log 2>/dev/null | head -20
 	echo
-	echo "== NCCL (which library and header; all-reduce bandwidth where several GPUs ran)"
-	grep -h -- 'nccl.*\.go:[0-9]*: \(NCCL \|checking against\|all-reduce of\)' "$logs"/12-nccl-tests.log 2>/dev/null | sed 's/^ *//' | head -12
+	echo "== NCCL (which library and header; all-reduce bandwidth where several GPUs ran; NCCL's own INFO lines)"
+	grep -h -- 'nccl.*\.go:[0-9]*: \(NCCL \|checking against\|all-reduce of\)' "$logs"/07-nccl-tests.log 2>/dev/null | sed 's/^ *//' | head -12
+	grep -h 'NCCL INFO' "$logs"/07-nccl-tests.log "$logs"/08-nccl-dp-tests.log 2>/dev/null | sed 's/^ *//' | head -8
 	echo
-	echo "== MNIST, 3 epochs, -amp f16 (last JSON line)"
-	for f in 07-mnist-cuda-f16 10-mnist-cpu-f16; do
+	echo "== training runs (last JSON line of each)"
+	for f in 09-mnist-cuda-f16 10-mnist-cuda-bf16 11-mnist-cnn-cuda-f16 12-resnet20-cuda-f16 16-mnist-cpu-f16; do
 		line=$(grep '^{' "$logs/$f.log" 2>/dev/null | tail -1)
 		echo "$f: ${line:-(no JSON summary; see $f.log)}"
 	done
 	echo
 	echo "== GEMM"
-	grep '^{' "$logs/08-bench-matmul.log" 2>/dev/null | tail -1
-	grep '^{' "$logs/09-torch-mm.log" 2>/dev/null | tail -1
+	grep '^{' "$logs/13-bench-matmul.log" 2>/dev/null | tail -1
+	grep '^{' "$logs/14-torch-mm.log" 2>/dev/null | tail -1
+	echo
+	echo "== memcompare"
+	grep -v '^==' "$logs/15-memcompare-cuda.log" 2>/dev/null | grep -v '^ *$' | tail -12
 } >>"$summary"
-# The F16 ratio, and the accuracies side by side, when a Python is around.
+# The rows and ratios, when a Python is around.
 if command -v "$py" >/dev/null 2>&1; then
 	"$py" - "$logs" >>"$summary" 2>&1 <<'PY'
 import json, os, sys
@@ -248,20 +299,36 @@ def last_json(name):
         return json.loads(lines[-1]) if lines else None
     except (OSError, ValueError):
         return None
-mp, tm = last_json("08-bench-matmul"), last_json("09-torch-mm")
+def mib(b):
+    return "%.1f MiB" % (b / 2**20) if isinstance(b, (int, float)) else "?"
+runs = [("MLP f16", "09-mnist-cuda-f16"), ("MLP bf16", "10-mnist-cuda-bf16"), ("CNN f16", "11-mnist-cnn-cuda-f16"),
+        ("ResNet-20 f16", "12-resnet20-cuda-f16"), ("MLP f16 on the CPU", "16-mnist-cpu-f16")]
+rows = [(label, last_json(name)) for label, name in runs]
+if any(r for _, r in rows):
+    print()
+    print("== measured: accuracy, speed and peak memory of each run")
+    for label, r in rows:
+        if not r:
+            print("%-20s (no summary)" % label)
+            continue
+        acc = r.get("test_accuracy")
+        print("%-20s %-6s test accuracy %s  %8.0f samples/s  %6.2f ms/step  peak %s" % (
+            label, r.get("device", "?"), "%.4f" % acc if isinstance(acc, (int, float)) else "null",
+            r.get("samples_per_sec") or 0, r.get("ms_per_step") or 0, mib((r.get("peak_bytes") or {}).get("total"))))
+mp, tm = last_json("13-bench-matmul"), last_json("14-torch-mm")
 if mp and tm:
     ours = {r["dtype"]: r["gpu_tflops"] for r in mp.get("results", [])}
     theirs = {r["dtype"]: r["tflops"] for r in tm.get("results", [])}
     print()
-    print("== mixprec bench matmul vs torch.mm (n=%d)" % mp["n"])
+    print("== mixprec bench matmul vs torch.mm (n=%d): measured peaks" % mp["n"])
     for dt in ours:
         if dt in theirs and theirs[dt] > 0:
             print("%-5s mixprec %8.2f TFLOP/s  torch.mm %8.2f TFLOP/s  ratio %.2f" % (dt, ours[dt], theirs[dt], ours[dt] / theirs[dt]))
     if "f16" in ours and theirs.get("f16"):
         r = ours["f16"] / theirs["f16"]
         print("F16 at least 60%% of torch.mm: %s (%.0f%%)" % ("PASS" if r >= 0.6 else "FAIL", 100 * r))
-gpu, cpu = last_json("07-mnist-cuda-f16"), last_json("10-mnist-cpu-f16")
-if gpu and cpu:
+gpu, cpu = last_json("09-mnist-cuda-f16"), last_json("16-mnist-cpu-f16")
+if gpu and cpu and isinstance(gpu.get("test_accuracy"), (int, float)) and isinstance(cpu.get("test_accuracy"), (int, float)):
     print()
     print("== MNIST -amp f16 -epochs 3: test accuracy cuda %.4f, cpu %.4f (difference %.4f); samples/s cuda %.0f, cpu %.0f"
           % (gpu["test_accuracy"], cpu["test_accuracy"], gpu["test_accuracy"] - cpu["test_accuracy"],

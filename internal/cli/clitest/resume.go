@@ -2,13 +2,17 @@ package clitest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,35 +39,130 @@ func Summary(t *testing.T, stdout string) cli.Summary {
 // exit status and standard error once it has ended.
 func SignalAt(t *testing.T, dir string, step int, sig syscall.Signal, args ...string) (code int, stderr string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), envVar+"=1")
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
+	c := Start(t, nil, args...)
+	c.WaitCheckpoint(t, dir, step)
+	c.Signal(sig)
+	r := c.Wait(t)
+	return r.Code, r.Stderr
+}
+
+// Child is the program's main running in a child process.
+type Child struct {
+	cmd         *exec.Cmd
+	out, errout syncBuffer
+	done        chan struct{}
+	err         error
+}
+
+// syncBuffer is a bytes.Buffer that the child's output is copied into
+// while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// WaitStderr waits until the child's standard error holds s, and fails t
+// if the child ends first or s does not come within 5 minutes.
+func (c *Child) WaitStderr(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for !strings.Contains(c.errout.String(), s) {
+		select {
+		case <-c.done:
+			t.Fatalf("the program ended before it said %q:\n%s", s, c.errout.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not say %q within 5 minutes:\n%s", s, c.errout.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Start runs the program's main with args in a child process with env
+// added to the environment; Wait ends it. The test kills it if it is
+// still running when the test ends.
+func Start(t *testing.T, env []string, args ...string) *Child {
+	t.Helper()
+	c := &Child{cmd: exec.Command(os.Args[0], args...), done: make(chan struct{})}
+	c.cmd.Env = append(append(os.Environ(), envVar+"=1"), env...)
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.errout
+	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { c.err = c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+	})
+	return c
+}
+
+// PID is the child's process id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// WaitCheckpoint waits until dir holds a run checkpoint of at least step,
+// and fails t if the child ends first or none comes within 5 minutes.
+func (c *Child) WaitCheckpoint(t *testing.T, dir string, step int) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		if latest, err := runstate.Latest(dir); err == nil {
 			var n int
 			fmt.Sscanf(filepath.Base(latest), "step-%d", &n)
 			if n >= step {
-				break
+				return
 			}
 		}
+		select {
+		case <-c.done:
+			t.Fatalf("the program ended before a checkpoint of step %d:\n%s", step, c.errout.String())
+		default:
+		}
 		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no checkpoint of step %d within 5 minutes:\n%s", step, errb.String())
+			c.cmd.Process.Kill()
+			<-c.done
+			t.Fatalf("no checkpoint of step %d within 5 minutes:\n%s", step, c.errout.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	cmd.Process.Signal(sig)
-	err := cmd.Wait()
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
+}
+
+// Signal sends sig to the child.
+func (c *Child) Signal(sig syscall.Signal) { c.cmd.Process.Signal(sig) }
+
+// Wait waits for the child to end and returns what it left.
+func (c *Child) Wait(t *testing.T) Result {
+	t.Helper()
+	<-c.done
+	r := Result{Stdout: c.out.String(), Stderr: c.errout.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(c.err, &exit):
+		r.Code = exit.ExitCode()
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.Code = 128 + int(ws.Signal()) // as a shell reports it
+		}
+	case c.err != nil:
+		t.Fatalf("running %v: %v", c.cmd.Args, c.err)
 	}
-	return code, errb.String()
+	return r
 }
 
 // SameWeights fails t unless the safetensors files a and b hold the same
@@ -92,4 +191,33 @@ func SameWeights(t *testing.T, a, b string) {
 			}
 		}
 	}
+}
+
+// EditState rewrites the state.json of the checkpoint in dir with edit
+// applied to its text, and then makes its checksum line right again when
+// it has one: what a hand edit, or a writer's bug, would leave. It returns
+// the checkpoint's directory.
+func EditState(t *testing.T, dir string, edit func(string) string) string {
+	t.Helper()
+	p := filepath.Join(dir, "state.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, sealed := string(b), false
+	if i := strings.LastIndex(body, ",\n\t\"state_sha256\""); i >= 0 {
+		body, sealed = body[:i], true
+	}
+	edited := edit(body)
+	if edited == body {
+		t.Fatalf("the edit changed nothing in %s", p)
+	}
+	if sealed {
+		sum := sha256.Sum256([]byte(edited))
+		edited += ",\n\t\"state_sha256\": \"" + hex.EncodeToString(sum[:]) + "\"\n}\n"
+	}
+	if err := os.WriteFile(p, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
