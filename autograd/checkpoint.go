@@ -43,7 +43,7 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 		defer rc.Release()
 		leaves := make([]*Var, len(in))
 		for i, v := range in {
-			leaves[i] = &Var{Value: v.Value, requiresGrad: v.requiresGrad, graph: rc}
+			leaves[i] = &Var{Value: v.Value, requiresGrad: v.requiresGrad, graph: rc, borrowed: true}
 		}
 		re := fn(rc, leaves)
 		if len(re) != len(dys) {
@@ -58,6 +58,9 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 				grads[i] = rc.own(dy.Move(dy.Shape()...))
 			}
 		}
+		// The outputs' gradients are seeded by shape: their recomputed
+		// values are dead unless an op inside saved them.
+		rc.Free(re...)
 		rc.BackwardFrom(re, grads)
 		for i, l := range leaves {
 			if l.Grad != nil {

@@ -56,6 +56,8 @@ type Var struct {
 	requiresGrad bool
 	param        bool
 	retain       bool
+	borrowed     bool // a leaf over a tensor the graph does not own (Leaf)
+	freed        bool // its value was released by Graph.Free
 	node         *node
 	castOf       *Var         // for a parameter's autocast copy: the parameter
 	uses         int          // for such a copy: how many ops took it (Graph.as)
@@ -185,6 +187,9 @@ func (v *Var) mustLive(op string) {
 		panic(fmt.Sprintf("autograd.%s: %s has no value on a device (call To(dev) on the model first)", op, v))
 	}
 	if v.Value.Released() {
+		if v.freed {
+			panic(fmt.Sprintf("autograd.%s: %s was freed by Graph.Free (free a result only after its last use)", op, v))
+		}
 		panic(fmt.Sprintf("autograd.%s: %s was released (its graph's Release was called)", op, v))
 	}
 }
@@ -458,7 +463,7 @@ func (g *Graph) Leaf(t *tensor.Tensor, requiresGrad bool) *Var {
 	if t.Device() != g.dev {
 		panic(fmt.Sprintf("autograd.Leaf: tensor on %s, graph on %s", t.Device().Name(), g.dev.Name()))
 	}
-	return g.newVar(Var{Value: t, requiresGrad: requiresGrad, graph: g})
+	return g.newVar(Var{Value: t, requiresGrad: requiresGrad, graph: g, borrowed: true})
 }
 
 // Const returns a graph-owned constant tensor of the given shape filled with v.
@@ -681,6 +686,44 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 	}
 	g.dev.Axpby(v.Grad.Buffer(), v.Grad.Buffer(), t.Buffer(), 1, 1)
 	t.Release()
+}
+
+// Free releases now the values of intermediate results that the caller will
+// not read again, which Release would otherwise hold to the end of the step.
+// PyTorch frees a tensor when its last reference goes; a tape that owns
+// every result has to be told. A layer calls it for what it made and is done
+// with: a projection once its residual sum exists, say.
+//
+// Only what nothing else can still read goes: the value of a result this
+// graph made (not a parameter or its autocast copy, an input given by Leaf,
+// or another graph's value) that no recorded op saved for its backward pass,
+// that is not a view and of which no view was ever made (a view shares the
+// buffer and may outlive the call). Anything else is left as it is: a saved
+// value for the backward pass that reads it, the rest for Release. Freeing
+// a Var twice does nothing.
+//
+// A freed Var keeps its shape and dtype, and gradients flow through it as
+// before: what backward needs of it was saved. Passing it to another op
+// panics, naming the op.
+func (g *Graph) Free(vs ...*Var) {
+	g.enter()
+	defer g.leave()
+	g.check()
+	for _, v := range vs {
+		if v == nil || v.graph != g || v.param || v.borrowed || v.Value == nil {
+			continue
+		}
+		t := v.Value
+		// An op that keeps a value for backward moves it out of Temp
+		// (save) into the recording graph's category, Activation or, in a
+		// segment's recomputation, Recompute; the no-grad first pass of a
+		// segment records nothing. So Temp means that no op kept it.
+		if t.Released() || t.IsView() || t.Viewed() || t.Category() != device.Temp {
+			continue
+		}
+		t.Release() // Release skips it later: releasing twice does nothing
+		v.freed = true
+	}
 }
 
 // Release frees every tensor the graph owns: intermediate results, their
