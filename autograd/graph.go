@@ -218,6 +218,7 @@ type Graph struct {
 	colKeep  int64 // ConvColumnBudget
 	sawGrad  bool
 	replay   bool // a checkpointed segment's recomputation: state updates already happened
+	segment  bool // a checkpointed segment's graph: parameters' casts are its own (see as)
 	backDone bool
 	released bool
 	busy     atomic.Bool // held while the bookkeeping above changes; see enter
