@@ -15,86 +15,123 @@ import (
 )
 
 // TestFree: Graph.Free releases at once the value of a result no op kept,
-// and leaves alone everything something may still read: a value an op
-// saved for backward, a view and the tensor it views, a parameter, a
-// leaf the graph does not own, another graph's result. A freed Var keeps
-// its shape and dtype.
+// a value an op kept once the backward pass has run that op, and leaves
+// alone everything else something may still read: a view and the tensor
+// it views, a parameter, a leaf the graph does not own, another graph's
+// result. A freed Var keeps its shape and dtype.
 func TestFree(t *testing.T) {
 	type setup struct {
 		g, other *autograd.Graph
 		w, x     *autograd.Var
 	}
+	const (
+		kept  = iota // until Release
+		now          // by Free
+		later        // by Backward
+	)
 	for _, c := range []struct {
 		name string
-		// make returns the Var to free and any the test must keep
-		// reachable until the end.
-		make  func(s setup) *autograd.Var
-		freed bool
+		// make returns the Var to free and a loss to run Backward from
+		// (nil: none).
+		make  func(s setup) (v, loss *autograd.Var)
+		freed int
 	}{
-		{"result no op kept", func(s setup) *autograd.Var {
+		{"result no op kept", func(s setup) (*autograd.Var, *autograd.Var) {
 			h := s.g.Linear(s.x, s.w, nil)
-			s.g.Add(h, h) // an add keeps nothing
-			return h
-		}, true},
-		{"unrecorded result", func(s setup) *autograd.Var {
+			return h, s.g.Sum(s.g.Add(h, h)) // an add keeps nothing
+		}, now},
+		{"unrecorded result", func(s setup) (*autograd.Var, *autograd.Var) {
 			var h *autograd.Var
 			s.g.NoGrad(func() { h = s.g.Scale(s.g.Linear(s.x, s.w, nil), 2) })
-			return h
-		}, true},
-		{"kept by a product", func(s setup) *autograd.Var {
+			return h, nil
+		}, now},
+		{"kept by a product", func(s setup) (*autograd.Var, *autograd.Var) {
+			h := s.g.Linear(s.x, s.w, nil)
+			return h, s.g.Sum(s.g.Mul(h, h))
+		}, later},
+		{"kept by two", func(s setup) (*autograd.Var, *autograd.Var) {
+			h := s.g.Linear(s.x, s.w, nil)
+			return h, s.g.Add(s.g.Sum(s.g.Mul(h, h)), s.g.Sum(s.g.Linear(h, s.g.Reshape(s.w, 5, 3), nil)))
+		}, later},
+		{"kept as an output", func(s setup) (*autograd.Var, *autograd.Var) {
+			y := s.g.Softmax(s.g.Linear(s.x, s.w, nil)) // softmax keeps its output
+			return y, s.g.Sum(s.g.Scale(y, 2))
+		}, later},
+		{"kept, no backward", func(s setup) (*autograd.Var, *autograd.Var) {
 			h := s.g.Linear(s.x, s.w, nil)
 			s.g.Mul(h, h)
-			return h
-		}, false},
-		{"kept as an output", func(s setup) *autograd.Var {
-			return s.g.Softmax(s.g.Linear(s.x, s.w, nil)) // softmax keeps its output
-		}, false},
-		{"a view", func(s setup) *autograd.Var {
-			return s.g.Reshape(s.g.Linear(s.x, s.w, nil), -1)
-		}, false},
-		{"viewed", func(s setup) *autograd.Var {
+			return h, nil
+		}, kept},
+		{"a view", func(s setup) (*autograd.Var, *autograd.Var) {
+			v := s.g.Reshape(s.g.Linear(s.x, s.w, nil), -1)
+			return v, s.g.Sum(v)
+		}, kept},
+		{"viewed", func(s setup) (*autograd.Var, *autograd.Var) {
 			h := s.g.Linear(s.x, s.w, nil)
-			s.g.Reshape(h, -1)
-			return h
-		}, false},
-		{"parameter", func(s setup) *autograd.Var { return s.w }, false},
-		{"leaf", func(s setup) *autograd.Var {
-			return s.g.Leaf(tensor.New(s.g.Device(), dtype.F32, device.Temp, 4, 3), false)
-		}, false},
-		{"another graph's", func(s setup) *autograd.Var {
-			return s.other.Scale(s.other.Input(tensor.NewHost(4, 3)), 2)
-		}, false},
+			return h, s.g.Sum(s.g.Reshape(h, -1))
+		}, kept},
+		{"parameter", func(s setup) (*autograd.Var, *autograd.Var) { return s.w, nil }, kept},
+		{"leaf", func(s setup) (*autograd.Var, *autograd.Var) {
+			return s.g.Leaf(tensor.New(s.g.Device(), dtype.F32, device.Temp, 4, 3), false), nil
+		}, kept},
+		{"another graph's", func(s setup) (*autograd.Var, *autograd.Var) {
+			return s.other.Scale(s.other.Input(tensor.NewHost(4, 3)), 2), nil
+		}, kept},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dev := cpu.New()
 			rng := rand.New(rand.NewPCG(1, 1))
 			w := autograd.NewParam("w", tensor.NormalHost(rng, 0, 1, 3, 5))
 			w.To(dev)
+			defer w.FreeGrad()
 			defer w.Value.Release()
 			s := setup{g: autograd.NewGraph(dev), other: autograd.NewGraph(dev), w: w}
 			defer s.g.Release()
 			defer s.other.Release()
 			s.x = s.g.Input(tensor.NormalHost(rng, 0, 1, 4, 5))
-			v := c.make(s)
+			v, loss := c.make(s)
 			shape, dt := append([]int(nil), v.Shape()...), v.DType()
+			size := device.Bytes(dt, tensor.Numel(shape))
 			before := dev.MemStats().Live.Total
 			s.g.Free(v)
 			s.g.Free(v) // twice: nothing more
-			freedBytes := before - dev.MemStats().Live.Total
 			want := int64(0)
-			if c.freed {
-				want = device.Bytes(dt, tensor.Numel(shape))
+			if c.freed == now {
+				want = size
 			}
-			if freedBytes != want {
-				t.Errorf("Free released %d bytes, want %d", freedBytes, want)
+			if got := before - dev.MemStats().Live.Total; got != want {
+				t.Errorf("Free released %d bytes, want %d", got, want)
 			}
-			if v.Value.Released() != c.freed {
-				t.Errorf("value released %v, want %v", v.Value.Released(), c.freed)
+			if got := v.Value.Released(); got != (c.freed == now) {
+				t.Errorf("value released %v after Free, want %v", got, c.freed == now)
+			}
+			if loss != nil {
+				s.g.Backward(loss) // the kept value is read here
+				if got := v.Value.Released(); got != (c.freed != kept) {
+					t.Errorf("value released %v after Backward, want %v", got, c.freed != kept)
+				}
 			}
 			if fmt.Sprint(v.Shape()) != fmt.Sprint(shape) || v.DType() != dt {
 				t.Errorf("after Free: shape %v dtype %v, want %v %v", v.Shape(), v.DType(), shape, dt)
 			}
 		})
+	}
+}
+
+// TestFreeAfterBackward: a value kept for backward that is freed once the
+// backward pass has run goes at once.
+func TestFreeAfterBackward(t *testing.T) {
+	dev := cpu.New()
+	w := autograd.ParamOf("w", tensor.Full(dev, dtype.F32, device.Param, 0.5, 3, 5))
+	defer w.Value.Release()
+	defer w.FreeGrad()
+	g := autograd.NewGraph(dev)
+	defer g.Release()
+	h := g.Linear(g.Input(tensor.NewHost(4, 5)), w, nil)
+	g.Backward(g.Sum(g.Mul(h, h)))
+	g.Free(h)
+	if !h.Value.Released() {
+		t.Error("a kept value freed after Backward is still live")
 	}
 }
 
@@ -106,6 +143,13 @@ func TestFreedUsePanics(t *testing.T) {
 	defer g.Release()
 	h := g.Scale(g.Input(tensor.NewHost(2, 3)), 2)
 	g.Free(h)
+	// A value kept for backward is freed only after it, but the Var may
+	// not be used meanwhile either.
+	lt := tensor.Zeros(dev, dtype.F32, device.Temp, 2, 3)
+	defer lt.Release()
+	k := g.Scale(g.Leaf(lt, true), 2)
+	g.Mul(k, k)
+	g.Free(k)
 	for _, c := range []struct {
 		name string
 		use  func()
@@ -116,6 +160,7 @@ func TestFreedUsePanics(t *testing.T) {
 		{"reshape", func() { g.Reshape(h, 6) }, []string{"autograd.Reshape", "freed by Graph.Free"}},
 		{"backward", func() { g.Backward(g.Sum(h)) }, []string{"autograd.sum", "freed by Graph.Free"}},
 		{"tensor", func() { h.Value.ToHost() }, []string{"tensor.ToHost", "used after Release"}},
+		{"kept, not yet released", func() { g.Exp(k) }, []string{"autograd.exp", "freed by Graph.Free"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {
@@ -227,5 +272,36 @@ func TestFreeKeepsGradients(t *testing.T) {
 	}
 	if s := dev.MemStats(); s.Live.Total != 0 {
 		t.Errorf("memory left: %v", s)
+	}
+}
+
+// TestLayerNormKeeps: a LayerNorm keeps x̂, in its output's dtype when that
+// is 16-bit and else in F32, and the F32 rstd, but not its input; both go
+// as soon as the backward pass has run the LayerNorm.
+func TestLayerNormKeeps(t *testing.T) {
+	const rows, cols = 6, 8
+	for _, out := range dtype.All {
+		t.Run(out.String(), func(t *testing.T) {
+			dev := cpu.New()
+			w := autograd.ParamOf("w", tensor.Full(dev, dtype.F32, device.Param, 1, cols))
+			defer w.Value.Release()
+			defer w.FreeGrad()
+			g := autograd.NewGraph(dev)
+			defer g.Release()
+			x := g.Input(tensor.NormalHost(rand.New(rand.NewPCG(1, 2)), 0, 1, rows, cols))
+			y := g.LayerNormTo(x, w, nil, 1e-5, out)
+			hat := dtype.F32
+			if out != dtype.F32 {
+				hat = out
+			}
+			want := device.Bytes(hat, rows*cols) + device.Bytes(dtype.F32, rows)
+			if got := dev.MemStats().Live.Category(device.Activation); got != want || x.Value.Category() != device.Temp {
+				t.Errorf("kept %d bytes (input kept: %v), want %d: x̂ in %v and rstd", got, x.Value.Category() != device.Temp, want, hat)
+			}
+			g.Backward(g.Sum(y))
+			if got := dev.MemStats().Live.Category(device.Activation); got != 0 {
+				t.Errorf("%d bytes kept after Backward, want 0", got)
+			}
+		})
 	}
 }

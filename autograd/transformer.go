@@ -120,7 +120,7 @@ func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 		rstd.Release()
 		return out
 	}
-	g.save(xhat, rstd)
+	g.saveOwn(xhat, rstd)
 	g.push(OpLayerNorm, out, []*Var{x, w, b}, func(dy *tensor.Tensor) {
 		dx := g.alloc(dt, xs...)
 		dw := g.alloc(dtype.F32, cols)
@@ -356,7 +356,8 @@ func (g *Graph) Attention(qkv0 *Var, a Attention) *Var {
 	g.dev.Attention(y.Buffer(), lse.Buffer(), buf(qkv), p)
 	out := g.result(y)
 	if g.recording(qkv) {
-		g.save(qkv.Value, y, lse)
+		g.save(qkv.Value, y)
+		g.saveOwn(lse)
 		g.push(OpAttention, out, []*Var{qkv}, func(dy *tensor.Tensor) {
 			dq := g.alloc(dt, qs...)
 			g.dev.AttentionGrad(dq.Buffer(), dy.Buffer(), buf(qkv), y.Buffer(), lse.Buffer(), p)

@@ -177,7 +177,8 @@ func TestCheckpointMisuse(t *testing.T) {
 }
 
 // TestCheckpointMemory checks that the activation peak falls with √n
-// checkpointing and that the recomputation is accounted as Recompute.
+// checkpointing, that the recomputation is accounted as Recompute, and
+// that the segments' inputs are released as backward passes them.
 func TestCheckpointMemory(t *testing.T) {
 	peak := func(segments int) device.MemStats {
 		dev := cpu.New()
@@ -206,6 +207,11 @@ func TestCheckpointMemory(t *testing.T) {
 	}
 	if ck.Peak.Category(device.Recompute) == 0 || base.Peak.Category(device.Recompute) != 0 {
 		t.Errorf("recompute peak %d with checkpointing, %d without; want > 0 and 0", ck.Peak.Category(device.Recompute), base.Peak.Category(device.Recompute))
+	}
+	// Each segment's input but the first (the caller's) went once the
+	// backward pass had recomputed its segment; what the loss kept stays.
+	if got, want := ck.Live.Category(device.Activation), device.Bytes(dtype.F32, 64*64+64*10); got != want {
+		t.Errorf("%d bytes kept after backward with checkpointing, want %d (the input and the logits)", got, want)
 	}
 }
 

@@ -134,14 +134,15 @@ func (a *CausalSelfAttention) Forward(g *autograd.Graph, x *autograd.Var) *autog
 	} else {
 		y = g.Attention(qkv, att)
 	}
-	proj := a.CProj.Forward(g, y)
+	y = handOn(g, qkv, y)
+	proj := handOn(g, y, a.CProj.Forward(g, y))
 	return handOn(g, proj, a.ResidDrop.Forward(g, proj))
 }
 
 // handOn returns y, what a layer made of x, after freeing x (Graph.Free)
 // when y is not x itself (a Dropout that is off hands its input on): x was
-// made for that layer alone, and if the layer kept it for its gradient,
-// Free leaves it.
+// made for that layer alone. If the layer kept it for its gradient, it
+// goes once the backward pass has used it.
 func handOn(g *autograd.Graph, x, y *autograd.Var) *autograd.Var {
 	if y != x {
 		g.Free(x)
@@ -174,12 +175,11 @@ type MLP struct {
 
 // Forward applies the MLP to x (..., C).
 func (m *MLP) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	// GELU keeps its input for its gradient (and c_proj its own), so those
-	// stay; an activation that keeps its output instead (ReLU) frees the
-	// 4C-wide c_fc result.
+	// Each result goes once the next exists or, kept for a gradient (GELU
+	// keeps its input, c_proj its), once the backward pass is done with it.
 	h := m.CFc.Forward(g, x)
 	a := handOn(g, h, m.Act.Forward(g, h))
-	p := m.CProj.Forward(g, a)
+	p := handOn(g, a, m.CProj.Forward(g, a))
 	return handOn(g, p, m.Drop.Forward(g, p))
 }
 
@@ -204,12 +204,16 @@ type Block struct {
 // Forward applies the block to x (B, T, C). The branches' outputs are
 // freed once added into the residual stream, and the first sum once the
 // second exists: a residual add keeps nothing for its gradient, so they
-// are dead (and ln_2 keeps its normalised input, not the sum).
+// are dead (and ln_2 keeps its normalised input, not the sum). The
+// LayerNorms' outputs, which the projections keep, go once the backward
+// pass has used them.
 func (b *Block) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	a := b.Attn.Forward(g, b.Ln1.ForwardFor(g, x, autograd.OpLinear))
+	n1 := b.Ln1.ForwardFor(g, x, autograd.OpLinear)
+	a := handOn(g, n1, b.Attn.Forward(g, n1))
 	x1 := g.Add(x, a)
 	g.Free(a)
-	m := b.MLP.Forward(g, b.Ln2.ForwardFor(g, x1, autograd.OpLinear))
+	n2 := b.Ln2.ForwardFor(g, x1, autograd.OpLinear)
+	m := handOn(g, n2, b.MLP.Forward(g, n2))
 	x2 := g.Add(x1, m)
 	g.Free(m, x1)
 	return x2

@@ -16,8 +16,9 @@ import (
 // TestBlockFreesDead: after a transformer block's recorded forward pass,
 // the only results not kept for backward that are still live are its
 // input and its output: the branches' projections, their dropouts and
-// the first residual sum were freed as soon as they were dead. With and
-// without dropout, in F32 and under BF16 autocast.
+// the first residual sum were freed as soon as they were dead; and what it
+// kept for backward is gone once Backward has run. With and without
+// dropout, in F32 and under BF16 autocast.
 func TestBlockFreesDead(t *testing.T) {
 	const b, tt, c = 2, 5, 8
 	for _, low := range []dtype.DType{dtype.F32, dtype.BF16} {
@@ -53,6 +54,10 @@ func TestBlockFreesDead(t *testing.T) {
 					t.Errorf("Temp grew by %d bytes in the block, want %d (its output alone)", got, want)
 				}
 				g.Backward(g.Mean(y)) // what was freed was not needed
+				// What the block kept for backward went as backward used it.
+				if got := dev.MemStats().Live.Category(device.Activation); got != 0 {
+					t.Errorf("%d bytes kept for backward still live after it, want 0", got)
+				}
 			})
 		}
 	}

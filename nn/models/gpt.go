@@ -111,7 +111,9 @@ func (m *GPT) Forward(g *autograd.Graph, idx *autograd.Var) *autograd.Var {
 	}
 	// Each value of the residual stream is freed once the next exists
 	// (autograd.Graph.Free): nothing keeps it for backward, since an add
-	// keeps nothing and a LayerNorm keeps its normalised input.
+	// keeps nothing and a LayerNorm keeps its normalised input. A
+	// checkpointed block keeps its input, which goes once the backward
+	// pass has recomputed the block.
 	tok, posEmb := m.WTE.Forward(g, idx), m.WPE.Forward(g, g.InputIDs(pos))
 	x := g.Add(tok, posEmb)
 	g.Free(tok, posEmb)
@@ -124,7 +126,9 @@ func (m *GPT) Forward(g *autograd.Graph, idx *autograd.Var) *autograd.Var {
 		blocks[i] = b
 	}
 	if m.Segments > 0 {
-		x = nn.CheckpointSequential(g, blocks, m.Segments, x)
+		y := nn.CheckpointSequential(g, blocks, m.Segments, x)
+		g.Free(x)
+		x = y
 	} else {
 		for _, b := range blocks {
 			y := b.Forward(g, x)
@@ -134,7 +138,9 @@ func (m *GPT) Forward(g *autograd.Graph, idx *autograd.Var) *autograd.Var {
 	}
 	h := m.LnF.ForwardFor(g, x, autograd.OpLinear)
 	g.Free(x)
-	return g.Linear(h, m.WTE.W, nil) // lm_head, tied to wte
+	logits := g.Linear(h, m.WTE.W, nil) // lm_head, tied to wte
+	g.Free(h)
+	return logits
 }
 
 // Loss is the mean cross-entropy of logits (B, T, Vocab) against targets
