@@ -3,8 +3,9 @@
 //
 // A Graph lives for one training step: it owns every tensor its operations
 // create, and Release frees them all at once, so device memory never waits
-// for Go's garbage collector and peak-memory figures are exact. Parameters
-// and their gradients belong to the modules that made them, not to graphs.
+// for Go's garbage collector and peak-memory figures are exact; Free lets
+// code that is done with a result sooner say so. Parameters and their
+// gradients belong to the modules that made them, not to graphs.
 //
 // Each operation asks the graph's CastPolicy which dtype to compute in (the
 // hook package amp uses for autocast) and runs its backward pass in that
