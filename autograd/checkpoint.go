@@ -19,6 +19,12 @@ type Segment func(g *Graph, in []*Var) []*Var
 // Draw is replayed), back-propagates through it and frees the recomputed
 // results before moving on. Gradients equal those without checkpointing.
 //
+// Autocast's copies of the segment's parameters live as long as each pass
+// over it, as its other results do, unless a parameter keeps one already
+// (tensor.CachedCast, made outside any segment): a checkpointed model then
+// holds one segment's copies at a time, not every layer's for as long as
+// the parameters live, at the price of converting them in each pass.
+//
 // fn must be deterministic and must not depend on anything but its inputs
 // and parameters. Under NoGrad, Checkpoint simply calls fn.
 func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
@@ -28,7 +34,7 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 	}
 	g.ready.uncertain() // the segment's uses of parameters are not on this tape
 	rec := &recorder{src: g.rng}
-	c := &Graph{dev: g.dev, policy: g.policy, rng: rec, saveCat: device.Temp, noGrad: 1, replay: g.replay, obs: g.obs}
+	c := &Graph{dev: g.dev, policy: g.policy, rng: rec, saveCat: device.Temp, noGrad: 1, replay: g.replay, obs: g.obs, segment: true}
 	outs := g.adoptOutputs(c, fn(c, in))
 	c.Release()
 	if !c.sawGrad {
@@ -39,11 +45,11 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 	}
 	keys := rec.keys
 	g.pushMulti(OpCheckpoint, outs, in, func(dys []*tensor.Tensor) {
-		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute, replay: true, ready: g.ready.forRecompute(), obs: g.obs, unscale: g.unscale}
+		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute, replay: true, ready: g.ready.forRecompute(), obs: g.obs, unscale: g.unscale, segment: true}
 		defer rc.Release()
 		leaves := make([]*Var, len(in))
 		for i, v := range in {
-			leaves[i] = &Var{Value: v.Value, requiresGrad: v.requiresGrad, graph: rc}
+			leaves[i] = &Var{Value: v.Value, requiresGrad: v.requiresGrad, graph: rc, borrowed: true}
 		}
 		re := fn(rc, leaves)
 		if len(re) != len(dys) {
@@ -58,6 +64,9 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 				grads[i] = rc.own(dy.Move(dy.Shape()...))
 			}
 		}
+		// The outputs' gradients are seeded by shape: their recomputed
+		// values are dead unless an op inside saved them.
+		rc.Free(re...)
 		rc.BackwardFrom(re, grads)
 		for i, l := range leaves {
 			if l.Grad != nil {

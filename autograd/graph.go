@@ -3,8 +3,9 @@
 //
 // A Graph lives for one training step: it owns every tensor its operations
 // create, and Release frees them all at once, so device memory never waits
-// for Go's garbage collector and peak-memory figures are exact. Parameters
-// and their gradients belong to the modules that made them, not to graphs.
+// for Go's garbage collector and peak-memory figures are exact; Free lets
+// code that is done with a result sooner say so. Parameters and their
+// gradients belong to the modules that made them, not to graphs.
 //
 // Each operation asks the graph's CastPolicy which dtype to compute in (the
 // hook package amp uses for autocast) and runs its backward pass in that
@@ -56,6 +57,8 @@ type Var struct {
 	requiresGrad bool
 	param        bool
 	retain       bool
+	borrowed     bool // a leaf over a tensor the graph does not own (Leaf)
+	freed        bool // its value was released by Graph.Free
 	node         *node
 	castOf       *Var         // for a parameter's autocast copy: the parameter
 	uses         int          // for such a copy: how many ops took it (Graph.as)
@@ -184,6 +187,9 @@ func (v *Var) mustLive(op string) {
 	if v.Value == nil {
 		panic(fmt.Sprintf("autograd.%s: %s has no value on a device (call To(dev) on the model first)", op, v))
 	}
+	if v.freed {
+		panic(fmt.Sprintf("autograd.%s: %s was freed by Graph.Free (free a result only after its last use)", op, v))
+	}
 	if v.Value.Released() {
 		panic(fmt.Sprintf("autograd.%s: %s was released (its graph's Release was called)", op, v))
 	}
@@ -207,12 +213,15 @@ type Graph struct {
 	policy   CastPolicy
 	noGrad   int
 	casts    []castEntry // parameters' copies in other dtypes in use, see as
+	saves    []saveAt    // every value an op saved, and where on the tape (see save)
+	deferred []saveAt    // saved values to release once backward is past their savers (see Free)
 	rng      drawSource
 	saveCat  device.Category
 	keptCols int64 // bytes of convolution columns kept for backward, within colKeep
 	colKeep  int64 // ConvColumnBudget
 	sawGrad  bool
 	replay   bool // a checkpointed segment's recomputation: state updates already happened
+	segment  bool // a checkpointed segment's graph: parameters' casts are its own (see as)
 	backDone bool
 	released bool
 	busy     atomic.Bool // held while the bookkeeping above changes; see enter
@@ -228,6 +237,7 @@ type Graph struct {
 	nodes    slab[node]
 	tape0    [24]*node
 	owned0   [48]*tensor.Tensor
+	saves0   [32]saveAt
 	casts0   [8]castEntry
 	dtsSpace [4]dtype.DType // computeType's scratch
 }
@@ -264,7 +274,7 @@ func WithPolicy(p CastPolicy) Option { return func(g *Graph) { g.policy = p } }
 // NewGraph returns an empty graph whose operations run on dev.
 func NewGraph(dev device.Device, opts ...Option) *Graph {
 	g := &Graph{dev: dev, rng: freshDraws{}, saveCat: device.Activation}
-	g.tape, g.owned, g.casts = g.tape0[:0], g.owned0[:0], g.casts0[:0]
+	g.tape, g.owned, g.casts, g.saves = g.tape0[:0], g.owned0[:0], g.casts0[:0], g.saves0[:0]
 	for _, o := range opts {
 		o(g)
 	}
@@ -392,12 +402,58 @@ func (g *Graph) check() {
 	}
 }
 
+// saveAt is a value saved for backward by an op recorded at tape index at
+// or after (the op's node comes after its save).
+type saveAt struct {
+	t  *tensor.Tensor
+	at int
+}
+
 // save marks t as kept for the backward pass, which is what the Activation
-// category counts (a tensor saved twice counts once).
+// category counts (a tensor saved twice counts once), and notes where on
+// the tape it was saved, so that Free can release it once the backward
+// pass is past every op that saved it.
 func (g *Graph) save(ts ...*tensor.Tensor) {
 	for _, t := range ts {
-		if t != nil && t.Category() == device.Temp {
+		if t == nil {
+			continue
+		}
+		switch t.Category() {
+		case device.Temp:
 			t.SetCategory(g.saveCat)
+		case g.saveCat:
+		default:
+			continue // a parameter's, or another graph's, value: never Free's
+		}
+		g.enter()
+		g.saves = append(g.saves, saveAt{t, len(g.tape)})
+		g.leave()
+	}
+}
+
+// saveOwn is save for values an op makes for its own backward alone (a
+// LayerNorm's x̂, attention's logsumexp): nothing else reads them, so they
+// are released as soon as the backward pass is past the op.
+func (g *Graph) saveOwn(ts ...*tensor.Tensor) {
+	g.save(ts...)
+	g.enter()
+	for _, t := range ts {
+		if t != nil {
+			g.deferred = append(g.deferred, saveAt{t, len(g.tape)})
+		}
+	}
+	g.leave()
+}
+
+// releaseDeferred releases the saved values whose last reader in the
+// backward walk is at tape index i or after: the walk has done them.
+func (g *Graph) releaseDeferred(i int) {
+	g.enter()
+	defer g.leave()
+	for k := range g.deferred {
+		if d := &g.deferred[k]; d.t != nil && d.at >= i {
+			d.t.Release()
+			d.t = nil
 		}
 	}
 }
@@ -458,7 +514,7 @@ func (g *Graph) Leaf(t *tensor.Tensor, requiresGrad bool) *Var {
 	if t.Device() != g.dev {
 		panic(fmt.Sprintf("autograd.Leaf: tensor on %s, graph on %s", t.Device().Name(), g.dev.Name()))
 	}
-	return g.newVar(Var{Value: t, requiresGrad: requiresGrad, graph: g})
+	return g.newVar(Var{Value: t, requiresGrad: requiresGrad, graph: g, borrowed: true})
 }
 
 // Const returns a graph-owned constant tensor of the given shape filled with v.
@@ -600,6 +656,12 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 		// What the closure captured can be collected, although the
 		// outputs still point at the node.
 		n.backward, n.backMulti = nil, nil
+		if len(g.deferred) > 0 {
+			g.releaseDeferred(i)
+		}
+	}
+	if len(g.deferred) > 0 {
+		g.releaseDeferred(0)
 	}
 	g.enter()
 	g.tape = g.tape[:0]
@@ -683,6 +745,67 @@ func (g *Graph) accum(v *Var, t *tensor.Tensor) {
 	t.Release()
 }
 
+// Free releases the values of intermediate results that the caller will
+// not read again, which Release would otherwise hold to the end of the
+// step. PyTorch frees a tensor when its last reference goes; a tape that
+// owns every result has to be told. A layer calls it for what it made and
+// is done with: a projection once its residual sum exists, say.
+//
+// A value no recorded op saved for its backward pass goes at once. A value
+// an op saved goes as soon as the backward pass has run every op that
+// saved it (at once if Backward has already run), as PyTorch drops a
+// node's saved tensors once the node has run. Only the value of a result
+// this graph made is freed: not a parameter or its autocast copy, an input
+// given by Leaf, or another graph's value; nor a view, or a value of which
+// a view was ever made (a view shares the buffer and may outlive the call).
+// Those are left for Release. Freeing a Var twice does nothing.
+//
+// A freed Var keeps its shape and dtype, and gradients flow through it as
+// before: what backward needs of it was saved. Passing it to another op
+// panics, naming the op, and so does reading its value once it is gone.
+func (g *Graph) Free(vs ...*Var) {
+	g.enter()
+	defer g.leave()
+	g.check()
+	for _, v := range vs {
+		if v == nil || v.graph != g || v.param || v.borrowed || v.freed || v.Value == nil {
+			continue
+		}
+		t := v.Value
+		if t.Released() || t.IsView() || t.Viewed() {
+			continue
+		}
+		switch t.Category() {
+		case device.Temp:
+			// An op that keeps a value for backward moves it out of Temp
+			// (save) into the recording graph's category, Activation or,
+			// in a segment's recomputation, Recompute; the no-grad first
+			// pass of a segment records nothing. So no op kept it.
+			t.Release() // Release skips it later: releasing twice does nothing
+		case g.saveCat:
+			if g.backDone {
+				t.Release()
+				break
+			}
+			// Its last reader in the backward walk is the earliest op
+			// that saved it.
+			at := -1
+			for _, s := range g.saves {
+				if s.t == t && (at < 0 || s.at < at) {
+					at = s.at
+				}
+			}
+			if at < 0 {
+				continue // saved where this graph did not see it
+			}
+			g.deferred = append(g.deferred, saveAt{t, at})
+		default:
+			continue
+		}
+		v.freed = true
+	}
+}
+
 // Release frees every tensor the graph owns: intermediate results, their
 // gradients and autocast's weight copies. Parameters and their gradients
 // survive. Vars made by the graph must not be used afterwards.
@@ -695,5 +818,6 @@ func (g *Graph) Release() {
 	g.owned = nil
 	g.tape = nil
 	g.casts = nil
+	g.saves, g.deferred = nil, nil
 	g.released = true
 }

@@ -397,7 +397,8 @@ func (g *Graph) CrossEntropy(logits0 *Var, labels []int32) *Var {
 	rowLoss.Release()
 	out := g.result(y)
 	if g.recording(logits) {
-		g.save(logits.Value, lab)
+		g.save(logits.Value)
+		g.saveOwn(lab)
 		g.push(OpCrossEntropy, out, []*Var{logits}, func(dy *tensor.Tensor) {
 			dl := g.alloc(dt, n)
 			g.dev.Expand(dl.Buffer(), dy.Buffer(), st, 1/float32(n))

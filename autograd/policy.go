@@ -152,9 +152,12 @@ type castEntry struct {
 // parameter's copy is moreover kept by its tensor across graphs
 // (tensor.CachedCast) and only converted again after the parameter has
 // changed, or written by the optimiser along with the update; it is
-// accounted as Cast for as long as the parameter lives. Buffers (running
-// statistics) are updated in place by their layers without a record of it,
-// so their copies last one graph.
+// accounted as Cast for as long as the parameter lives. In a checkpointed
+// segment's graphs a parameter that keeps no copy yet gets one of the
+// graph's own instead, which goes with the pass (see Checkpoint): the same
+// rounding, so the same bits. Buffers (running statistics) are updated in
+// place by their layers without a record of it, so their copies last one
+// graph.
 func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 	if v == nil || v.DType() == dt {
 		return v
@@ -179,7 +182,15 @@ func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 	}
 	var out *Var
 	if v.requiresGrad {
-		out = g.castFrom(v, v.Value.CachedCast(dt))
+		var y *tensor.Tensor
+		if g.segment && v.Value.CachedCopy(dt) == nil {
+			y = g.alloc(dt, v.Shape()...)
+			g.dev.Copy(y.Buffer(), 0, v.Value.Buffer(), 0, v.Value.Numel())
+			y.SetCategory(device.Cast)
+		} else {
+			y = v.Value.CachedCast(dt)
+		}
+		out = g.castFrom(v, y)
 		if out.node != nil {
 			out.castOf, out.uses = v, 1
 		}

@@ -66,6 +66,13 @@ func (g *Graph) Embedding(table0, ids *Var) *Var {
 // axis's length; b may be nil): (x - mean)/sqrt(var + eps)·w + b, with the
 // biased variance, as torch.nn.LayerNorm. Statistics are F32; under
 // autocast the op runs in F32 (PyTorch's list), so a 16-bit x is widened.
+//
+// For its backward pass it keeps the normalised input x̂ = (x -
+// mean)/sqrt(var + eps) and the F32 1/sqrt(var + eps), not x, so that x
+// (in a transformer, the residual stream) is not kept alive by it. This is
+// apex's memory-efficient LayerNorm, except that x̂ itself is kept rather
+// than recovered from the output by dividing by w. In F32 that is the same
+// bytes and the same gradient, bit for bit; see LayerNormTo for autocast.
 func (g *Graph) LayerNorm(x0, w0, b0 *Var, eps float32) *Var {
 	return g.LayerNormTo(x0, w0, b0, eps, g.computeType(OpLayerNorm, x0, w0, b0))
 }
@@ -75,6 +82,10 @@ func (g *Graph) LayerNorm(x0, w0, b0 *Var, eps float32) *Var {
 // out (a Linear under autocast, see OpDType), the bits of LayerNorm followed
 // by that op's cast, without the F32 output and the cast's pass. Its
 // gradient then arrives in out, as the cast's backward would widen it.
+//
+// When out is 16-bit, x̂ is kept in out too: half the bytes of an F32 x̂,
+// at the cost of x̂'s rounding to out in the gradient (a relative 2^-8 in
+// BF16, of the order of the rounding the output itself already had).
 func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 	dt := g.computeType(OpLayerNorm, x0, w0, b0)
 	x, w, b := g.as(x0, dt), g.as(w0, dt), g.as(b0, dt)
@@ -87,18 +98,29 @@ func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 		}
 		panic(fmt.Sprintf("autograd.LayerNorm: input %v, weight %v, bias %v; want (..., C), (C), (C)", xs, w.Shape(), bs))
 	}
-	mean, rstd := g.alloc(dtype.F32, rows), g.alloc(dtype.F32, rows)
+	rec := g.recording(x, w, b)
+	rstd := g.alloc(dtype.F32, rows)
+	var xhat *tensor.Tensor
+	var hb, bb device.Buffer
+	if rec {
+		ht := dt
+		if yt.Size() == 2 {
+			ht = yt
+		}
+		xhat = g.alloc(ht, xs...)
+		hb = xhat.Buffer()
+	}
 	y := g.alloc(yt, xs...)
-	var bb device.Buffer
 	if b != nil {
 		bb = buf(b)
 	}
-	g.dev.LayerNorm(y.Buffer(), mean.Buffer(), rstd.Buffer(), buf(x), buf(w), bb, rows, cols, eps)
+	g.dev.LayerNorm(y.Buffer(), hb, rstd.Buffer(), buf(x), buf(w), bb, rows, cols, eps)
 	out := g.result(y)
-	if !g.recording(x, w, b) {
+	if !rec {
+		rstd.Release()
 		return out
 	}
-	g.save(x.Value, mean, rstd)
+	g.saveOwn(xhat, rstd)
 	g.push(OpLayerNorm, out, []*Var{x, w, b}, func(dy *tensor.Tensor) {
 		dx := g.alloc(dt, xs...)
 		dw := g.alloc(dtype.F32, cols)
@@ -108,7 +130,7 @@ func (g *Graph) LayerNormTo(x0, w0, b0 *Var, eps float32, yt dtype.DType) *Var {
 			db = g.alloc(dtype.F32, cols)
 			dbb = db.Buffer()
 		}
-		g.dev.LayerNormGrad(dx.Buffer(), dw.Buffer(), dbb, dy.Buffer(), buf(x), mean.Buffer(), rstd.Buffer(), buf(w), rows, cols)
+		g.dev.LayerNormGrad(dx.Buffer(), dw.Buffer(), dbb, dy.Buffer(), xhat.Buffer(), rstd.Buffer(), buf(w), rows, cols)
 		g.accum(x, dx)
 		g.accum(w, dw)
 		if b != nil {
@@ -334,7 +356,8 @@ func (g *Graph) Attention(qkv0 *Var, a Attention) *Var {
 	g.dev.Attention(y.Buffer(), lse.Buffer(), buf(qkv), p)
 	out := g.result(y)
 	if g.recording(qkv) {
-		g.save(qkv.Value, y, lse)
+		g.save(qkv.Value, y)
+		g.saveOwn(lse)
 		g.push(OpAttention, out, []*Var{qkv}, func(dy *tensor.Tensor) {
 			dq := g.alloc(dt, qs...)
 			g.dev.AttentionGrad(dq.Buffer(), dy.Buffer(), buf(qkv), y.Buffer(), lse.Buffer(), p)

@@ -103,7 +103,7 @@ var transformerEmulators = map[string]func(g *fakeGPU, a *argv, grid int){
 		}
 	},
 	"mp_layernorm": func(g *fakeGPU, a *argv, _ int) {
-		y, ydt, mean, rstd, x, xdt := a.ptr(), a.int(), a.ptr(), a.ptr(), a.ptr(), a.int()
+		y, ydt, xhat, hdt, rstd, x, xdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.ptr(), a.int()
 		w, wdt, b, bdt, rows, cols, eps := a.ptr(), a.int(), a.ptr(), a.int(), a.int(), a.int(), a.f32()
 		for r := range rows {
 			base := r * cols
@@ -112,10 +112,13 @@ var transformerEmulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			q := warpSum64(func(j int) float64 { d := xv(j) - mu; return d * d }, cols)
 			is := float32(1 / math.Sqrt(q/float64(cols)+float64(eps)))
 			m := float32(mu)
-			g.st(mean, 0, r, m)
 			g.st(rstd, 0, r, is)
 			for j := range cols {
-				v := float32(float32(g.ld(x, xdt, base+j)-m)*is) * g.ld(w, wdt, j)
+				h := float32(float32(g.ld(x, xdt, base+j)-m) * is)
+				if xhat != 0 {
+					g.st(xhat, hdt, base+j, h)
+				}
+				v := float32(h * g.ld(w, wdt, j))
 				if b != 0 {
 					v = float32(v) + g.ld(b, bdt, j)
 				}
@@ -124,12 +127,12 @@ var transformerEmulators = map[string]func(g *fakeGPU, a *argv, grid int){
 		}
 	},
 	"mp_layernorm_grad": func(g *fakeGPU, a *argv, _ int) {
-		dx, ddt, dy, gdt, x, xdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
-		mean, rstd, w, wdt, rows, cols := a.ptr(), a.ptr(), a.ptr(), a.int(), a.int(), a.int()
+		dx, ddt, dy, gdt, xhat, hdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
+		rstd, w, wdt, rows, cols := a.ptr(), a.ptr(), a.int(), a.int(), a.int()
 		for r := range rows {
 			base := r * cols
-			m, is := g.ld(mean, 0, r), g.ld(rstd, 0, r)
-			h := func(j int) float32 { return float32(g.ld(x, xdt, base+j)-m) * is }
+			is := g.ld(rstd, 0, r)
+			h := func(j int) float32 { return g.ld(xhat, hdt, base+j) }
 			gr := func(j int) float32 { return float32(g.ld(dy, gdt, base+j) * g.ld(w, wdt, j)) }
 			mg := g.warpSum(gr, cols) / float32(cols)
 			mgh := g.warpSum(func(j int) float32 { return float32(gr(j) * h(j)) }, cols) / float32(cols)
@@ -139,15 +142,15 @@ var transformerEmulators = map[string]func(g *fakeGPU, a *argv, grid int){
 		}
 	},
 	"mp_layernorm_grad_wb": func(g *fakeGPU, a *argv, _ int) {
-		dw, db, dy, gdt, x, xdt := a.ptr(), a.ptr(), a.ptr(), a.int(), a.ptr(), a.int()
-		mean, rstd, rows, cols := a.ptr(), a.ptr(), a.int(), a.int()
+		dw, db, dy, gdt, xhat, hdt := a.ptr(), a.ptr(), a.ptr(), a.int(), a.ptr(), a.int()
+		rows, cols := a.int(), a.int()
 		for j := range cols {
 			var tw, tb float64
 			for grp := range emuLNGroups {
 				var sw, sb float32
 				for r := grp; r < rows; r += emuLNGroups {
 					gv := g.ld(dy, gdt, r*cols+j)
-					h := float32(g.ld(x, xdt, r*cols+j)-g.ld(mean, 0, r)) * g.ld(rstd, 0, r)
+					h := g.ld(xhat, hdt, r*cols+j)
 					sw += float32(gv * h)
 					sb += gv
 				}

@@ -180,57 +180,62 @@ func dtOpt(b *Buffer) param {
 	return dt(b)
 }
 
-// LayerNorm computes y = (x - mean) * rstd * w + b per row and writes the
-// rows' mean and rstd (F32). b may be nil.
-func (d *Device) LayerNorm(y, mean, rstd, x, w, b device.Buffer, rows, cols int, eps float32) {
+// LayerNorm computes xhat = (x - mean) * rstd and y = xhat * w + b per row
+// and writes the rows' rstd (F32) and, unless xhat is nil, x̂ rounded to
+// xhat's dtype. b may be nil.
+func (d *Device) LayerNorm(y, xhat, rstd, x, w, b device.Buffer, rows, cols int, eps float32) {
 	d.enter()
 	defer d.leave()
-	yb, mb, rb := d.buf(y, "LayerNorm"), d.buf(mean, "LayerNorm"), d.buf(rstd, "LayerNorm")
+	yb, hb, rb := d.buf(y, "LayerNorm"), d.opt(xhat, "LayerNorm"), d.buf(rstd, "LayerNorm")
 	xb, wb, bb := d.buf(x, "LayerNorm"), d.buf(w, "LayerNorm"), d.opt(b, "LayerNorm")
 	checkRows("LayerNorm", rows, cols)
 	if bb != nil {
 		checkLen("LayerNorm", cols, bb)
 	}
+	if hb != nil {
+		checkLen("LayerNorm", rows*cols, hb)
+	}
 	checkLen("LayerNorm", rows*cols, yb, xb)
-	checkLen("LayerNorm", rows, mb, rb)
+	checkLen("LayerNorm", rows, rb)
 	checkLen("LayerNorm", cols, wb)
-	if mb.DType() != dtype.F32 || rb.DType() != dtype.F32 {
-		panic(fmt.Sprintf("cudaops: LayerNorm: mean and rstd are %v and %v; want f32", mb.DType(), rb.DType()))
+	if rb.DType() != dtype.F32 {
+		panic(fmt.Sprintf("cudaops: LayerNorm: rstd is %v; want f32", rb.DType()))
 	}
 	if rows == 0 || cols == 0 {
 		return
 	}
-	d.launch(d.ks.layerNorm, rowGrid(rows), ptr(yb), dt(yb), ptr(mb), ptr(rb), ptr(xb), dt(xb),
+	d.launch(d.ks.layerNorm, rowGrid(rows), ptr(yb), dt(yb), ptr(hb), dtOpt(hb), ptr(rb), ptr(xb), dt(xb),
 		ptr(wb), dt(wb), ptr(bb), dtOpt(bb), pInt(rows), pInt(cols), pF32(eps))
 }
 
 // LayerNormGrad computes dx, and dw and db (F32, db nil without a bias)
-// summed over the rows: one warp per row for dx, then one block per strip
-// of 8 columns for dw and db, summing the rows in a fixed order.
-func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, rows, cols int) {
+// summed over the rows, from x̂ and rstd: one warp per row for dx, then one
+// block per strip of 8 columns for dw and db, summing the rows in a fixed
+// order.
+func (d *Device) LayerNormGrad(dx, dw, db, dy, xhat, rstd, w device.Buffer, rows, cols int) {
 	d.enter()
 	defer d.leave()
-	xb, gb, mb, rb, wb := d.buf(x, "LayerNormGrad"), d.buf(dy, "LayerNormGrad"), d.buf(mean, "LayerNormGrad"), d.buf(rstd, "LayerNormGrad"), d.buf(w, "LayerNormGrad")
+	hb, gb, rb, wb := d.buf(xhat, "LayerNormGrad"), d.buf(dy, "LayerNormGrad"), d.buf(rstd, "LayerNormGrad"), d.buf(w, "LayerNormGrad")
 	dxb, dwb, dbb := d.buf(dx, "LayerNormGrad"), d.buf(dw, "LayerNormGrad"), d.opt(db, "LayerNormGrad")
 	checkRows("LayerNormGrad", rows, cols)
 	if dbb != nil {
 		checkLen("LayerNormGrad", cols, dbb)
 	}
-	checkLen("LayerNormGrad", rows*cols, dxb, gb, xb)
-	checkLen("LayerNormGrad", rows, mb, rb)
+	checkLen("LayerNormGrad", rows*cols, dxb, gb, hb)
+	checkLen("LayerNormGrad", rows, rb)
 	checkLen("LayerNormGrad", cols, wb, dwb)
-	if mb.DType() != dtype.F32 || rb.DType() != dtype.F32 || dwb.DType() != dtype.F32 || (dbb != nil && dbb.DType() != dtype.F32) {
-		panic("cudaops: LayerNormGrad: mean, rstd, dw and db must be f32")
+	if rb.DType() != dtype.F32 || dwb.DType() != dtype.F32 || (dbb != nil && dbb.DType() != dtype.F32) {
+		panic("cudaops: LayerNormGrad: rstd, dw and db must be f32")
 	}
 	if cols == 0 {
 		return
 	}
 	if rows > 0 {
-		d.launch(d.ks.layerNormGrad, rowGrid(rows), ptr(dxb), dt(dxb), ptr(gb), dt(gb), ptr(xb), dt(xb),
-			ptr(mb), ptr(rb), ptr(wb), dt(wb), pInt(rows), pInt(cols))
+		d.launch(d.ks.layerNormGrad, rowGrid(rows), ptr(dxb), dt(dxb), ptr(gb), dt(gb), ptr(hb), dt(hb),
+			ptr(rb), ptr(wb), dt(wb), pInt(rows), pInt(cols))
 	}
-	d.launch(d.ks.layerNormGradWB, tileGrid((cols+lnGradCols-1)/lnGradCols), ptr(dwb), ptr(dbb), ptr(gb), dt(gb), ptr(xb), dt(xb),
-		ptr(mb), ptr(rb), pInt(rows), pInt(cols))
+	d.launch(d.ks.layerNormGradWB, tileGrid((cols+lnGradCols-1)/lnGradCols), ptr(dwb), ptr(dbb), ptr(gb), dt(gb), ptr(hb), dt(hb),
+		pInt(rows), pInt(cols))
 }
 
 // attention checks an Attention or AttentionGrad call's parameters and

@@ -110,23 +110,25 @@ func cmpLayerNorm(c *cmp, big bool) {
 			if bias {
 				bb = b
 			}
-			y, mean, rstd := c.out(ty[0], rows*cols), c.out(dtype.F32, rows), c.out(dtype.F32, rows)
-			tk(c.cpu).LayerNorm(y[0], mean[0], rstd[0], x[0], w[0], bb[0], rows, cols, 1e-5)
-			tk(c.dev).LayerNorm(y[1], mean[1], rstd[1], x[1], w[1], bb[1], rows, cols, 1e-5)
+			// x̂ is kept in ty[2], dy's dtype, as autocast keeps it in the
+			// output's when that is 16-bit.
+			y, xhat, rstd := c.out(ty[0], rows*cols), c.out(ty[2], rows*cols), c.out(dtype.F32, rows)
+			tk(c.cpu).LayerNorm(y[0], xhat[0], rstd[0], x[0], w[0], bb[0], rows, cols, 1e-5)
+			tk(c.dev).LayerNorm(y[1], xhat[1], rstd[1], x[1], w[1], bb[1], rows, cols, 1e-5)
 			c.near("LayerNorm/y/"+what, y, nil)
-			c.near("LayerNorm/mean/"+what, mean, nil)
+			c.near("LayerNorm/xhat/"+what, xhat, nil)
 			c.near("LayerNorm/rstd/"+what, rstd, nil)
 
-			// Both backward passes read the CPU's statistics.
-			mean, rstd = c.put(dtype.F32, c.host(mean[0], c.cpu)), c.put(dtype.F32, c.host(rstd[0], c.cpu))
+			// Both backward passes read the CPU's x̂ and rstd.
+			xhat, rstd = c.put(ty[2], c.host(xhat[0], c.cpu)), c.put(dtype.F32, c.host(rstd[0], c.cpu))
 			dy := c.put(ty[2], c.uniform(rows*cols, -1, 1))
 			dx, dw, db := c.out(ty[0], rows*cols), c.out(dtype.F32, cols), c.out(dtype.F32, cols)
 			var dbb [2]device.Buffer
 			if bias {
 				dbb = db
 			}
-			tk(c.cpu).LayerNormGrad(dx[0], dw[0], dbb[0], dy[0], x[0], mean[0], rstd[0], w[0], rows, cols)
-			tk(c.dev).LayerNormGrad(dx[1], dw[1], dbb[1], dy[1], x[1], mean[1], rstd[1], w[1], rows, cols)
+			tk(c.cpu).LayerNormGrad(dx[0], dw[0], dbb[0], dy[0], xhat[0], rstd[0], w[0], rows, cols)
+			tk(c.dev).LayerNormGrad(dx[1], dw[1], dbb[1], dy[1], xhat[1], rstd[1], w[1], rows, cols)
 			// The rows' means of g = dy*w and g*xhat: float32 sums of cols
 			// terms on both, in different orders, with |g| < 1.5 and |xhat|
 			// < 1.8 here; dx multiplies them by rstd < 1.8 and 1 + |xhat|.
@@ -201,7 +203,7 @@ func TestTransformerPanics(t *testing.T) {
 	lse16, dy16 := zeros(dtype.F16, p2.Rows()), zeros(dtype.BF16, p2.Out())
 	table, dtab := zeros(dtype.F32, 3*2), zeros(dtype.BF16, 3*2)
 	x := zeros(dtype.F32, 4*3)
-	w, mean, rstd, mean16 := zeros(dtype.F32, 3), zeros(dtype.F32, 4), zeros(dtype.F32, 4), zeros(dtype.BF16, 4)
+	w, rstd, rstd16 := zeros(dtype.F32, 3), zeros(dtype.F32, 4), zeros(dtype.BF16, 4)
 	for _, c := range []struct {
 		name, want string
 		fn         func()
@@ -218,11 +220,14 @@ func TestTransformerPanics(t *testing.T) {
 			d.EmbeddingGrad(dtab, zeros(dtype.F32, 3), alloc(dtype.F32, 0, 1), 2, 2)
 		}},
 		{"Softmax/short", "Softmax: buffer of 12 elements, need 15", func() { d.Softmax(x, x, 3, 5) }},
-		{"LayerNorm/mean bf16", "LayerNorm: mean and rstd are bf16 and f32; want f32", func() {
-			d.LayerNorm(x, mean16, rstd, x, w, nil, 4, 3, 1e-5)
+		{"LayerNorm/rstd bf16", "LayerNorm: rstd is bf16; want f32", func() {
+			d.LayerNorm(x, x, rstd16, x, w, nil, 4, 3, 1e-5)
 		}},
-		{"LayerNormGrad/dw bf16", "LayerNormGrad: mean, rstd, dw and db must be f32", func() {
-			d.LayerNormGrad(x, zeros(dtype.BF16, 3), nil, x, x, mean, rstd, w, 4, 3)
+		{"LayerNorm/short xhat", "LayerNorm: buffer of 3 elements, need 12", func() {
+			d.LayerNorm(x, w, rstd, x, w, nil, 4, 3, 1e-5)
+		}},
+		{"LayerNormGrad/dw bf16", "LayerNormGrad: rstd, dw and db must be f32", func() {
+			d.LayerNormGrad(x, zeros(dtype.BF16, 3), nil, x, x, rstd, w, 4, 3)
 		}},
 		{"Attention/head size", "head size D=129 is more than the CUDA kernels' 128", func() { d.Attention(bigY, bigL, big, p) }},
 		{"AttentionGrad/head size", "head size D=129 is more than the CUDA kernels' 128", func() {
@@ -278,7 +283,7 @@ func BenchmarkTransformerKernels(b *testing.B) {
 				return buf
 			}
 			qkv, y, lse, dy, dqkv := alloc(dt, p.QKV()), alloc(dt, p.Out()), alloc(dtype.F32, p.Rows()), alloc(dt, p.Out()), alloc(dt, p.QKV())
-			x, w, bias, mean, rstd := alloc(dt, rows*cols), alloc(dtype.F32, cols), alloc(dtype.F32, cols), alloc(dtype.F32, rows), alloc(dtype.F32, rows)
+			x, xhat, w, bias, rstd := alloc(dt, rows*cols), alloc(dt, rows*cols), alloc(dtype.F32, cols), alloc(dtype.F32, cols), alloc(dtype.F32, rows)
 			dw, db := alloc(dtype.F32, cols), alloc(dtype.F32, cols)
 			for _, k := range []struct {
 				name string
@@ -286,8 +291,8 @@ func BenchmarkTransformerKernels(b *testing.B) {
 			}{
 				{"Attention", func() { d.Attention(y, lse, qkv, p) }},
 				{"AttentionGrad", func() { d.AttentionGrad(dqkv, dy, qkv, y, lse, p) }},
-				{"LayerNorm", func() { d.LayerNorm(y, mean, rstd, x, w, bias, rows, cols, 1e-5) }},
-				{"LayerNormGrad", func() { d.LayerNormGrad(x, dw, db, dy, y, mean, rstd, w, rows, cols) }},
+				{"LayerNorm", func() { d.LayerNorm(y, xhat, rstd, x, w, bias, rows, cols, 1e-5) }},
+				{"LayerNormGrad", func() { d.LayerNormGrad(x, dw, db, dy, xhat, rstd, w, rows, cols) }},
 			} {
 				b.Run(fmt.Sprintf("%s/%v/%s", s.name, dt, k.name), func(b *testing.B) {
 					k.fn()

@@ -8,8 +8,8 @@ import "fmt"
 //
 // Like every group they take the destination first, read F32, F16 and
 // BF16 storage and accumulate in float32; the statistics they hand from
-// forward to backward (LayerNorm's mean and 1/std, Attention's row
-// logsumexp) are F32 buffers.
+// forward to backward (LayerNorm's 1/std, Attention's row logsumexp) are
+// F32 buffers.
 type TransformerKernels interface {
 	// Embedding gathers rows of a table: dst[i, :] = table[ids[i], :].
 	// ids holds exact integers in [0, vocab) (stored in a floating-point
@@ -31,15 +31,21 @@ type TransformerKernels interface {
 	SoftmaxGrad(dst, dy, y Buffer, rows, cols int)
 
 	// LayerNorm normalises each row of x over its cols elements and applies
-	// the affine transform: y = (x - mean) * rstd * w + b, with the biased
-	// variance and rstd = 1/sqrt(var + eps) computed in float32 (or wider),
-	// and writes each row's mean and rstd (F32) for LayerNormGrad. b may be
-	// nil (no bias). y, x (rows, cols); w, b (cols); mean, rstd (rows)
-	LayerNorm(y, mean, rstd, x, w, b Buffer, rows, cols int, eps float32)
-	// LayerNormGrad computes LayerNorm's gradients: dx, and dw and db
-	// (cols, F32, overwritten; db nil when there is no bias) summed over
-	// the rows. dx, dy, x (rows, cols); w (cols); mean, rstd (rows)
-	LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w Buffer, rows, cols int)
+	// the affine transform: xhat = (x - mean) * rstd, y = xhat * w + b, with
+	// the biased variance and rstd = 1/sqrt(var + eps) computed in float32
+	// (or wider). For LayerNormGrad it writes each row's rstd (F32) and,
+	// unless xhat is nil (no backward pass), x̂ itself, the float32 value
+	// rounded to xhat's dtype, which may be narrower than x's: under
+	// autocast a 16-bit x̂ is what the backward pass keeps instead of an F32
+	// input. y is computed from the unrounded x̂. b may be nil (no bias).
+	// y, xhat, x (rows, cols); w, b (cols); rstd (rows)
+	LayerNorm(y, xhat, rstd, x, w, b Buffer, rows, cols int, eps float32)
+	// LayerNormGrad computes LayerNorm's gradients from the x̂ and rstd its
+	// forward pass wrote: with g = dy * w, dx = rstd * ((g - mean(g)) -
+	// xhat * mean(g * xhat)), and dw = sum(dy * xhat) and db = sum(dy)
+	// over the rows (cols, F32, overwritten; db nil when there is no bias).
+	// dx, dy, xhat (rows, cols); w (cols); rstd (rows)
+	LayerNormGrad(dx, dw, db, dy, xhat, rstd, w Buffer, rows, cols int)
 
 	// Attention is scaled dot-product attention on the packed projections
 	// of a transformer's attention layer: qkv (B, T, 3, H, D) holds for

@@ -57,21 +57,28 @@ func Split(n, segments int) []int {
 // CheckpointSequential applies layers to x in order, each of the given number
 // of segments checkpointed (0 means DefaultSegments). Unlike PyTorch's
 // checkpoint_sequential, the last segment is checkpointed too, so that one
-// segment means the whole stack.
+// segment means the whole stack. A segment's output between two segments,
+// which the next keeps as its input, goes once the backward pass has
+// recomputed that segment (autograd.Graph.Free).
 func CheckpointSequential(g *autograd.Graph, layers []Module, segments int, x *autograd.Var) *autograd.Var {
 	if len(layers) == 0 {
 		return x
 	}
 	b := Split(len(layers), segments)
+	in := x
 	for i := 0; i+1 < len(b); i++ {
 		seg := layers[b[i]:b[i+1]]
-		x = g.Checkpoint(func(g *autograd.Graph, in []*autograd.Var) []*autograd.Var {
+		y := g.Checkpoint(func(g *autograd.Graph, in []*autograd.Var) []*autograd.Var {
 			y := in[0]
 			for _, l := range seg {
 				y = l.Forward(g, y)
 			}
 			return []*autograd.Var{y}
 		}, x)[0]
+		if x != in {
+			g.Free(x)
+		}
+		x = y
 	}
 	return x
 }

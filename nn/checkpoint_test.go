@@ -177,7 +177,8 @@ func TestCheckpointMisuse(t *testing.T) {
 }
 
 // TestCheckpointMemory checks that the activation peak falls with √n
-// checkpointing and that the recomputation is accounted as Recompute.
+// checkpointing, that the recomputation is accounted as Recompute, and
+// that the segments' inputs are released as backward passes them.
 func TestCheckpointMemory(t *testing.T) {
 	peak := func(segments int) device.MemStats {
 		dev := cpu.New()
@@ -206,5 +207,73 @@ func TestCheckpointMemory(t *testing.T) {
 	}
 	if ck.Peak.Category(device.Recompute) == 0 || base.Peak.Category(device.Recompute) != 0 {
 		t.Errorf("recompute peak %d with checkpointing, %d without; want > 0 and 0", ck.Peak.Category(device.Recompute), base.Peak.Category(device.Recompute))
+	}
+	// Each segment's input but the first (the caller's) went once the
+	// backward pass had recomputed its segment; what the loss kept stays.
+	if got, want := ck.Live.Category(device.Activation), device.Bytes(dtype.F32, 64*64+64*10); got != want {
+		t.Errorf("%d bytes kept after backward with checkpointing, want %d (the input and the logits)", got, want)
+	}
+}
+
+// TestCheckpointCasts checks that under autocast a checkpointed segment's
+// weight copies last its passes, so that a step holds one segment's at a
+// time and none after it, while a parameter that already keeps a copy (made
+// outside any segment) lends it to the segment instead of a second one.
+func TestCheckpointCasts(t *testing.T) {
+	const layers = 4
+	dev := cpu.New()
+	rng := rand.New(rand.NewPCG(4, 4))
+	m := models.DeepMLP(rng, 16, 32, layers, 5, 0)
+	nn.To(m, dev)
+	defer nn.Release(m)
+	x := tensor.UniformHost(rng, -1, 1, 8, 16)
+	step := func(segments int) device.MemStats {
+		dev.ResetPeak()
+		g := autograd.NewGraph(dev)
+		amp.Autocast(g, dtype.BF16)
+		in := g.Input(x)
+		var out *autograd.Var
+		if segments == 0 {
+			out = m.Forward(g, in)
+		} else {
+			out = nn.CheckpointSequential(g, m.Layers, segments, in)
+		}
+		g.Backward(g.CrossEntropy(out, make([]int32, 8)))
+		g.Release()
+		for _, p := range m.Params() {
+			p.FreeGrad()
+		}
+		return dev.MemStats()
+	}
+	// BF16 bytes of the copies of each segment's parameters (Linear's
+	// weight and bias), and of all of them.
+	segBytes := func(segments int) (most, all int64) {
+		b := nn.Split(len(m.Layers), segments)
+		for i := 0; i+1 < len(b); i++ {
+			var n int64
+			for _, l := range m.Layers[b[i]:b[i+1]] {
+				for _, p := range l.Params() {
+					n += device.Bytes(dtype.BF16, tensor.Numel(p.Shape()))
+				}
+			}
+			most, all = max(most, n), all+n
+		}
+		return most, all
+	}
+	most, all := segBytes(layers + 1)
+	s := step(layers + 1)
+	if got := s.Peak.Category(device.Cast); got != most {
+		t.Errorf("segment by segment: weight copies peaked at %d bytes, want %d (the largest segment's)", got, most)
+	}
+	if got := s.Live.Category(device.Cast); got != 0 {
+		t.Errorf("segment by segment: %d bytes of weight copies outlive the step", got)
+	}
+	s = step(0)
+	if got := s.Live.Category(device.Cast); got != all {
+		t.Errorf("without checkpointing: %d bytes of weight copies kept, want %d (every parameter's)", got, all)
+	}
+	s = step(layers + 1) // the parameters keep copies now: the segments use them
+	if got, live := s.Peak.Category(device.Cast), s.Live.Category(device.Cast); got != all || live != all {
+		t.Errorf("with copies kept: weight copies peaked at %d bytes and end at %d, want %d (no second copy)", got, live, all)
 	}
 }

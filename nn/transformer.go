@@ -134,7 +134,20 @@ func (a *CausalSelfAttention) Forward(g *autograd.Graph, x *autograd.Var) *autog
 	} else {
 		y = g.Attention(qkv, att)
 	}
-	return a.ResidDrop.Forward(g, a.CProj.Forward(g, y))
+	y = handOn(g, qkv, y)
+	proj := handOn(g, y, a.CProj.Forward(g, y))
+	return handOn(g, proj, a.ResidDrop.Forward(g, proj))
+}
+
+// handOn returns y, what a layer made of x, after freeing x (Graph.Free)
+// when y is not x itself (a Dropout that is off hands its input on): x was
+// made for that layer alone. If the layer kept it for its gradient, it
+// goes once the backward pass has used it.
+func handOn(g *autograd.Graph, x, y *autograd.Var) *autograd.Var {
+	if y != x {
+		g.Free(x)
+	}
+	return y
 }
 
 // Params are c_attn's then c_proj's.
@@ -162,7 +175,12 @@ type MLP struct {
 
 // Forward applies the MLP to x (..., C).
 func (m *MLP) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	return m.Drop.Forward(g, m.CProj.Forward(g, m.Act.Forward(g, m.CFc.Forward(g, x))))
+	// Each result goes once the next exists or, kept for a gradient (GELU
+	// keeps its input, c_proj its), once the backward pass is done with it.
+	h := m.CFc.Forward(g, x)
+	a := handOn(g, h, m.Act.Forward(g, h))
+	p := handOn(g, a, m.CProj.Forward(g, a))
+	return handOn(g, p, m.Drop.Forward(g, p))
 }
 
 // Params are c_fc's then c_proj's.
@@ -183,10 +201,22 @@ type Block struct {
 	MLP  *MLP
 }
 
-// Forward applies the block to x (B, T, C).
+// Forward applies the block to x (B, T, C). The branches' outputs are
+// freed once added into the residual stream, and the first sum once the
+// second exists: a residual add keeps nothing for its gradient, so they
+// are dead (and ln_2 keeps its normalised input, not the sum). The
+// LayerNorms' outputs, which the projections keep, go once the backward
+// pass has used them.
 func (b *Block) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	x = g.Add(x, b.Attn.Forward(g, b.Ln1.ForwardFor(g, x, autograd.OpLinear)))
-	return g.Add(x, b.MLP.Forward(g, b.Ln2.ForwardFor(g, x, autograd.OpLinear)))
+	n1 := b.Ln1.ForwardFor(g, x, autograd.OpLinear)
+	a := handOn(g, n1, b.Attn.Forward(g, n1))
+	x1 := g.Add(x, a)
+	g.Free(a)
+	n2 := b.Ln2.ForwardFor(g, x1, autograd.OpLinear)
+	m := handOn(g, n2, b.MLP.Forward(g, n2))
+	x2 := g.Add(x1, m)
+	g.Free(m, x1)
+	return x2
 }
 
 // Params are the block's parameters in its children's order.

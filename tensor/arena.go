@@ -77,7 +77,7 @@ func grow(last, first, limit int) int {
 func (a *Arena) New(dev device.Device, dt dtype.DType, c device.Category, shape ...int) *Tensor {
 	n := Numel(shape)
 	t := a.tensor()
-	*t = Tensor{shape: a.Shape(shape...), buf: dev.Alloc(dt, n, c), dev: dev}
+	*t = Tensor{shape: a.Shape(shape...), buf: dev.Alloc(dt, n, c), dev: dev, dt: dt}
 	return t
 }
 
@@ -113,7 +113,7 @@ func (a *Arena) View(dev device.Device, c device.Category, h Host) *Tensor {
 		return a.FromHost(dev, dtype.F32, c, h)
 	}
 	t := a.tensor()
-	*t = Tensor{shape: a.Shape(h.Shape...), buf: hv.ViewHost(dtype.F32, h.Data, nil, c), dev: dev}
+	*t = Tensor{shape: a.Shape(h.Shape...), buf: hv.ViewHost(dtype.F32, h.Data, nil, c), dev: dev, dt: dtype.F32}
 	return t
 }
 
@@ -126,7 +126,7 @@ func (a *Arena) ViewBits(dev device.Device, c device.Category, h Host16) *Tensor
 		return a.FromBits(dev, c, h)
 	}
 	t := a.tensor()
-	*t = Tensor{shape: a.Shape(h.Shape...), buf: hv.ViewHost(h.DType, nil, h.Bits, c), dev: dev}
+	*t = Tensor{shape: a.Shape(h.Shape...), buf: hv.ViewHost(h.DType, nil, h.Bits, c), dev: dev, dt: h.DType}
 	return t
 }
 
@@ -138,7 +138,7 @@ func (a *Arena) Move(t *Tensor, shape ...int) *Tensor {
 	s := a.Shape(shape...)
 	inferInPlace(t.Numel(), s, shape, "Move", t.shape)
 	out := a.tensor()
-	*out = Tensor{shape: s, buf: t.live("Move"), dev: t.dev}
+	*out = Tensor{shape: s, buf: t.live("Move"), dev: t.dev, dt: t.dt}
 	t.buf = nil
 	if t.casts != nil { // a parameter's copies go with its values (gradients have none)
 		castMu.Lock()
@@ -157,6 +157,9 @@ func (a *Arena) Reshape(t *Tensor, shape ...int) *Tensor {
 		base = t.base
 	}
 	out := a.tensor()
-	*out = Tensor{shape: s, buf: t.live("Reshape"), dev: t.dev, view: true, base: base}
+	*out = Tensor{shape: s, buf: t.live("Reshape"), dev: t.dev, dt: t.dt, view: true, base: base}
+	if !base.viewed.Load() { // a parameter's views need not write its cache line each step
+		base.viewed.Store(true)
+	}
 	return out
 }

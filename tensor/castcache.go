@@ -55,7 +55,7 @@ func (t *Tensor) CachedCast(dt dtype.DType) *Tensor {
 		}
 		return c.t
 	}
-	c := &Tensor{shape: t.shape, buf: t.dev.Alloc(dt, t.Numel(), device.Cast), dev: t.dev}
+	c := &Tensor{shape: t.shape, buf: t.dev.Alloc(dt, t.Numel(), device.Cast), dev: t.dev, dt: dt}
 	t.dev.Copy(c.buf, 0, src, 0, t.Numel())
 	t.casts = append(t.casts, cachedCast{c, t.version})
 	return c

@@ -3,7 +3,9 @@
 // them lives in package autograd, which records it for differentiation.
 //
 // A tensor owns its buffer and frees it on Release, except a view made by
-// Reshape, which shares its parent's buffer and never frees it.
+// Reshape, which shares its parent's buffer and never frees it. A released
+// tensor keeps its shape and dtype, which the bookkeeping of a backward pass
+// still reads (autograd frees results early; see Graph.Free).
 package tensor
 
 import (
@@ -11,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -21,8 +24,12 @@ type Tensor struct {
 	shape []int
 	buf   device.Buffer
 	dev   device.Device
+	dt    dtype.DType // buf's, kept after Release
 	view  bool
 	base  *Tensor // for a view, the tensor that owns the buffer
+	// viewed is set (atomically: graphs on several goroutines may reshape
+	// one parameter) once a view of the tensor has been made; see Viewed.
+	viewed atomic.Bool
 
 	// Copies in other dtypes that CachedCast keeps, and the count of
 	// in-place writes that Modified recorded; see castcache.go.
@@ -116,8 +123,8 @@ func (t *Tensor) Rank() int { return len(t.shape) }
 // Numel is the number of elements.
 func (t *Tensor) Numel() int { return Numel(t.shape) }
 
-// DType is the element type.
-func (t *Tensor) DType() dtype.DType { return t.live("DType").DType() }
+// DType is the element type. Like Shape, it stays readable after Release.
+func (t *Tensor) DType() dtype.DType { return t.dt }
 
 // Device is where the tensor lives.
 func (t *Tensor) Device() device.Device { return t.dev }
@@ -139,6 +146,12 @@ func (t *Tensor) SetCategory(c device.Category) {
 
 // IsView reports whether t shares another tensor's buffer.
 func (t *Tensor) IsView() bool { return t.view }
+
+// Viewed reports whether a view of t (or of the tensor t is a view of) has
+// ever been made. A view does not keep its owner's buffer alive, so a
+// caller that frees a tensor before its natural end (autograd's Graph.Free)
+// must leave one that was viewed: the view may still be read.
+func (t *Tensor) Viewed() bool { return t.owner().viewed.Load() }
 
 // Released reports whether Release has been called.
 func (t *Tensor) Released() bool { return t.buf == nil }

@@ -92,3 +92,36 @@ func TestMismatchPanics(t *testing.T) {
 	panics(t, "5 values for shape [2 3]", func() { tensor.FromSlice(dev, dtype.F32, device.Temp, make([]float32, 5), 2, 3) })
 	panics(t, "tensor of shape [2 3] has 6 elements", func() { a.Item() })
 }
+
+// TestReleasedKeepsShapeAndDType: a released tensor still says its shape
+// and dtype (a backward pass reads them of results freed early), in every
+// dtype, for tensors made, moved and viewed; and Viewed tells a tensor of
+// which a view was made, through the view too.
+func TestReleasedKeepsShapeAndDType(t *testing.T) {
+	dev := cpu.New()
+	for _, dt := range dtype.All {
+		x := tensor.Zeros(dev, dt, device.Temp, 2, 3)
+		y := tensor.Zeros(dev, dt, device.Temp, 4)
+		if x.Viewed() {
+			t.Errorf("%v: a fresh tensor reports a view of it", dt)
+		}
+		v := x.Reshape(3, 2)
+		if !x.Viewed() || !v.Viewed() || y.Viewed() {
+			t.Errorf("%v: Viewed after a Reshape: owner %v, view %v, other %v; want true, true, false", dt, x.Viewed(), v.Viewed(), y.Viewed())
+		}
+		m := y.Move(2, 2)
+		for _, c := range []struct {
+			name  string
+			t     *tensor.Tensor
+			shape []int
+		}{{"made", x, []int{2, 3}}, {"view", v, []int{3, 2}}, {"moved from", y, []int{4}}, {"moved", m, []int{2, 2}}} {
+			c.t.Release()
+			if !slices.Equal(c.t.Shape(), c.shape) || c.t.DType() != dt {
+				t.Errorf("%v %s, released: shape %v dtype %v, want %v %v", dt, c.name, c.t.Shape(), c.t.DType(), c.shape, dt)
+			}
+		}
+	}
+	if live := dev.MemStats().Live.Total; live != 0 {
+		t.Errorf("%d bytes live after releasing everything", live)
+	}
+}

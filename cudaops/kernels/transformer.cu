@@ -136,12 +136,13 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 	return v;
 }
 
-// mp_layernorm: y = (x - mean) * rstd * w + b per row, one warp a row. The
-// mean and then the biased variance around it (two passes, which keep a
-// large mean's digits) are summed in double, and rstd = 1/sqrt(var + eps)
-// is rounded to float once, as the CPU does; the affine transform is the
-// CPU's float operations in its order. b may be null (no bias).
-extern "C" __global__ void mp_layernorm(void* y, int ydt, float* mean, float* rstd, const void* x, int xdt,
+// mp_layernorm: xhat = (x - mean) * rstd and y = xhat * w + b per row, one
+// warp a row. The mean and then the biased variance around it (two passes,
+// which keep a large mean's digits) are summed in double, and rstd =
+// 1/sqrt(var + eps) is rounded to float once, as the CPU does; the affine
+// transform is the CPU's float operations in its order. xhat (x̂ rounded to
+// its dtype, for the backward pass) may be null, as may b (no bias).
+extern "C" __global__ void mp_layernorm(void* y, int ydt, void* xhat, int hdt, float* rstd, const void* x, int xdt,
                                         const void* w, int wdt, const void* b, int bdt, int rows, int cols, float eps) {
 	WARP_ROWS(r, rows) {
 		int base = r * cols;
@@ -159,11 +160,14 @@ extern "C" __global__ void mp_layernorm(void* y, int ydt, float* mean, float* rs
 		float is = (float)(1.0 / sqrt(q / (double)cols + (double)eps));
 		float m = (float)mu;
 		if (lane == 0) {
-			mean[r] = m;
 			rstd[r] = is;
 		}
 		for (int j = lane; j < cols; j += 32) {
-			float v = (ld(x, xdt, base + j) - m) * is * ld(w, wdt, j);
+			float h = (ld(x, xdt, base + j) - m) * is;
+			if (xhat) {
+				st(xhat, hdt, base + j, h);
+			}
+			float v = h * ld(w, wdt, j);
 			if (b) {
 				v = v + ld(b, bdt, j);
 			}
@@ -172,17 +176,16 @@ extern "C" __global__ void mp_layernorm(void* y, int ydt, float* mean, float* rs
 	}
 }
 
-// mp_layernorm_grad: dx per row, one warp a row. With xhat = (x - mean) *
-// rstd and g = dy * w: dx = rstd * ((g - mean(g)) - xhat * mean(g * xhat)).
-extern "C" __global__ void mp_layernorm_grad(void* dx, int ddt, const void* dy, int gdt, const void* x, int xdt,
-                                             const float* mean, const float* rstd, const void* w, int wdt,
-                                             int rows, int cols) {
+// mp_layernorm_grad: dx per row, one warp a row, from the forward pass's
+// x̂: with g = dy * w, dx = rstd * ((g - mean(g)) - xhat * mean(g * xhat)).
+extern "C" __global__ void mp_layernorm_grad(void* dx, int ddt, const void* dy, int gdt, const void* xhat, int hdt,
+                                             const float* rstd, const void* w, int wdt, int rows, int cols) {
 	WARP_ROWS(r, rows) {
 		int base = r * cols;
-		float m = mean[r], is = rstd[r];
+		float is = rstd[r];
 		float sg = 0.0f, sgh = 0.0f;
 		for (int j = lane; j < cols; j += 32) {
-			float h = (ld(x, xdt, base + j) - m) * is;
+			float h = ld(xhat, hdt, base + j);
 			float g = ld(dy, gdt, base + j) * ld(w, wdt, j);
 			sg += g;
 			sgh += g * h;
@@ -190,7 +193,7 @@ extern "C" __global__ void mp_layernorm_grad(void* dx, int ddt, const void* dy, 
 		float mg = warp_sum(sg) / (float)cols;
 		float mgh = warp_sum(sgh) / (float)cols;
 		for (int j = lane; j < cols; j += 32) {
-			float h = (ld(x, xdt, base + j) - m) * is;
+			float h = ld(xhat, hdt, base + j);
 			float g = ld(dy, gdt, base + j) * ld(w, wdt, j);
 			st(dx, ddt, base + j, is * ((g - mg) - h * mgh));
 		}
@@ -209,8 +212,8 @@ extern "C" __global__ void mp_layernorm_grad(void* dx, int ddt, const void* dy, 
 // and one thread per column adds the groups' partial sums in order, in
 // double: a fixed order, and enough threads per column that a few hundred
 // columns keep the GPU busy.
-extern "C" __global__ void mp_layernorm_grad_wb(float* dw, float* db, const void* dy, int gdt, const void* x, int xdt,
-                                                const float* mean, const float* rstd, int rows, int cols) {
+extern "C" __global__ void mp_layernorm_grad_wb(float* dw, float* db, const void* dy, int gdt, const void* xhat, int hdt,
+                                                int rows, int cols) {
 	__shared__ float pw[LN_GROUPS][LN_COLS], pb[LN_GROUPS][LN_COLS];
 	int c = threadIdx.x % LN_COLS, g = threadIdx.x / LN_COLS;
 	int strips = (cols + LN_COLS - 1) / LN_COLS;
@@ -220,7 +223,7 @@ extern "C" __global__ void mp_layernorm_grad_wb(float* dw, float* db, const void
 		if (j < cols) {
 			for (int r = g; r < rows; r += LN_GROUPS) {
 				float gv = ld(dy, gdt, r * cols + j);
-				float h = (ld(x, xdt, r * cols + j) - mean[r]) * rstd[r];
+				float h = ld(xhat, hdt, r * cols + j);
 				sw += gv * h;
 				sb += gv;
 			}

@@ -28,10 +28,10 @@ func attnProbsAVX512(p, s *float32, ld, rows, cols, diag int, lse *float32)
 func attnDSAVX512(ds, p, dp *float32, ld, rows, cols int, di *float32)
 
 //go:noescape
-func lnRowAVX512(y, x, w, b *float32, n int, m, is float32)
+func lnRowAVX512(y, h, x, w, b *float32, n int, m, is float32)
 
 //go:noescape
-func lnGradRowAVX512(dx, dy, x, w *float32, n int, m, is float32, pw, pb *float32)
+func lnGradRowAVX512(dx, dy, h, w *float32, n int, is float32, pw, pb *float32)
 
 //go:noescape
 func geluBF16AVX512(dst, src *uint16, n int)

@@ -533,18 +533,20 @@ dsDone:
 	VZEROUPPER
 	RET
 
-// func lnRowAVX512(y, x, w, b *float32, n int, m, is float32)
+// func lnRowAVX512(y, h, x, w, b *float32, n int, m, is float32)
 //
-// One row of LayerNorm: y = (x - m)·is·w + b, or without b when it is
-// nil, in the Go loop's operations and order (layerNormRow), unfused.
-TEXT ·lnRowAVX512(SB), NOSPLIT, $0-48
+// One row of LayerNorm: h = (x - m)·is, stored when h is not nil, and
+// y = h·w + b, or without b when it is nil, in the Go loop's operations
+// and order (layerNormRow), unfused.
+TEXT ·lnRowAVX512(SB), NOSPLIT, $0-56
 	MOVQ y+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ w+16(FP), DX
-	MOVQ b+24(FP), BX
-	MOVQ n+32(FP), CX
-	VBROADCASTSS m+40(FP), Z8
-	VBROADCASTSS is+44(FP), Z9
+	MOVQ h+8(FP), R8
+	MOVQ x+16(FP), SI
+	MOVQ w+24(FP), DX
+	MOVQ b+32(FP), BX
+	MOVQ n+40(FP), CX
+	VBROADCASTSS m+48(FP), Z8
+	VBROADCASTSS is+52(FP), Z9
 	TAILMASK
 	XORQ R11, R11
 	TESTQ CX, CX
@@ -554,6 +556,9 @@ lnStep:
 	VMOVUPS (SI)(R11*4), Z0
 	VSUBPS Z8, Z0, Z0
 	VMULPS Z9, Z0, Z0
+	TESTQ R8, R8
+	JZ   2(PC)
+	VMOVUPS Z0, (R8)(R11*4)
 	VMULPS (DX)(R11*4), Z0, Z0
 	TESTQ BX, BX
 	JZ   2(PC)
@@ -568,6 +573,9 @@ lnTail:
 	VMOVUPS.Z (DX)(R11*4), K1, Z1
 	VSUBPS Z8, Z0, Z0
 	VMULPS Z9, Z0, Z0
+	TESTQ R8, R8
+	JZ   2(PC)
+	VMOVUPS Z0, K1, (R8)(R11*4)
 	VMULPS Z1, Z0, Z0
 	TESTQ BX, BX
 	JZ   3(PC)
@@ -577,12 +585,10 @@ lnTail:
 	VZEROUPPER
 	RET
 
-// LNGRAD1 adds one chunk's terms, x in Z0, dy in Z1, w in Z2, masked by
-// mask: hat = (x-m)·is, g = dy·w; Z10 += g, Z11 += g·hat, pw += dy·hat,
-// pb += dy (pb when BX is not nil).
+// LNGRAD1 adds one chunk's terms, hat in Z0, dy in Z1, w in Z2, masked by
+// mask: g = dy·w; Z10 += g, Z11 += g·hat, pw += dy·hat, pb += dy (pb when
+// BX is not nil).
 #define LNGRAD1(mask) \
-	VSUBPS Z8, Z0, Z0; \
-	VMULPS Z9, Z0, Z0; \
 	VMULPS Z2, Z1, Z3; \
 	VADDPS Z3, Z10, Z10; \
 	VMULPS Z0, Z3, Z3; \
@@ -597,30 +603,28 @@ lnTail:
 	VADDPS Z1, Z4, Z4; \
 	VMOVUPS Z4, mask, (BX)(R11*4)
 
-// LNGRAD2 computes one chunk of dx into Z0 from x in Z0, dy in Z1 and w in
-// Z2: is·((dy·w - mg) - hat·mgh), mg in Z12 and mgh in Z13.
+// LNGRAD2 computes one chunk of dx into Z0 from hat in Z0, dy in Z1 and w
+// in Z2: is·((dy·w - mg) - hat·mgh), mg in Z12 and mgh in Z13.
 #define LNGRAD2 \
-	VSUBPS Z8, Z0, Z0; \
-	VMULPS Z9, Z0, Z0; \
 	VMULPS Z2, Z1, Z3; \
 	VSUBPS Z12, Z3, Z3; \
 	VMULPS Z13, Z0, Z0; \
 	VSUBPS Z0, Z3, Z3; \
 	VMULPS Z3, Z9, Z0
 
-// func lnGradRowAVX512(dx, dy, x, w *float32, n int, m, is float32, pw, pb *float32)
+// func lnGradRowAVX512(dx, dy, h, w *float32, n int, is float32, pw, pb *float32)
 //
-// One row of LayerNormGrad, in the Go loop's operations and order
-// (layerNormGradRow): the row's sums of g = dy·w and g·hat in sixteen lanes
-// added as HSUM16 does, pw += dy·hat and pb += dy (pb may be nil), then dx.
+// One row of LayerNormGrad from the forward pass's hat = (x - m)·is, in
+// the Go loop's operations and order (layerNormGradRow): the row's sums of
+// g = dy·w and g·hat in sixteen lanes added as HSUM16 does, pw += dy·hat
+// and pb += dy (pb may be nil), then dx.
 TEXT ·lnGradRowAVX512(SB), NOSPLIT, $0-64
 	MOVQ dx+0(FP), DI
 	MOVQ dy+8(FP), DX
-	MOVQ x+16(FP), SI
+	MOVQ h+16(FP), SI
 	MOVQ w+24(FP), R9
 	MOVQ n+32(FP), CX
-	VBROADCASTSS m+40(FP), Z8
-	VBROADCASTSS is+44(FP), Z9
+	VBROADCASTSS is+40(FP), Z9
 	MOVQ pw+48(FP), AX
 	MOVQ pb+56(FP), BX
 	MOVQ CX, R14

@@ -14,8 +14,8 @@ func attnSoftmaxAVX512(p, s *float32, ld, rows, cols, diag int, m, l, corr *floa
 func attnProbsAVX512(p, s *float32, ld, rows, cols, diag int, lse *float32) { panic("unreachable") }
 func attnDSAVX512(ds, p, dp *float32, ld, rows, cols int, di *float32)      { panic("unreachable") }
 
-func lnRowAVX512(y, x, w, b *float32, n int, m, is float32) { panic("unreachable") }
-func lnGradRowAVX512(dx, dy, x, w *float32, n int, m, is float32, pw, pb *float32) {
+func lnRowAVX512(y, h, x, w, b *float32, n int, m, is float32) { panic("unreachable") }
+func lnGradRowAVX512(dx, dy, h, w *float32, n int, is float32, pw, pb *float32) {
 	panic("unreachable")
 }
 

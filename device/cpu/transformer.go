@@ -173,20 +173,25 @@ func (d *Device) SoftmaxGrad(dst, dy, y device.Buffer, rows, cols int) {
 // that a piece holds about grain elements whatever the width.
 func lnRows(cols int) int { return max(1, grain/max(cols, 1)) }
 
-// LayerNorm computes y = (x - mean) * rstd * w + b per row, with the mean
-// and the biased variance summed in float64.
-func (d *Device) LayerNorm(y, mean, rstd, x, w, b device.Buffer, rows, cols int, eps float32) {
-	yb, mb, rb, xb, wb := d.buf(y, "LayerNorm"), d.buf(mean, "LayerNorm"), d.buf(rstd, "LayerNorm"), d.buf(x, "LayerNorm"), d.buf(w, "LayerNorm")
-	var bb *Buffer
+// LayerNorm computes xhat = (x - mean) * rstd and y = xhat * w + b per
+// row, with the mean and the biased variance summed in float64, and writes
+// rstd and (unless xhat is nil) x̂, rounded to xhat's dtype.
+func (d *Device) LayerNorm(y, xhat, rstd, x, w, b device.Buffer, rows, cols int, eps float32) {
+	yb, rb, xb, wb := d.buf(y, "LayerNorm"), d.buf(rstd, "LayerNorm"), d.buf(x, "LayerNorm"), d.buf(w, "LayerNorm")
+	var bb, hb *Buffer
 	if b != nil {
 		bb = d.buf(b, "LayerNorm")
 		d.checkLen("LayerNorm", cols, bb)
 	}
+	if xhat != nil {
+		hb = d.buf(xhat, "LayerNorm")
+		d.checkLen("LayerNorm", rows*cols, hb)
+	}
 	d.checkLen("LayerNorm", rows*cols, yb, xb)
-	d.checkLen("LayerNorm", rows, mb, rb)
+	d.checkLen("LayerNorm", rows, rb)
 	d.checkLen("LayerNorm", cols, wb)
-	if mb.dt != dtype.F32 || rb.dt != dtype.F32 {
-		panic(fmt.Sprintf("cpu: LayerNorm: mean and rstd are %v and %v; want f32", mb.dt, rb.dt))
+	if rb.dt != dtype.F32 {
+		panic(fmt.Sprintf("cpu: LayerNorm: rstd is %v; want f32", rb.dt))
 	}
 	if rows == 0 || cols == 0 {
 		return
@@ -199,62 +204,78 @@ func (d *Device) LayerNorm(y, mean, rstd, x, w, b device.Buffer, rows, cols int,
 		}
 		for r := lo; r < hi; r++ {
 			xv, out := read(xb, r*cols, (r+1)*cols), writeView(yb, r*cols, (r+1)*cols)
+			var hv view
+			if hb != nil {
+				hv = writeView(hb, r*cols, (r+1)*cols)
+			}
 			mu := sum64(xv.v) / float64(cols)
 			v := sumSqDev64(xv.v, mu) / float64(cols)
 			is := float32(1 / math.Sqrt(v+float64(eps)))
-			m32 := float32(mu)
-			mb.f32[r], rb.f32[r] = m32, is
-			layerNormRow(out.v, xv.v, wv.v, bv.v, m32, is)
+			rb.f32[r] = is
+			layerNormRow(out.v, hv.v, xv.v, wv.v, bv.v, float32(mu), is)
 			xv.done()
 			commit(yb, r*cols, out)
+			if hb != nil {
+				commit(hb, r*cols, hv)
+			}
 		}
 		wv.done()
 		bv.done()
 	})
 }
 
-// layerNormRow sets y = (x - m) * is * w + b (b nil: no bias).
-func layerNormRow(y, x, w, b []float32, m, is float32) {
+// layerNormRow sets h = (x - m) * is (h nil: not kept) and y = h * w + b
+// (b nil: no bias).
+func layerNormRow(y, h, x, w, b []float32, m, is float32) {
 	y, w = y[:len(x)], w[:len(x)]
+	if h != nil {
+		h = h[:len(x)]
+	}
 	if len(x) > 0 && simdTranscend == simdAVX512 {
-		var bp *float32
+		var hp, bp *float32
+		if h != nil {
+			hp = &h[0]
+		}
 		if b != nil {
 			bp = &b[:len(x)][0]
 		}
-		lnRowAVX512(&y[0], &x[0], &w[0], bp, len(x), m, is)
+		lnRowAVX512(&y[0], hp, &x[0], &w[0], bp, len(x), m, is)
 		return
 	}
-	if b == nil {
-		for j, v := range x {
-			y[j] = float32(float32(v-m)*is) * w[j]
-		}
-		return
+	if b != nil {
+		b = b[:len(x)]
 	}
-	b = b[:len(x)]
 	for j, v := range x {
-		y[j] = float32(float32(float32(v-m)*is)*w[j]) + b[j]
+		hj := float32(float32(v-m) * is)
+		if h != nil {
+			h[j] = hj
+		}
+		if b == nil {
+			y[j] = hj * w[j]
+		} else {
+			y[j] = float32(hj*w[j]) + b[j]
+		}
 	}
 }
 
-// LayerNormGrad computes dx, and dw and db summed over rows. With xhat =
-// (x - mean) * rstd and g = dy * w:
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). Each piece of rows
-// sums its share of dw and db in float32 (a piece is at most lnRows rows),
-// and the pieces are added in order in float64, so the sums do not depend
-// on how many workers there are.
-func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, rows, cols int) {
-	xb, gb, mb, rb, wb := d.buf(x, "LayerNormGrad"), d.buf(dy, "LayerNormGrad"), d.buf(mean, "LayerNormGrad"), d.buf(rstd, "LayerNormGrad"), d.buf(w, "LayerNormGrad")
+// LayerNormGrad computes dx, and dw and db summed over rows, from x̂ and
+// rstd: with g = dy * w, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+// Each piece of rows sums its share of dw and db in float32 (a piece is at
+// most lnRows rows), and the pieces are added in order in float64, so the
+// sums do not depend on how many workers there are.
+func (d *Device) LayerNormGrad(dx, dw, db, dy, xhat, rstd, w device.Buffer, rows, cols int) {
+	hb, gb, rb, wb := d.buf(xhat, "LayerNormGrad"), d.buf(dy, "LayerNormGrad"), d.buf(rstd, "LayerNormGrad"), d.buf(w, "LayerNormGrad")
 	dxb, dwb := d.buf(dx, "LayerNormGrad"), d.buf(dw, "LayerNormGrad")
 	var dbb *Buffer
 	if db != nil {
 		dbb = d.buf(db, "LayerNormGrad")
 		d.checkLen("LayerNormGrad", cols, dbb)
 	}
-	d.checkLen("LayerNormGrad", rows*cols, dxb, gb, xb)
-	d.checkLen("LayerNormGrad", rows, mb, rb)
+	d.checkLen("LayerNormGrad", rows*cols, dxb, gb, hb)
+	d.checkLen("LayerNormGrad", rows, rb)
 	d.checkLen("LayerNormGrad", cols, wb, dwb)
-	if mb.dt != dtype.F32 || rb.dt != dtype.F32 || dwb.dt != dtype.F32 || (dbb != nil && dbb.dt != dtype.F32) {
-		panic("cpu: LayerNormGrad: mean, rstd, dw and db must be f32")
+	if rb.dt != dtype.F32 || dwb.dt != dtype.F32 || (dbb != nil && dbb.dt != dtype.F32) {
+		panic("cpu: LayerNormGrad: rstd, dw and db must be f32")
 	}
 	per := lnRows(cols)
 	pieces := (rows + per - 1) / per
@@ -271,10 +292,10 @@ func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, r
 			}
 			wv := read(wb, 0, cols)
 			for r := lo; r < hi; r++ {
-				xv, gv := read(xb, r*cols, (r+1)*cols), read(gb, r*cols, (r+1)*cols)
+				hv, gv := read(hb, r*cols, (r+1)*cols), read(gb, r*cols, (r+1)*cols)
 				out := writeView(dxb, r*cols, (r+1)*cols)
-				layerNormGradRow(out.v, pw, pb, gv.v, xv.v, wv.v, mb.f32[r], rb.f32[r])
-				xv.done()
+				layerNormGradRow(out.v, pw, pb, gv.v, hv.v, wv.v, rb.f32[r])
+				hv.done()
 				gv.done()
 				commit(dxb, r*cols, out)
 			}
@@ -295,37 +316,35 @@ func (d *Device) LayerNormGrad(dx, dw, db, dy, x, mean, rstd, w device.Buffer, r
 	putScratch(pp)
 }
 
-// layerNormGradRow computes one row's dx and adds its dw and db terms into
-// pw and pb (pb nil: no bias). The row's sums of g = dy*w and g*xhat keep
-// sixteen partial sums, element j in lane j%16, added as lanes16f does, as
-// the AVX-512 loop does.
-func layerNormGradRow(dx, pw, pb, dy, x, w []float32, m, is float32) {
-	n := len(x)
+// layerNormGradRow computes one row's dx from its x̂ h and adds its dw and
+// db terms into pw and pb (pb nil: no bias). The row's sums of g = dy*w and
+// g*h keep sixteen partial sums, element j in lane j%16, added as lanes16f
+// does, as the AVX-512 loop does.
+func layerNormGradRow(dx, pw, pb, dy, h, w []float32, is float32) {
+	n := len(h)
 	dx, dy, w, pw = dx[:n], dy[:n], w[:n], pw[:n]
 	if n > 0 && simdTranscend == simdAVX512 {
 		var pbp *float32
 		if pb != nil {
 			pbp = &pb[:n][0]
 		}
-		lnGradRowAVX512(&dx[0], &dy[0], &x[0], &w[0], n, m, is, &pw[0], pbp)
+		lnGradRowAVX512(&dx[0], &dy[0], &h[0], &w[0], n, is, &pw[0], pbp)
 		return
 	}
 	var sg, sgh [16]float32
-	for j, v := range x {
-		h := float32(v-m) * is
+	for j, hj := range h {
 		g := dy[j] * w[j]
 		sg[j%16] += g
-		sgh[j%16] += g * h
-		pw[j] += dy[j] * h
+		sgh[j%16] += g * hj
+		pw[j] += dy[j] * hj
 		if pb != nil {
 			pb[j] += dy[j]
 		}
 	}
 	mg, mgh := lanes16f(&sg)/float32(n), lanes16f(&sgh)/float32(n)
-	for j, v := range x {
-		h := float32(v-m) * is
+	for j, hj := range h {
 		g := dy[j] * w[j]
-		dx[j] = is * ((g - mg) - h*mgh)
+		dx[j] = is * ((g - mg) - hj*mgh)
 	}
 }
 

@@ -205,6 +205,14 @@ func lnRef(x []float32, rows, cols int, eps float64) (mean, rstd, hat []float64)
 // lnTypes are (y; x): same dtype, and autocast's F32 result of a 16-bit input.
 var lnTypes = sameAnd(1, mix(dtype.F32, dtype.BF16), mix(dtype.BF16, dtype.F32))
 
+// lnHats are the dtypes x̂ is kept in for the backward pass; noHat asks for
+// none (a forward pass that records nothing).
+var lnHats = []struct {
+	name string
+	dt   dtype.DType
+	keep bool
+}{{"no-xhat", 0, false}, {"xhat-f32", dtype.F32, true}, {"xhat-f16", dtype.F16, true}, {"xhat-bf16", dtype.BF16, true}}
+
 func testLayerNorm(t *testing.T, dev device.Device) {
 	const eps = 1e-5
 	for _, ty := range lnTypes {
@@ -218,13 +226,8 @@ func testLayerNorm(t *testing.T, dev device.Device) {
 				if c.bias {
 					bb = e.put(dtype.F32, b)
 				}
-				out := e.twice(func(fill float32) [][]float32 {
-					yb, mb, rb := e.full(ty.dst, len(x), fill), e.full(dtype.F32, c.rows, fill), e.full(dtype.F32, c.rows, fill)
-					dev.LayerNorm(yb, mb, rb, xb, wb, bb, c.rows, c.cols, eps)
-					return [][]float32{e.get(yb), e.get(mb), e.get(rb)}
-				})
 				mean, rstd, hat := lnRef(x, c.rows, c.cols, eps)
-				want, slack := make([]float64, len(x)), make([]float64, len(x))
+				want, slack, hatSlack := make([]float64, len(x)), make([]float64, len(x)), make([]float64, len(x))
 				for i, h := range hat {
 					j := i % c.cols
 					want[i] = h * float64(w[j])
@@ -234,41 +237,82 @@ func testLayerNorm(t *testing.T, dev device.Device) {
 					// xhat's float32 rounding: (x - mean) loses the low
 					// bits of a large mean's row.
 					r := i / c.cols
-					slack[i] = 4 * u32 * (math.Abs(mean[r])*rstd[r] + math.Abs(h)) * float64(w[j])
+					hatSlack[i] = 4 * u32 * (math.Abs(mean[r])*rstd[r] + math.Abs(h))
+					slack[i] = hatSlack[i] * float64(w[j])
 				}
-				e.near("y", ty.dst, out[0], want, slack)
-				e.near("mean", dtype.F32, out[1], mean, nil)
-				e.near("rstd", dtype.F32, out[2], rstd, nil)
+				var y0 []float32
+				for _, h := range lnHats {
+					out := e.twice(func(fill float32) [][]float32 {
+						yb, rb := e.full(ty.dst, len(x), fill), e.full(dtype.F32, c.rows, fill)
+						var hb device.Buffer
+						if h.keep {
+							hb = e.full(h.dt, len(x), fill)
+						}
+						dev.LayerNorm(yb, hb, rb, xb, wb, bb, c.rows, c.cols, eps)
+						res := [][]float32{e.get(yb), e.get(rb)}
+						if h.keep {
+							res = append(res, e.get(hb))
+						}
+						return res
+					})
+					e.near("y/"+h.name, ty.dst, out[0], want, slack)
+					e.near("rstd/"+h.name, dtype.F32, out[1], rstd, nil)
+					if h.keep {
+						e.near("xhat/"+h.name, h.dt, out[2], hat, hatSlack)
+					}
+					// y comes from the unrounded x̂, whatever x̂ is kept in.
+					if y0 == nil {
+						y0 = out[0]
+					} else if i := firstDiff(out[0], y0); i >= 0 {
+						e.t.Errorf("%s: y[%d] = %v with %s, %v with %s: y depends on x̂'s dtype", e.t.Name(), i, out[0][i], h.name, y0[i], lnHats[0].name)
+					}
+				}
 			})
 		}
 	}
 }
 
+// firstDiff is the first index at which a and b differ in bits, or -1.
+func firstDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
 func testLayerNormGrad(t *testing.T, dev device.Device) {
 	const eps = 1e-5
-	// dx; dy, x
-	types := sameAnd(2, mix(dtype.F32, dtype.BF16, dtype.F32))
+	// dx; dy, xhat. Under autocast: an F32 dx from a 16-bit dy (the
+	// output's dtype) and an x̂ in that dtype or in F32.
+	types := sameAnd(2, mix(dtype.F32, dtype.BF16, dtype.F32), mix(dtype.F32, dtype.BF16, dtype.BF16), mix(dtype.F32, dtype.F16, dtype.F16))
 	for _, ty := range types {
 		for _, c := range lnCases {
 			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
 				x := e.uniform(c.rows*c.cols, c.shift-c.spread, c.shift+c.spread)
 				dy := e.uniform(c.rows*c.cols, -1, 1)
-				xb, gb := e.put(ty.src[1], x), e.put(ty.src[0], dy)
+				_, rstd, hat := lnRef(x, c.rows, c.cols, eps)
+				// x̂ and rstd as a forward pass hands them on: rounded to
+				// their dtypes, which the reference then reads exactly.
+				h := make([]float32, len(hat))
+				for i, v := range hat {
+					h[i] = float32(v)
+				}
+				r32 := make([]float32, c.rows)
+				for r := range c.rows {
+					r32[r] = float32(rstd[r])
+				}
+				hb, gb, rb := e.put(ty.src[1], h), e.put(ty.src[0], dy), e.put(dtype.F32, r32)
 				w := e.uniform(c.cols, 0.5, 1.5)
 				wb := e.put(dtype.F32, w)
-				mean, rstd, hat := lnRef(x, c.rows, c.cols, eps)
-				m32, r32 := make([]float32, c.rows), make([]float32, c.rows)
-				for r := range c.rows {
-					m32[r], r32[r] = float32(mean[r]), float32(rstd[r])
-				}
-				mb, rb := e.put(dtype.F32, m32), e.put(dtype.F32, r32)
 				out := e.twice(func(fill float32) [][]float32 {
 					dxb, dwb := e.full(ty.dst, len(x), fill), e.full(dtype.F32, c.cols, fill)
 					var dbb device.Buffer
 					if c.bias {
 						dbb = e.full(dtype.F32, c.cols, fill)
 					}
-					dev.LayerNormGrad(dxb, dwb, dbb, gb, xb, mb, rb, wb, c.rows, c.cols)
+					dev.LayerNormGrad(dxb, dwb, dbb, gb, hb, rb, wb, c.rows, c.cols)
 					res := [][]float32{e.get(dxb), e.get(dwb)}
 					if c.bias {
 						res = append(res, e.get(dbb))
@@ -280,28 +324,30 @@ func testLayerNormGrad(t *testing.T, dev device.Device) {
 				sw, sb := make([]float64, c.cols), make([]float64, c.cols)
 				n := float64(c.cols)
 				for r := range c.rows {
+					is := float64(r32[r])
 					var mg, mgh, abs float64
 					for j := range c.cols {
 						i := r*c.cols + j
-						g := float64(dy[i]) * float64(w[j])
+						g, hi := float64(dy[i])*float64(w[j]), float64(h[i])
 						mg += g / n
-						mgh += g * hat[i] / n
-						abs += math.Abs(g) * (1 + math.Abs(hat[i]))
-						dw[j] += float64(dy[i]) * hat[i]
+						mgh += g * hi / n
+						abs += math.Abs(g) * (1 + math.Abs(hi))
+						dw[j] += float64(dy[i]) * hi
 						db[j] += float64(dy[i])
-						sw[j] += math.Abs(float64(dy[i]) * hat[i])
+						sw[j] += math.Abs(float64(dy[i]) * hi)
 						sb[j] += math.Abs(float64(dy[i]))
 					}
 					for j := range c.cols {
 						i := r*c.cols + j
-						g := float64(dy[i]) * float64(w[j])
-						dx[i] = rstd[r] * (g - mg - hat[i]*mgh)
-						// The row sums, and xhat's rounding as in the forward pass.
-						slack[i] = rstd[r] * (sumSlack(c.cols, abs)/n + 4*u32*(math.Abs(mean[r])*rstd[r]+math.Abs(hat[i]))*(math.Abs(g)+math.Abs(mgh)))
+						g, hi := float64(dy[i])*float64(w[j]), float64(h[i])
+						dx[i] = is * (g - mg - hi*mgh)
+						// The row sums, and the float32 roundings of the
+						// terms, which may cancel.
+						slack[i] = is * (sumSlack(c.cols, abs)/n + 4*u32*(math.Abs(g)+math.Abs(mg)+math.Abs(hi*mgh)))
 					}
 				}
 				for j := range c.cols {
-					sw[j] = sumSlack(c.rows, sw[j]) + 4*u32*sw[j]*(1+math.Abs(mean[0])*rstd[0])
+					sw[j] = sumSlack(c.rows, sw[j]) + 4*u32*sw[j]
 					sb[j] = sumSlack(c.rows, sb[j])
 				}
 				e.near("dx", ty.dst, out[0], dx, slack)

@@ -109,20 +109,38 @@ func (m *GPT) Forward(g *autograd.Graph, idx *autograd.Var) *autograd.Var {
 	for i := range pos {
 		pos[i] = int32(i)
 	}
-	x := g.Add(m.WTE.Forward(g, idx), m.WPE.Forward(g, g.InputIDs(pos)))
-	x = m.Drop.Forward(g, x)
+	// Each value of the residual stream is freed once the next exists
+	// (autograd.Graph.Free): nothing keeps it for backward, since an add
+	// keeps nothing and a LayerNorm keeps its normalised input. A
+	// checkpointed block keeps its input, which goes once the backward
+	// pass has recomputed the block.
+	tok, posEmb := m.WTE.Forward(g, idx), m.WPE.Forward(g, g.InputIDs(pos))
+	x := g.Add(tok, posEmb)
+	g.Free(tok, posEmb)
+	if d := m.Drop.Forward(g, x); d != x {
+		g.Free(x)
+		x = d
+	}
 	blocks := make([]nn.Module, len(m.H))
 	for i, b := range m.H {
 		blocks[i] = b
 	}
 	if m.Segments > 0 {
-		x = nn.CheckpointSequential(g, blocks, m.Segments, x)
+		y := nn.CheckpointSequential(g, blocks, m.Segments, x)
+		g.Free(x)
+		x = y
 	} else {
 		for _, b := range blocks {
-			x = b.Forward(g, x)
+			y := b.Forward(g, x)
+			g.Free(x)
+			x = y
 		}
 	}
-	return g.Linear(m.LnF.ForwardFor(g, x, autograd.OpLinear), m.WTE.W, nil) // lm_head, tied to wte
+	h := m.LnF.ForwardFor(g, x, autograd.OpLinear)
+	g.Free(x)
+	logits := g.Linear(h, m.WTE.W, nil) // lm_head, tied to wte
+	g.Free(h)
+	return logits
 }
 
 // Loss is the mean cross-entropy of logits (B, T, Vocab) against targets
