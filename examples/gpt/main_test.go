@@ -97,6 +97,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-corpus", "opticks", "-heads", "2", "-embd", "32", "-init", saved}, cli.ExitError, "-embd"},
 		{[]string{"-lr", "nan"}, cli.ExitUsage, "-lr"},
 		{[]string{"-amp", "f8"}, cli.ExitUsage, "-amp"},
+		{[]string{"-seed", "-1"}, cli.ExitUsage, "a seed has no sign"}, // package flag's "parse error" before
+		{[]string{"-device", "tpu"}, cli.ExitUsage, "-device"},         // exit 1 after loading the corpus before
 		{[]string{"stray"}, cli.ExitUsage, "stray"},
 	} {
 		r := clitest.Run(t, nil, append(c.args, "-iters", "1")...)
