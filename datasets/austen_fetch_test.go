@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mixprec/mixprec/atomicfile"
 )
 
 // smallAusten builds a package laid out as r-cran-janeaustenr, a few lines
@@ -69,12 +71,13 @@ func (s *debServer) serve(body []byte, status int) {
 	s.status.Store(int32(status))
 }
 
-// partials lists the temporary files left in dir.
+// partials lists the temporary files left in dir: a download's and a
+// write's (atomicfile).
 func partials(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var p []string
 	for _, e := range ents {
-		if strings.Contains(e.Name(), ".partial") {
+		if _, temp := atomicfile.TempFor(e.Name()); temp || strings.Contains(e.Name(), ".partial") {
 			p = append(p, e.Name())
 		}
 	}

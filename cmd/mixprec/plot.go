@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/mixprec/mixprec/atomicfile"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/profile"
 )
@@ -282,22 +283,12 @@ func drawMetrics(path, title string, runs []metricsRun, smooth float64) error {
 			plots[j][i].Draw(c)
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
+	// A picture to share: readable by all, as a PNG a user saves would be.
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 		return err
-	}
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	if e := f.Chmod(0o644); err == nil {
-		err = e
-	}
-	if e := f.Close(); err == nil {
-		err = e
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
+	})
 	if err != nil {
-		os.Remove(f.Name())
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
