@@ -90,28 +90,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return o.tooBig(trainSet.Len())
 	}
 
-	loop.Saver, err = train.NewSaver("cifar", o.State, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler,
-		Config: train.Config("cifar", &o.Flags, env.Ranks, map[string]string{"data": o.data(), "wd": fmt.Sprint(o.wd)}),
-		Extent: loop.Extent()}, env.Stderr)
-	if err != nil {
-		return err
-	}
-	defer loop.Saver.Close()
-	pos, err := env.Resume(loop.Saver)
-	if err != nil {
-		return err
-	}
-	loop.Rec, err = train.NewRecorder(o.Profile, env.Dev, train.Info("cifar", &o.Flags))
-	if err != nil {
-		return err
-	}
-	defer loop.Rec.Close()
-
 	env.Log("cifar10: %s, %d parameters, %s lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
 		spec.Name, nn.CountParams(net), o.Optimizer, o.LR, o.wd, o.Batch, env.Dev.Name(), o.AMP, o.Checkpoint)
 	env.LogNotes(o.AMP, scaler)
-	if o.State.Resume != "" {
-		env.Log("resuming from step %d (epoch %d, batch %d) of %s", pos.Step, pos.Epoch+1, pos.Batch, o.State.Resume)
+	defer loop.Close()
+	// Resumed with -resume: a checkpoint's configuration must be this run's;
+	// the rest of the run's state is in the checkpoint itself.
+	pos, err := loop.Start(o.State, o.Profile, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler,
+		Config: train.Config("cifar", &o.Flags, env.Ranks, map[string]string{"data": o.data(), "wd": fmt.Sprint(o.wd)})})
+	if err != nil {
+		return err
 	}
 	res, err := loop.Run(pos)
 	if err != nil {

@@ -99,31 +99,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	loop := &train.Loop{Env: env, Flags: &o.Flags, Recipe: spec.Train, Step: step, Train: trainSet, Test: testSet,
 		Load: o.batches(spec.Train, step), EvalBatch: evalBatch, Data: o.dataset}
 
-	// What a checkpoint must share with the run that resumes it: the rest
-	// of the run's state is in the checkpoint itself.
-	loop.Saver, err = train.NewSaver("mnist", o.State, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler,
-		Config: train.Config("mnist", &o.Flags, env.Ranks, map[string]string{"dataset": o.dataset}), Extent: loop.Extent()}, env.Stderr)
-	if err != nil {
-		return err
-	}
-	defer loop.Saver.Close()
-	pos, err := env.Resume(loop.Saver)
-	if err != nil {
-		return err
-	}
-	// -profile, -trace, -metrics and -tensorboard: the profiler is nil
-	// without the first two, and then costs the step nothing.
-	loop.Rec, err = train.NewRecorder(o.Profile, env.Dev, train.Info("mnist", &o.Flags))
-	if err != nil {
-		return err
-	}
-	defer loop.Rec.Close()
-
 	env.Log("%s: %s, %d parameters, %s on %s, batch %d, amp %s, checkpointing %s", o.dataset, o.Model, nn.CountParams(net),
 		o.Optimizer, env.Dev.Name(), o.Batch, o.AMP, o.Checkpoint)
 	env.LogNotes(o.AMP, scaler)
-	if o.State.Resume != "" {
-		env.Log("resuming from step %d (epoch %d, batch %d) of %s", pos.Step, pos.Epoch+1, pos.Batch, o.State.Resume)
+	defer loop.Close()
+	// Resumed with -resume: a checkpoint's configuration must be this run's;
+	// the rest of the run's state is in the checkpoint itself.
+	pos, err := loop.Start(o.State, o.Profile, runstate.Run{Model: net, Optimizer: opt.(optim.Stateful), Scaler: scaler,
+		Config: train.Config("mnist", &o.Flags, env.Ranks, map[string]string{"dataset": o.dataset})})
+	if err != nil {
+		return err
 	}
 	res, err := loop.Run(pos)
 	if err != nil {

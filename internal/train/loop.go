@@ -38,9 +38,49 @@ type Loop struct {
 	Load      []datasets.Option
 	EvalBatch int // the test set's batches
 	// Data names the data in the summary.
-	Data  string
+	Data string
+	// Saver and Rec are the run's checkpoints and signals, and its
+	// profile and metrics: Start makes them.
 	Saver *Saver
 	Rec   *Recorder
+}
+
+// Start readies the loop to train run (its model, optimiser, scaler and
+// configuration; Start sets its Extent): the Saver, which owns -save's
+// directory (NewSaver) and restores a -resume run (Env.Resume), and the
+// Recorder of the profile flags pf. It returns where training starts, and
+// says so when it resumes. Close releases what Start made, even after an
+// error.
+func (l *Loop) Start(state cli.StateFlags, pf cli.ProfileFlags, run runstate.Run) (runstate.Position, error) {
+	run.Extent = l.Extent()
+	var err error
+	if l.Saver, err = NewSaver(l.Env.Prog, state, run, l.Env.Stderr); err != nil {
+		return runstate.Position{}, err
+	}
+	pos, err := l.Env.Resume(l.Saver)
+	if err != nil {
+		return pos, err
+	}
+	// -profile, -trace, -metrics and -tensorboard: the profiler is nil
+	// without the first two, and then costs the step nothing.
+	if l.Rec, err = NewRecorder(pf, l.Env.Dev, Info(l.Env.Prog, l.Flags)); err != nil {
+		return pos, err
+	}
+	if state.Resume != "" {
+		l.Env.Log("resuming from step %d (epoch %d, batch %d) of %s", pos.Step, pos.Epoch+1, pos.Batch, state.Resume)
+	}
+	return pos, nil
+}
+
+// Close releases the Recorder (what Report did not write is discarded)
+// and the Saver (-save's directory, and the signals).
+func (l *Loop) Close() {
+	if l.Rec != nil {
+		l.Rec.Close()
+	}
+	if l.Saver != nil {
+		l.Saver.Close()
+	}
 }
 
 // Extent is the run's extent: its epochs, this rank's batches an epoch,
