@@ -2,7 +2,6 @@ package datasets
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mixprec/mixprec/atomicfile"
 	"github.com/ulikunitz/xz"
 )
 
@@ -380,39 +380,14 @@ func arMember(b []byte, name string) ([]byte, error) {
 }
 
 // writeChecked writes b to path through a temporary file in its directory,
-// fsynced and renamed into place, after checking its SHA-256.
+// synced and renamed into place (atomicfile), after checking its SHA-256.
 func writeChecked(path string, b []byte, want string) error {
 	sum := sha256.Sum256(b)
 	if got := hex.EncodeToString(sum[:]); got != want {
 		return fmt.Errorf("datasets: %s would have SHA-256 %s, want %s; not written", filepath.Base(path), got, want)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.partial")
-	if err != nil {
-		return fmt.Errorf("datasets: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing to remove
-	w := bufio.NewWriter(tmp)
-	if _, err := w.Write(b); err != nil {
-		tmp.Close()
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("datasets: writing %s: %w", path, err)
-	}
-	if err := w.Flush(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("datasets: writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("datasets: writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("datasets: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("datasets: writing %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

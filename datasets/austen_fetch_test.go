@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mixprec/mixprec/atomicfile"
 )
 
 // smallAusten builds a package laid out as r-cran-janeaustenr, a few lines
@@ -69,12 +71,13 @@ func (s *debServer) serve(body []byte, status int) {
 	s.status.Store(int32(status))
 }
 
-// partials lists the temporary files left in dir.
+// partials lists the temporary files left in dir: a download's and a
+// write's (atomicfile).
 func partials(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var p []string
 	for _, e := range ents {
-		if strings.Contains(e.Name(), ".partial") {
+		if _, temp := atomicfile.TempFor(e.Name()); temp || strings.Contains(e.Name(), ".partial") {
 			p = append(p, e.Name())
 		}
 	}
@@ -85,29 +88,42 @@ func TestFetchAusten(t *testing.T) {
 	deb, text := smallAusten(t, "")
 	srv := newDebServer(t, deb)
 	t.Setenv(MirrorEnv, srv.URL+"/debian/")
+	t.Run("fetches, decodes, writes", func(t *testing.T) { fetchWrites(t, text) })
+	badDownloads(t, srv, deb)
+	t.Run("a file mirror", func(t *testing.T) { fileMirror(t, deb, text) })
+	t.Run("the next mirror when one fails", func(t *testing.T) { nextMirror(t, srv) })
+	t.Run("a package whose text is not the pinned one", func(t *testing.T) { otherText(t, srv, deb, text) })
+}
 
-	t.Run("fetches, decodes, writes", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "austen")
-		var progress bytes.Buffer
-		tx, err := LoadText("austen", In(dir), Download(), Progress(&progress))
-		if err != nil {
-			t.Fatalf("LoadText: %v", err)
+// fetchWrites fetches the corpus from the mirror: it decodes to text,
+// which is written, with progress and no temporary file left.
+func fetchWrites(t *testing.T, text string) {
+	dir := filepath.Join(t.TempDir(), "austen")
+	var progress bytes.Buffer
+	tx, err := LoadText("austen", In(dir), Download(), Progress(&progress))
+	if err != nil {
+		t.Fatalf("LoadText: %v", err)
+	}
+	if got := tx.Decode(slices.Concat(tx.Train, tx.Val)); got != text {
+		t.Errorf("corpus %q, want %q", got, text)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, AustenFile)); string(b) != text {
+		t.Errorf("%s holds %q, want %q", AustenFile, b, text)
+	}
+	for _, w := range []string{"fetching Jane Austen's novels", "100%"} {
+		if !strings.Contains(progress.String(), w) {
+			t.Errorf("progress lacks %q:\n%s", w, progress.String())
 		}
-		if got := tx.Decode(slices.Concat(tx.Train, tx.Val)); got != text {
-			t.Errorf("corpus %q, want %q", got, text)
-		}
-		if b, _ := os.ReadFile(filepath.Join(dir, AustenFile)); string(b) != text {
-			t.Errorf("%s holds %q, want %q", AustenFile, b, text)
-		}
-		for _, w := range []string{"fetching Jane Austen's novels", "100%"} {
-			if !strings.Contains(progress.String(), w) {
-				t.Errorf("progress lacks %q:\n%s", w, progress.String())
-			}
-		}
-		if p := partials(dir); len(p) != 0 {
-			t.Errorf("temporary files left: %v", p)
-		}
-	})
+	}
+	if p := partials(dir); len(p) != 0 {
+		t.Errorf("temporary files left: %v", p)
+	}
+}
+
+// badDownloads serves a download that is corrupt, short, long or missing:
+// each is refused with one error naming the problem and the mirror
+// variable, and leaves nothing.
+func badDownloads(t *testing.T, srv *debServer, deb []byte) {
 	corrupt := slices.Clone(deb)
 	corrupt[len(corrupt)/2] ^= 1
 	for _, c := range []struct {
@@ -136,51 +152,58 @@ func TestFetchAusten(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a file mirror", func(t *testing.T) {
-		root := t.TempDir()
-		p := filepath.Join(root, filepath.FromSlash(austenDeb))
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, deb, 0o644)
-		t.Setenv(MirrorEnv, "file://"+filepath.ToSlash(root))
-		dir := t.TempDir()
-		if err := FetchAusten(dir, nil); err != nil {
-			t.Fatalf("FetchAusten: %v", err)
-		}
-		if b, _ := os.ReadFile(filepath.Join(dir, AustenFile)); string(b) != text {
-			t.Errorf("got %q, want %q", b, text)
-		}
-	})
-	t.Run("the next mirror when one fails", func(t *testing.T) {
-		apt := t.TempDir()
-		saved := aptDir
-		aptDir = apt
-		defer func() { aptDir = saved }()
-		t.Setenv(MirrorEnv, "")
-		os.WriteFile(filepath.Join(apt, "sources.list"), []byte(
-			"deb "+srv.URL+"/nothing-here bookworm main\ndeb "+srv.URL+"/debian bookworm main\n"), 0o644)
-		before := srv.hits.Load()
-		dir := t.TempDir()
-		if err := FetchAusten(dir, nil); err != nil {
-			t.Fatalf("FetchAusten: %v", err)
-		}
-		if n := srv.hits.Load() - before; n != 2 {
-			t.Errorf("%d requests, want 2 (the first mirror, then the second)", n)
-		}
-	})
-	t.Run("a package whose text is not the pinned one", func(t *testing.T) {
-		other, _ := smallAusten(t, " (another edition)")
-		austenSHA256 = sha256Hex([]byte(text)) // the pinned text stays the first package's
-		srv.serve(other, http.StatusOK)
-		defer srv.serve(deb, http.StatusOK)
-		dir := t.TempDir()
-		err := FetchAusten(dir, nil)
-		if err == nil || !strings.Contains(err.Error(), "the decoded corpus has SHA-256") {
-			t.Errorf("error %v, want the decoded text refused", err)
-		}
-		if _, err := os.Stat(filepath.Join(dir, AustenFile)); err == nil {
-			t.Errorf("%s was written", AustenFile)
-		}
-	})
+}
+
+// fileMirror fetches from a file:// mirror.
+func fileMirror(t *testing.T, deb []byte, text string) {
+	root := t.TempDir()
+	p := filepath.Join(root, filepath.FromSlash(austenDeb))
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	os.WriteFile(p, deb, 0o644)
+	t.Setenv(MirrorEnv, "file://"+filepath.ToSlash(root))
+	dir := t.TempDir()
+	if err := FetchAusten(dir, nil); err != nil {
+		t.Fatalf("FetchAusten: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, AustenFile)); string(b) != text {
+		t.Errorf("got %q, want %q", b, text)
+	}
+}
+
+// nextMirror tries apt's mirrors in turn when one fails.
+func nextMirror(t *testing.T, srv *debServer) {
+	apt := t.TempDir()
+	saved := aptDir
+	aptDir = apt
+	defer func() { aptDir = saved }()
+	t.Setenv(MirrorEnv, "")
+	os.WriteFile(filepath.Join(apt, "sources.list"), []byte(
+		"deb "+srv.URL+"/nothing-here bookworm main\ndeb "+srv.URL+"/debian bookworm main\n"), 0o644)
+	before := srv.hits.Load()
+	dir := t.TempDir()
+	if err := FetchAusten(dir, nil); err != nil {
+		t.Fatalf("FetchAusten: %v", err)
+	}
+	if n := srv.hits.Load() - before; n != 2 {
+		t.Errorf("%d requests, want 2 (the first mirror, then the second)", n)
+	}
+}
+
+// otherText refuses a package that decodes to other text than the pinned
+// corpus, and writes nothing.
+func otherText(t *testing.T, srv *debServer, deb []byte, text string) {
+	other, _ := smallAusten(t, " (another edition)")
+	austenSHA256 = sha256Hex([]byte(text)) // the pinned text stays the first package's
+	srv.serve(other, http.StatusOK)
+	defer srv.serve(deb, http.StatusOK)
+	dir := t.TempDir()
+	err := FetchAusten(dir, nil)
+	if err == nil || !strings.Contains(err.Error(), "the decoded corpus has SHA-256") {
+		t.Errorf("error %v, want the decoded text refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, AustenFile)); err == nil {
+		t.Errorf("%s was written", AustenFile)
+	}
 }
 
 // TestAustenKeptPackage follows one data directory through the life of

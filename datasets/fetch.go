@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/mixprec/mixprec/atomicfile"
 )
 
 // The canonical LeCun MNIST files reach every machine that can build Go code
@@ -349,38 +351,30 @@ func (p *progressReader) Read(b []byte) (int, error) {
 }
 
 // extractChecked writes f to dst through a temporary file in dst's
-// directory and renames it into place only when its SHA-256 is want.
+// directory (atomicfile) and puts it in place only when its SHA-256 is
+// want.
 func extractChecked(f *zip.File, dst, want string) error {
 	rc, err := f.Open()
 	if err != nil {
 		return fmt.Errorf("datasets: fetching MNIST: %s: %w", f.Name, err)
 	}
 	defer rc.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*.partial")
+	tmp, err := atomicfile.Create(dst, 0o600)
 	if err != nil {
 		return fmt.Errorf("datasets: fetching MNIST: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	defer tmp.Abort() // after a commit there is nothing to remove
 	h := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(tmp, h), rc); err != nil {
-		tmp.Close()
 		return fmt.Errorf("datasets: fetching MNIST: %s: %w", f.Name, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		tmp.Close()
 		return fmt.Errorf("datasets: fetching MNIST: %s has SHA-256 %s, want %s; the download is corrupt and was not kept", filepath.Base(dst), got, want)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("datasets: fetching MNIST: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("datasets: fetching MNIST: %w", err)
 	}
 	if exists(dst) { // appeared meanwhile: the user's file wins
 		return nil
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	if err := tmp.Commit(); err != nil {
 		return fmt.Errorf("datasets: fetching MNIST: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mixprec/mixprec/atomicfile"
 	"github.com/mixprec/mixprec/datasets"
 )
 
@@ -155,7 +156,7 @@ func TestFetchMNISTCorrupt(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.Contains(e.Name(), "partial") {
+		if _, temp := atomicfile.TempFor(e.Name()); temp || strings.Contains(e.Name(), "partial") {
 			t.Errorf("temporary %s left behind", e.Name())
 		}
 	}

@@ -193,156 +193,202 @@ func (d *rReader) item() (*rValue, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The flags' low byte is the type; above it, whether attributes and a
+	// tag follow, and from bit 12 the "levels" (a string's encoding).
 	typ := int(flags & 0xff)
-	levels := int(flags) >> 12
 	hasAttr, hasTag := flags&(1<<9) != 0, flags&(1<<10) != 0
 	switch typ {
 	case rNilValue:
 		return &rValue{typ: rNil}, nil
 	case rRef:
-		i := int(flags) >> 8
-		if i == 0 {
-			if i32, err := d.int(); err != nil {
+		return d.ref(int(flags) >> 8)
+	case rSym:
+		return d.symbol()
+	case rList:
+		return d.pairlist(hasAttr, hasTag)
+	case rChar:
+		return d.charsxp(int(flags) >> 12)
+	case rStr:
+		return d.character(hasAttr)
+	case rInt, rLgl:
+		return d.ints(typ, hasAttr)
+	case rReal:
+		return d.reals(hasAttr)
+	case rVec:
+		return d.vector(hasAttr)
+	}
+	return nil, fmt.Errorf("%w: R object type %s is not supported", errRData, rTypeName(typ))
+}
+
+// ref resolves a reference to an object read before (a symbol): the index
+// i, 1-based, is in the flags, or in the next int when they hold 0.
+func (d *rReader) ref(i int) (*rValue, error) {
+	if i == 0 {
+		i32, err := d.int()
+		if err != nil {
+			return nil, err
+		}
+		i = int(i32)
+	}
+	if i < 1 || i > len(d.refs) {
+		return nil, fmt.Errorf("%w: reference %d of %d", errRData, i, len(d.refs))
+	}
+	return d.refs[i-1], nil
+}
+
+// symbol reads a symbol's name and remembers the symbol for references.
+func (d *rReader) symbol() (*rValue, error) {
+	c, err := d.item()
+	if err != nil {
+		return nil, err
+	}
+	if c.typ != rChar {
+		return nil, fmt.Errorf("%w: a symbol's name is R type %s", errRData, rTypeName(c.typ))
+	}
+	v := &rValue{typ: rSym, sym: c.sym}
+	d.refs = append(d.refs, v)
+	return v, nil
+}
+
+// pairlist reads a pairlist's cells, each with its attributes and tag
+// when its flags say so, into one value.
+func (d *rReader) pairlist(hasAttr, hasTag bool) (*rValue, error) {
+	v := &rValue{typ: rList}
+	for {
+		if hasAttr {
+			a, err := d.item() // a pairlist cell's own attributes, kept for the first
+			if err != nil {
 				return nil, err
-			} else {
-				i = int(i32)
+			}
+			v.attr = a
+		}
+		tag := ""
+		if hasTag {
+			t, err := d.item()
+			if err != nil {
+				return nil, err
+			}
+			if t.typ != rSym {
+				return nil, fmt.Errorf("%w: a pairlist tag of R type %s, want a symbol", errRData, rTypeName(t.typ))
+			}
+			tag = t.sym
+		}
+		car, err := d.item()
+		if err != nil {
+			return nil, err
+		}
+		v.tags, v.elems = append(v.tags, tag), append(v.elems, car)
+		// The CDR: another cell (read in this loop, not recursively) or
+		// the end.
+		f, err := d.int()
+		if err != nil {
+			return nil, err
+		}
+		switch f & 0xff {
+		case rNilValue:
+			return v, nil
+		case rList:
+			hasAttr, hasTag = f&(1<<9) != 0, f&(1<<10) != 0
+		default:
+			return nil, fmt.Errorf("%w: a pairlist ends in R type %s, want NULL", errRData, rTypeName(int(f&0xff)))
+		}
+	}
+}
+
+// charsxp reads one string (NA for a length of -1), which must be UTF-8:
+// levels marks its encoding.
+func (d *rReader) charsxp(levels int) (*rValue, error) {
+	n, err := d.int()
+	if err != nil {
+		return nil, err
+	}
+	if n == -1 {
+		return &rValue{typ: rChar, sym: "", valid: []bool{false}}, nil
+	}
+	if n < 0 || int(n) > d.r.Len() {
+		return nil, fmt.Errorf("%w: a string of %d bytes with %d left", errRData, n, d.r.Len())
+	}
+	b := make([]byte, n)
+	io.ReadFull(d.r, b)
+	const latin1, bytesEnc, ascii = 1 << 2, 1 << 1, 1 << 6
+	if levels&(latin1|bytesEnc) != 0 {
+		return nil, fmt.Errorf("%w: a string in Latin-1 or bytes, want UTF-8 or ASCII", errRData)
+	}
+	if levels&ascii != 0 {
+		for i, c := range b {
+			if c >= utf8.RuneSelf {
+				return nil, fmt.Errorf("%w: a string marked ASCII holds byte 0x%02x at %d", errRData, c, i)
 			}
 		}
-		if i < 1 || i > len(d.refs) {
-			return nil, fmt.Errorf("%w: reference %d of %d", errRData, i, len(d.refs))
-		}
-		return d.refs[i-1], nil
-	case rSym:
+	}
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%w: a string that is not UTF-8", errRData)
+	}
+	return &rValue{typ: rChar, sym: string(b), valid: []bool{true}}, nil
+}
+
+// character reads a character vector: a length, then each element a string
+// or NA.
+func (d *rReader) character(hasAttr bool) (*rValue, error) {
+	n, err := d.length(4)
+	if err != nil {
+		return nil, err
+	}
+	v := &rValue{typ: rStr, strs: make([]string, n), valid: make([]bool, n)}
+	for i := range n {
 		c, err := d.item()
 		if err != nil {
 			return nil, err
 		}
 		if c.typ != rChar {
-			return nil, fmt.Errorf("%w: a symbol's name is R type %s", errRData, rTypeName(c.typ))
+			return nil, fmt.Errorf("%w: element %d of a character vector is R type %s", errRData, i, rTypeName(c.typ))
 		}
-		v := &rValue{typ: rSym, sym: c.sym}
-		d.refs = append(d.refs, v)
-		return v, nil
-	case rList:
-		v := &rValue{typ: rList}
-		for {
-			if hasAttr {
-				if v.attr, err = d.item(); err != nil { // a pairlist cell's own attributes, kept for the first
-					return nil, err
-				}
-			}
-			tag := ""
-			if hasTag {
-				t, err := d.item()
-				if err != nil {
-					return nil, err
-				}
-				if t.typ != rSym {
-					return nil, fmt.Errorf("%w: a pairlist tag of R type %s, want a symbol", errRData, rTypeName(t.typ))
-				}
-				tag = t.sym
-			}
-			car, err := d.item()
-			if err != nil {
-				return nil, err
-			}
-			v.tags, v.elems = append(v.tags, tag), append(v.elems, car)
-			// The CDR: another cell (read in this loop, not recursively)
-			// or the end.
-			f, err := d.int()
-			if err != nil {
-				return nil, err
-			}
-			switch f & 0xff {
-			case rNilValue:
-				return v, nil
-			case rList:
-				hasAttr, hasTag = f&(1<<9) != 0, f&(1<<10) != 0
-			default:
-				return nil, fmt.Errorf("%w: a pairlist ends in R type %s, want NULL", errRData, rTypeName(int(f&0xff)))
-			}
-		}
-	case rChar:
-		n, err := d.int()
-		if err != nil {
-			return nil, err
-		}
-		if n == -1 {
-			return &rValue{typ: rChar, sym: "", valid: []bool{false}}, nil
-		}
-		if n < 0 || int(n) > d.r.Len() {
-			return nil, fmt.Errorf("%w: a string of %d bytes with %d left", errRData, n, d.r.Len())
-		}
-		b := make([]byte, n)
-		io.ReadFull(d.r, b)
-		const latin1, bytesEnc, ascii = 1 << 2, 1 << 1, 1 << 6
-		if levels&(latin1|bytesEnc) != 0 {
-			return nil, fmt.Errorf("%w: a string in Latin-1 or bytes, want UTF-8 or ASCII", errRData)
-		}
-		if levels&ascii != 0 {
-			for i, c := range b {
-				if c >= utf8.RuneSelf {
-					return nil, fmt.Errorf("%w: a string marked ASCII holds byte 0x%02x at %d", errRData, c, i)
-				}
-			}
-		}
-		if !utf8.Valid(b) {
-			return nil, fmt.Errorf("%w: a string that is not UTF-8", errRData)
-		}
-		return &rValue{typ: rChar, sym: string(b), valid: []bool{true}}, nil
-	case rStr:
-		n, err := d.length(4)
-		if err != nil {
-			return nil, err
-		}
-		v := &rValue{typ: rStr, strs: make([]string, n), valid: make([]bool, n)}
-		for i := range n {
-			c, err := d.item()
-			if err != nil {
-				return nil, err
-			}
-			if c.typ != rChar {
-				return nil, fmt.Errorf("%w: element %d of a character vector is R type %s", errRData, i, rTypeName(c.typ))
-			}
-			v.strs[i], v.valid[i] = c.sym, c.valid[0]
-		}
-		return d.attributes(v, hasAttr)
-	case rInt, rLgl:
-		n, err := d.length(4)
-		if err != nil {
-			return nil, err
-		}
-		v := &rValue{typ: typ, ints: make([]int32, n)}
-		for i := range v.ints {
-			v.ints[i], _ = d.int()
-		}
-		return d.attributes(v, hasAttr)
-	case rReal:
-		n, err := d.length(8)
-		if err != nil {
-			return nil, err
-		}
-		v := &rValue{typ: rReal, reals: make([]float64, n)}
-		var b [8]byte
-		for i := range v.reals {
-			io.ReadFull(d.r, b[:])
-			v.reals[i] = math.Float64frombits(binary.BigEndian.Uint64(b[:]))
-		}
-		return d.attributes(v, hasAttr)
-	case rVec:
-		n, err := d.length(4)
-		if err != nil {
-			return nil, err
-		}
-		v := &rValue{typ: rVec, elems: make([]*rValue, n)}
-		for i := range v.elems {
-			if v.elems[i], err = d.item(); err != nil {
-				return nil, err
-			}
-		}
-		return d.attributes(v, hasAttr)
+		v.strs[i], v.valid[i] = c.sym, c.valid[0]
 	}
-	return nil, fmt.Errorf("%w: R object type %s is not supported", errRData, rTypeName(typ))
+	return d.attributes(v, hasAttr)
+}
+
+// ints reads an integer or a logical vector (typ).
+func (d *rReader) ints(typ int, hasAttr bool) (*rValue, error) {
+	n, err := d.length(4)
+	if err != nil {
+		return nil, err
+	}
+	v := &rValue{typ: typ, ints: make([]int32, n)}
+	for i := range v.ints {
+		v.ints[i], _ = d.int() // length checked that they are there
+	}
+	return d.attributes(v, hasAttr)
+}
+
+// reals reads a double vector.
+func (d *rReader) reals(hasAttr bool) (*rValue, error) {
+	n, err := d.length(8)
+	if err != nil {
+		return nil, err
+	}
+	v := &rValue{typ: rReal, reals: make([]float64, n)}
+	var b [8]byte
+	for i := range v.reals {
+		io.ReadFull(d.r, b[:])
+		v.reals[i] = math.Float64frombits(binary.BigEndian.Uint64(b[:]))
+	}
+	return d.attributes(v, hasAttr)
+}
+
+// vector reads a generic vector (an R list) of objects.
+func (d *rReader) vector(hasAttr bool) (*rValue, error) {
+	n, err := d.length(4)
+	if err != nil {
+		return nil, err
+	}
+	v := &rValue{typ: rVec, elems: make([]*rValue, n)}
+	for i := range v.elems {
+		if v.elems[i], err = d.item(); err != nil {
+			return nil, err
+		}
+	}
+	return d.attributes(v, hasAttr)
 }
 
 // attributes reads a vector's attributes (a pairlist) when it has some.

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mixprec/mixprec/atomicfile"
 )
 
 // SumsFile is the name of the file in a data directory that lists the
@@ -133,12 +135,14 @@ func removeStalePartials(dir string, now time.Time) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".partial") || !e.Type().IsRegular() {
+		target, temp := atomicfile.TempFor(name)
+		partial := strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".partial") // a download's, or an older fetch's file's
+		if !(temp || partial) || !e.Type().IsRegular() {
 			continue
 		}
-		ours := strings.HasPrefix(name, ".mnist-")
+		ours := partial && strings.HasPrefix(name, ".mnist-")
 		for _, n := range mnistNames {
-			ours = ours || strings.HasPrefix(name, "."+n+".")
+			ours = ours || (partial && strings.HasPrefix(name, "."+n+".")) || target == n
 		}
 		if fi, err := e.Info(); err == nil && ours && now.Sub(fi.ModTime()) > stalePartial {
 			os.Remove(filepath.Join(dir, name))

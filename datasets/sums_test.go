@@ -147,13 +147,14 @@ func TestLoadMNISTDownloadRefetches(t *testing.T) {
 // ones only.
 func TestFetchMNISTRemovesStalePartials(t *testing.T) {
 	dir := pinnedFiles(t)
-	old := []string{".mnist-123.zip.partial", ".train-images-idx3-ubyte.gz.456.partial"}
+	old := []string{".mnist-123.zip.partial", ".train-images-idx3-ubyte.gz.456.partial", ".train-labels-idx1-ubyte.gz.321.tmp"}
 	fresh := ".t10k-labels-idx1-ubyte.gz.789.partial"
-	for _, n := range append(old, fresh, ".notes.partial") {
+	others := []string{".notes.partial", ".notes.txt.654.tmp"} // not MNIST's
+	for _, n := range append(append(old, fresh), others...) {
 		writeFile(t, filepath.Join(dir, n), []byte("half"))
 	}
 	hour := time.Now().Add(-time.Hour)
-	for _, n := range append(old, ".notes.partial") {
+	for _, n := range append(old, others...) {
 		os.Chtimes(filepath.Join(dir, n), hour, hour)
 	}
 	if err := datasets.FetchMNIST(dir, nil); err != nil {
@@ -164,7 +165,7 @@ func TestFetchMNISTRemovesStalePartials(t *testing.T) {
 			t.Errorf("%s is still there", n)
 		}
 	}
-	for _, n := range []string{fresh, ".notes.partial"} {
+	for _, n := range append(others, fresh) {
 		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
 			t.Errorf("%s was removed: %v", n, err)
 		}

@@ -16,16 +16,20 @@ type Conv2d struct {
 	In, Out, K, Stride, Padding int
 }
 
-// NewConv2d makes a Conv2d with PyTorch's default initialisation
-// (Kaiming-uniform with a = √5 over fan-in In·K·K; bias uniform in ±1/√fan-in).
-func NewConv2d(in, out, k, stride, padding int, bias bool, rng *rand.Rand) *Conv2d {
-	if in <= 0 || out <= 0 || k <= 0 || stride <= 0 || padding < 0 {
-		panic(fmt.Sprintf("nn.NewConv2d: in %d, out %d, kernel %d, stride %d, padding %d", in, out, k, stride, padding))
+// NewConv2d makes a Conv2d from in to out channels with k x k kernels and
+// PyTorch's default initialisation (Kaiming-uniform with a = √5 over
+// fan-in In·K·K; bias uniform in ±1/√fan-in). It takes the options Stride
+// (default 1), Padding (default 0) and Bias (default on), as PyTorch's
+// nn.Conv2d takes them by keyword.
+func NewConv2d(in, out, k int, rng *rand.Rand, opts ...Option) *Conv2d {
+	o := configure("nn.NewConv2d", layerConfig{stride: 1, bias: true}, []string{"Stride", "Padding", "Bias"}, opts)
+	if in <= 0 || out <= 0 || k <= 0 {
+		panic(fmt.Sprintf("nn.NewConv2d: in %d, out %d, kernel %d", in, out, k))
 	}
 	fanIn := in * k * k
-	c := &Conv2d{In: in, Out: out, K: k, Stride: stride, Padding: padding}
+	c := &Conv2d{In: in, Out: out, K: k, Stride: o.stride, Padding: o.padding}
 	c.W = autograd.NewParam("weight", KaimingUniform(rng, fanIn, out, in, k, k))
-	if bias {
+	if o.bias {
 		bound := float32(1 / math.Sqrt(float64(fanIn)))
 		c.B = autograd.NewParam("bias", tensor.UniformHost(rng, -bound, bound, out))
 	}
@@ -99,16 +103,29 @@ func (b *BatchNorm2d) SetTraining(t bool) { b.training = t }
 
 func (b *BatchNorm2d) String() string { return fmt.Sprintf("BatchNorm2d(%d)", b.C) }
 
-// MaxPool2d takes the maximum over k x k windows.
-func MaxPool2d(k, stride, padding int) Module {
+// MaxPool2d takes the maximum over k x k windows. It takes the options
+// Stride (default k, PyTorch's) and Padding (default 0).
+func MaxPool2d(k int, opts ...Option) Module {
+	stride, padding := pooling("nn.MaxPool2d", k, opts)
 	return Func{fmt.Sprintf("MaxPool2d(%d, stride=%d, padding=%d)", k, stride, padding),
 		func(g *autograd.Graph, x *autograd.Var) *autograd.Var { return g.MaxPool2d(x, k, stride, padding) }}
 }
 
-// AvgPool2d averages k x k windows.
-func AvgPool2d(k, stride, padding int) Module {
+// AvgPool2d averages k x k windows. It takes the options Stride (default
+// k) and Padding (default 0).
+func AvgPool2d(k int, opts ...Option) Module {
+	stride, padding := pooling("nn.AvgPool2d", k, opts)
 	return Func{fmt.Sprintf("AvgPool2d(%d, stride=%d, padding=%d)", k, stride, padding),
 		func(g *autograd.Graph, x *autograd.Var) *autograd.Var { return g.AvgPool2d(x, k, stride, padding) }}
+}
+
+// pooling is the stride and padding of a pooling op over k x k windows.
+func pooling(op string, k int, opts []Option) (stride, padding int) {
+	if k < 1 {
+		panic(fmt.Sprintf("%s(%d): want a window >= 1", op, k))
+	}
+	o := configure(op, layerConfig{stride: k}, []string{"Stride", "Padding"}, opts)
+	return o.stride, o.padding
 }
 
 // GlobalAvgPool averages each channel over its spatial positions: (N, C, H, W)
@@ -129,11 +146,11 @@ type BasicBlock struct {
 // spatial size.
 func NewBasicBlock(in, out, stride int, rng *rand.Rand) *BasicBlock {
 	b := &BasicBlock{
-		Conv1: NewConv2d(in, out, 3, stride, 1, false, rng), BN1: NewBatchNorm2d(out),
-		Conv2: NewConv2d(out, out, 3, 1, 1, false, rng), BN2: NewBatchNorm2d(out),
+		Conv1: NewConv2d(in, out, 3, rng, Stride(stride), Padding(1), Bias(false)), BN1: NewBatchNorm2d(out),
+		Conv2: NewConv2d(out, out, 3, rng, Padding(1), Bias(false)), BN2: NewBatchNorm2d(out),
 	}
 	if stride != 1 || in != out {
-		b.Shortcut = NewSequential(NewConv2d(in, out, 1, stride, 0, false, rng), NewBatchNorm2d(out))
+		b.Shortcut = NewSequential(NewConv2d(in, out, 1, rng, Stride(stride), Bias(false)), NewBatchNorm2d(out))
 	}
 	return b
 }

@@ -29,3 +29,14 @@ func Example() {
 	// 2.weight [3 8] [3 8]
 	// 2.bias [3] [3]
 }
+
+// Options name what PyTorch takes by keyword: this is PyTorch's
+// nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False).
+func ExampleNewConv2d() {
+	rng := rand.New(rand.NewPCG(1, 2))
+	fmt.Println(nn.NewConv2d(3, 16, 3, rng, nn.Stride(2), nn.Padding(1), nn.Bias(false)))
+	fmt.Println(nn.MaxPool2d(2))
+	// Output:
+	// Conv2d(3, 16, kernel=3, stride=2, padding=1, bias=false)
+	// MaxPool2d(2, stride=2, padding=0)
+}

@@ -140,17 +140,9 @@ type Linear struct {
 
 // NewLinear makes a Linear layer with PyTorch's default initialisation:
 // Kaiming-uniform weights with a = √5, which bounds them by 1/√in, and a bias
-// uniform in ±1/√in.
-func NewLinear(in, out int, rng *rand.Rand) *Linear {
-	return newLinear(in, out, true, rng)
-}
-
-// NewLinearNoBias is NewLinear without the bias term.
-func NewLinearNoBias(in, out int, rng *rand.Rand) *Linear {
-	return newLinear(in, out, false, rng)
-}
-
-func newLinear(in, out int, bias bool, rng *rand.Rand) *Linear {
+// uniform in ±1/√in. It takes the option Bias (default on).
+func NewLinear(in, out int, rng *rand.Rand, opts ...Option) *Linear {
+	bias := configure("nn.NewLinear", layerConfig{bias: true}, []string{"Bias"}, opts).bias
 	if in <= 0 || out <= 0 {
 		panic(fmt.Sprintf("nn.NewLinear: sizes %d -> %d", in, out))
 	}
@@ -161,6 +153,12 @@ func newLinear(in, out int, bias bool, rng *rand.Rand) *Linear {
 		l.B = autograd.NewParam("bias", tensor.UniformHost(rng, -bound, bound, out))
 	}
 	return l
+}
+
+// NewLinearNoBias is NewLinear without the bias term: NewLinear(in, out,
+// rng, Bias(false)).
+func NewLinearNoBias(in, out int, rng *rand.Rand) *Linear {
+	return NewLinear(in, out, rng, Bias(false))
 }
 
 // KaimingUniform is PyTorch's kaiming_uniform_ with a = √5 (its default for
@@ -200,6 +198,8 @@ func (l *Linear) String() string {
 
 // Func wraps a parameter-free function of one Var as a Module.
 type Func struct {
+	// Name is how the module prints: "ReLU" prints as ReLU(), and a name
+	// with its arguments, "MaxPool2d(2, stride=2, padding=0)", as it is.
 	Name string
 	F    func(g *autograd.Graph, x *autograd.Var) *autograd.Var
 }
@@ -210,7 +210,14 @@ func (f Func) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var { return
 // Params is empty.
 func (f Func) Params() []*autograd.Var { return nil }
 
-func (f Func) String() string { return f.Name + "()" }
+// String is the module as it prints in a model: its Name, with "()"
+// unless the name has its arguments.
+func (f Func) String() string {
+	if strings.HasSuffix(f.Name, ")") {
+		return f.Name
+	}
+	return f.Name + "()"
+}
 
 // ReLU is the rectifier as a module.
 func ReLU() Module { return Func{"ReLU", (*autograd.Graph).ReLU} }

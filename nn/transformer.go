@@ -64,9 +64,11 @@ type LayerNorm struct {
 	Eps  float32
 }
 
-// NewLayerNorm makes a LayerNorm with weight 1, bias 0 (when bias) and eps
-// 1e-5, PyTorch's defaults.
-func NewLayerNorm(dim int, bias bool) *LayerNorm {
+// NewLayerNorm makes a LayerNorm with weight 1, bias 0 and eps 1e-5,
+// PyTorch's defaults. It takes the option Bias (default on; nanoGPT's
+// models may have none).
+func NewLayerNorm(dim int, opts ...Option) *LayerNorm {
+	bias := configure("nn.NewLayerNorm", layerConfig{bias: true}, []string{"Bias"}, opts).bias
 	if dim <= 0 {
 		panic(fmt.Sprintf("nn.NewLayerNorm: size %d", dim))
 	}

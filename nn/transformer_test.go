@@ -27,10 +27,10 @@ func TestBlockFreesDead(t *testing.T) {
 				dev := cpu.New()
 				rng := rand.New(rand.NewPCG(7, 7))
 				blk := &nn.Block{
-					Ln1: nn.NewLayerNorm(c, true),
+					Ln1: nn.NewLayerNorm(c),
 					Attn: &nn.CausalSelfAttention{CAttn: nn.NewLinear(c, 3*c, rng), CProj: nn.NewLinear(c, c, rng), Heads: 2,
 						AttnDrop: nn.NewDropout(p, rng), ResidDrop: nn.NewDropout(p, rng)},
-					Ln2: nn.NewLayerNorm(c, true),
+					Ln2: nn.NewLayerNorm(c),
 					MLP: &nn.MLP{CFc: nn.NewLinear(c, 4*c, rng), Act: nn.GELU(), CProj: nn.NewLinear(4*c, c, rng), Drop: nn.NewDropout(p, rng)},
 				}
 				nn.To(blk, dev)

@@ -54,7 +54,7 @@ var setups = []setup{
 		return nn.NewSequential(nn.NewLinear(256, 128, rng), nn.ReLU(), nn.NewLinear(128, 64, rng), nn.Tanh(), nn.NewLinear(64, 10, rng))
 	}, []int{256}, dtype.F16, 2},
 	{"cnn bf16", func(rng *rand.Rand) *nn.Sequential {
-		return nn.NewSequential(nn.NewConv2d(1, 4, 3, 1, 1, true, rng), nn.ReLU(), nn.MaxPool2d(2, 2, 0),
+		return nn.NewSequential(nn.NewConv2d(1, 4, 3, rng, nn.Padding(1)), nn.ReLU(), nn.MaxPool2d(2),
 			nn.Flatten(), nn.NewLinear(4*6*6, 10, rng))
 	}, []int{1, 12, 12}, dtype.BF16, 0},
 }

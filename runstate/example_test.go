@@ -1,11 +1,13 @@
 package runstate_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mixprec/mixprec/amp"
 	"github.com/mixprec/mixprec/autograd"
@@ -116,4 +118,72 @@ func Example() {
 	// resumed at step 3
 	// same next loss: true
 	// another batch size refused: true
+}
+
+// A run owns its directory while it lives: a second Lock of it, here by
+// the same process, is refused naming the holder, and Unlock frees it.
+func ExampleLock() {
+	root, err := os.MkdirTemp("", "runstate-lock")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	held, err := runstate.Lock(root)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = runstate.Lock(root)
+	var locked *runstate.LockedError
+	fmt.Println("refused, naming this process:", errors.As(err, &locked) && locked.PID == os.Getpid())
+	if err := held.Unlock(); err != nil {
+		log.Fatal(err)
+	}
+	again, err := runstate.Lock(root)
+	fmt.Println("free again:", err == nil)
+	again.Unlock()
+	// Output:
+	// refused, naming this process: true
+	// free again: true
+}
+
+// A newest checkpoint that is corrupt is passed over, with its reason, for
+// the newest that loads.
+func ExampleLoadNewest() {
+	root, err := os.MkdirTemp("", "runstate-newest")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	config := map[string]string{"model": "tiny"}
+	run := newExampleRun()
+	defer run.release()
+	for step := 1; step <= 2; step++ {
+		run.step()
+		if _, err := runstate.Save(root, run.state(config), runstate.Position{Step: step}, 2); err != nil {
+			log.Fatal(err)
+		}
+	}
+	weights := filepath.Join(runstate.Dir(root, 2), "model.safetensors")
+	b, err := os.ReadFile(weights)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b[len(b)-1] ^= 1 // a flipped bit in the last weight
+	if err := os.WriteFile(weights, b, 0o600); err != nil {
+		log.Fatal(err)
+	}
+
+	resumed := newExampleRun()
+	defer resumed.release()
+	dir, pos, passed, err := runstate.LoadNewest(root, resumed.state(config))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("resumed from", filepath.Base(dir), "at step", pos.Step)
+	for _, p := range passed {
+		fmt.Println("passed over", filepath.Base(p.Dir)+":", strings.Contains(p.Err.Error(), "SHA-256"))
+	}
+	// Output:
+	// resumed from step-00000001 at step 1
+	// passed over step-00000002: true
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mixprec/mixprec/atomicfile"
 )
 
 // LockFile is the name of the lock a run holds on its directory.
@@ -99,32 +101,18 @@ func (l *DirLock) Unlock() error {
 }
 
 // linkNew creates path holding content, failing with fs.ErrExist when
-// path exists: the content is written and synced under a temporary name
-// and hard-linked to path, which either makes path whole or fails.
+// path exists: atomicfile's CommitNew links the written and synced file
+// into place, which either makes path whole or fails.
 func linkNew(path string, content []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	f, err := atomicfile.Create(path, 0o600)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(content)
-	if e := tmp.Sync(); err == nil {
-		err = e
-	}
-	if e := tmp.Close(); err == nil {
-		err = e
-	}
-	if err != nil {
+	defer f.Abort()
+	if _, err := f.Write(content); err != nil {
 		return err
 	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		var le *os.LinkError
-		if errors.As(err, &le) && errors.Is(le.Err, fs.ErrExist) {
-			return fs.ErrExist
-		}
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return f.CommitNew()
 }
 
 // parseLock reads a lock file's fields; what it cannot read stays zero.

@@ -48,6 +48,7 @@ import (
 	"strings"
 
 	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/atomicfile"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/optim"
 	"github.com/mixprec/mixprec/safetensors"
@@ -161,10 +162,9 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("runstate: %w", err)
 	}
-	if err := writeSynced(filepath.Join(tmp, "state.json"), js); err != nil {
-		return "", fmt.Errorf("runstate: %w", err)
-	}
-	if err := syncDir(tmp); err != nil {
+	// The last file of the checkpoint: written whole and synced, with the
+	// directory, before the directory takes its name.
+	if err := atomicfile.WriteFile(filepath.Join(tmp, "state.json"), js, 0o600); err != nil {
 		return "", fmt.Errorf("runstate: %w", err)
 	}
 	final := Dir(root, pos.Step)
@@ -183,7 +183,7 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 		return "", fmt.Errorf("runstate: %w", err)
 	}
 	done = true
-	if err := syncDir(root); err != nil {
+	if err := atomicfile.SyncDir(root); err != nil {
 		return "", fmt.Errorf("runstate: %w", err)
 	}
 	if keep > 0 {
@@ -280,7 +280,7 @@ func Remove(root string, c Contents) ([]string, error) {
 		}
 		done = append(done, p)
 	}
-	return done, syncDir(root)
+	return done, atomicfile.SyncDir(root)
 }
 
 // Clean removes what a save that did not finish left in root (a process
@@ -303,8 +303,7 @@ func Clean(root string) ([]string, error) {
 	for _, e := range entries {
 		name, p := e.Name(), filepath.Join(root, e.Name())
 		switch {
-		case strings.HasPrefix(name, ".tmp-step-") && e.IsDir(),
-			strings.HasPrefix(name, ".model.safetensors.") && strings.HasSuffix(name, ".tmp") && e.Type().IsRegular():
+		case strings.HasPrefix(name, ".tmp-step-") && e.IsDir(), isSaveTemp(name) && e.Type().IsRegular():
 			if err := os.RemoveAll(p); err != nil {
 				return done, fmt.Errorf("runstate: %w", err)
 			}
@@ -325,11 +324,19 @@ func Clean(root string) ([]string, error) {
 		}
 	}
 	if len(done) > 0 {
-		if err := syncDir(root); err != nil {
+		if err := atomicfile.SyncDir(root); err != nil {
 			return done, fmt.Errorf("runstate: %w", err)
 		}
 	}
 	return done, nil
+}
+
+// isSaveTemp reports whether name is the temporary file of the final
+// weights' write (atomicfile.TempFor), which a killed save leaves in the
+// run's directory.
+func isSaveTemp(name string) bool {
+	target, ok := atomicfile.TempFor(name)
+	return ok && target == "model.safetensors"
 }
 
 // isStep reports whether name is a checkpoint's: step- and eight digits.
@@ -582,32 +589,4 @@ func fileSum(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) // owner only, as safetensors.WriteFile makes the others
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
 }

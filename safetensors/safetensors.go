@@ -36,12 +36,12 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/mixprec/mixprec/atomicfile"
 	"github.com/mixprec/mixprec/dtype"
 )
 
@@ -529,45 +529,16 @@ func ReadFile(path string) (*File, error) {
 }
 
 // WriteFile writes tensors and metadata to path so that a crash at any
-// moment leaves either the old file or the complete new one: it writes a
-// temporary file in the same directory, syncs it, renames it over path and
-// syncs the directory. On any error the temporary file is removed and path
-// is untouched.
-func WriteFile(path string, tensors []Tensor, metadata map[string]string) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+// moment leaves either the old file or the complete new one
+// (atomicfile.Write: a temporary file in the same directory, synced,
+// renamed over path, the directory synced). On any error path is
+// untouched and nothing temporary is left. The file is its owner's alone
+// (0600).
+func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
+	return atomicfile.Write(path, 0o600, func(w io.Writer) error {
+		if err := Write(w, tensors, metadata); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
-	}()
-	if err := Write(tmp, tensors, metadata); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
+		return nil
+	})
 }

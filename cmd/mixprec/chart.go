@@ -3,7 +3,11 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"io"
+	"path/filepath"
+	"strings"
 
+	"github.com/mixprec/mixprec/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -47,7 +51,13 @@ func drawChart(path string, rep mcReport) error {
 	p.NominalX(names...)
 	p.Y.Min = 0
 	p.Y.Max *= 1.3 // room for the legend above the tallest bars
-	if err := p.Save(11*vg.Inch, 5*vg.Inch, path); err != nil {
+	// The format is the file's extension's, as plot.Save takes it; the file
+	// is written whole or not at all, as every file here is.
+	wt, err := p.WriterTo(11*vg.Inch, 5*vg.Inch, strings.ToLower(strings.TrimPrefix(filepath.Ext(path), ".")))
+	if err == nil {
+		err = atomicfile.Write(path, 0o644, func(w io.Writer) error { _, err := wt.WriteTo(w); return err })
+	}
+	if err != nil {
 		return fmt.Errorf("writing chart: %w", err)
 	}
 	return nil

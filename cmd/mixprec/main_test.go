@@ -70,6 +70,7 @@ func TestBadFlagValues(t *testing.T) {
 		{"memcompare", "-batch", "0"},
 		{"memcompare", "-steps", "0"},
 		{"memcompare", "-device", "tpu"},
+		{"memcompare", "-seed", "-1"}, // package flag's "parse error" before
 		{"memcompare", "-png", filepath.Join(t.TempDir(), "missing", "chart.png")},
 	} {
 		r := clitest.Run(t, nil, args...)

@@ -70,7 +70,8 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	fs.Var(cli.NewChoice(&devName, "auto", "cpu", "cuda"), "device", "backend: auto takes CUDA when a GPU opens, else the CPU")
 	png := fs.String("png", "", "also draw the table as a grouped bar chart into the PNG `file`")
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
-	seed := fs.Uint64("seed", 0, "random seed")
+	var seed uint64
+	cli.SeedVar(fs, &seed, 0, "random seed")
 	prof := fs.Bool("profile", false, "time every op by phase, the optimiser and the host's overhead in each configuration's\ntimed steps; print a table per configuration on standard error (and a \"profile\" object\nper configuration with -json)")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
@@ -84,7 +85,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	}
 	var w workload
 	if model == "gpt" {
-		w = newGPTWorkload(batch, isSet(fs, "batch"), ckpt, *seed)
+		w = newGPTWorkload(batch, isSet(fs, "batch"), ckpt, seed)
 	} else {
 		spec, err := models.Lookup(model)
 		if err != nil {
@@ -94,7 +95,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 			batch = spec.Batch
 		}
 		layers := len(spec.Build(rand.New(rand.NewPCG(0, 0))).Layers)
-		w = &classifierWorkload{spec: spec, batch: batch, seed: *seed, layers: layers, segments: ckpt.Segments(nn.DefaultSegments(layers))}
+		w = &classifierWorkload{spec: spec, batch: batch, seed: seed, layers: layers, segments: ckpt.Segments(nn.DefaultSegments(layers))}
 	}
 	lowType := low.DType()
 	dev, note, err := cli.OpenDevice(devName)

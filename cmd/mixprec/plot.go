@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/mixprec/mixprec/atomicfile"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/profile"
 )
@@ -179,6 +180,33 @@ func nameRuns(runs []metricsRun, files []string) {
 // drawMetrics draws the runs' curves in four panels into the PNG path,
 // written under a temporary name and renamed.
 func drawMetrics(path, title string, runs []metricsRun, smooth float64) error {
+	ps := newPanels(smooth)
+	for i, r := range runs {
+		if err := ps.add(r, palette[i%len(palette)], smooth); err != nil {
+			return fmt.Errorf("plotting %s: %w", r.label, err)
+		}
+	}
+	ps.fitAxes()
+	img := ps.render(title)
+	// A picture to share: readable by all, as a PNG a user saves would be.
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// panels are plot's four panels.
+type panels struct {
+	loss, acc, scale, mem *plot.Plot
+}
+
+// newPanels makes the empty panels, the loss's labelled with the moving
+// average's weight.
+func newPanels(smooth float64) panels {
 	panel := func(name, y string) *plot.Plot {
 		p := plot.New()
 		p.Title.Text = name
@@ -188,93 +216,115 @@ func drawMetrics(path, title string, runs []metricsRun, smooth float64) error {
 		p.Legend.Top = true
 		return p
 	}
-	loss := panel("training loss", "loss")
+	ps := panels{loss: panel("training loss", "loss"), acc: panel("test accuracy", "accuracy"),
+		scale: panel("loss scale", "log2 scale"), mem: panel("peak memory", "MiB: total (solid), activations (dashed)")}
 	if smooth > 0 {
-		loss.Y.Label.Text = fmt.Sprintf("loss (moving average, weight %g)", smooth)
+		ps.loss.Y.Label.Text = fmt.Sprintf("loss (moving average, weight %g)", smooth)
 	}
-	acc := panel("test accuracy", "accuracy")
-	acc.Legend.Top = false
-	scale := panel("loss scale", "log2 scale")
-	mem := panel("peak memory", "MiB: total (solid), activations (dashed)")
-	for i, r := range runs {
-		c := palette[i%len(palette)]
-		var lossXY, scaleXY, totalXY, actXY plotter.XYs
-		ema := math.NaN()
-		for _, s := range r.steps {
-			x := float64(s.Step)
-			if l := float64(s.Loss); !math.IsNaN(l) && !math.IsInf(l, 0) {
-				if math.IsNaN(ema) {
-					ema = l
-				}
-				ema = smooth*ema + (1-smooth)*l
-				lossXY = append(lossXY, plotter.XY{X: x, Y: ema})
+	ps.acc.Legend.Top = false
+	return ps
+}
+
+// curves are one run's lines, against the step.
+type curves struct {
+	loss, acc, scale, total, act plotter.XYs
+}
+
+// curvesOf is run r's curves: the training loss as a moving average of
+// weight smooth over its finite values, the test accuracy, the loss
+// scale's log2 where it is finite, and the peak memory (total and
+// activations) in MiB.
+func curvesOf(r metricsRun, smooth float64) curves {
+	var c curves
+	ema := math.NaN()
+	for _, s := range r.steps {
+		x := float64(s.Step)
+		if l := float64(s.Loss); !math.IsNaN(l) && !math.IsInf(l, 0) {
+			if math.IsNaN(ema) {
+				ema = l
 			}
-			if sc := float64(s.LossScale); sc > 0 && !math.IsInf(sc, 0) {
-				scaleXY = append(scaleXY, plotter.XY{X: x, Y: math.Log2(sc)})
-			}
-			totalXY = append(totalXY, plotter.XY{X: x, Y: float64(s.PeakBytes["total"]) / (1 << 20)})
-			actXY = append(actXY, plotter.XY{X: x, Y: float64(s.PeakBytes["activation"]) / (1 << 20)})
+			ema = smooth*ema + (1-smooth)*l
+			c.loss = append(c.loss, plotter.XY{X: x, Y: ema})
 		}
-		var accXY plotter.XYs
-		for _, e := range r.evals {
-			if a := float64(e.TestAccuracy); !math.IsNaN(a) {
-				accXY = append(accXY, plotter.XY{X: float64(e.Step), Y: a})
-			}
+		if sc := float64(s.LossScale); sc > 0 && !math.IsInf(sc, 0) {
+			c.scale = append(c.scale, plotter.XY{X: x, Y: math.Log2(sc)})
 		}
-		add := func(p *plot.Plot, xy plotter.XYs, dashed, points, legend bool) error {
-			if len(xy) == 0 {
-				return nil
-			}
-			l, err := plotter.NewLine(xy)
+		c.total = append(c.total, plotter.XY{X: x, Y: float64(s.PeakBytes["total"]) / (1 << 20)})
+		c.act = append(c.act, plotter.XY{X: x, Y: float64(s.PeakBytes["activation"]) / (1 << 20)})
+	}
+	for _, e := range r.evals {
+		if a := float64(e.TestAccuracy); !math.IsNaN(a) {
+			c.acc = append(c.acc, plotter.XY{X: float64(e.Step), Y: a})
+		}
+	}
+	return c
+}
+
+// lineStyle is how a curve is drawn.
+type lineStyle struct {
+	dashed bool // the activations', beside the solid total
+	points bool // a mark at each point: evaluations are few
+	legend bool // the run's name in the panel's legend
+}
+
+// add draws run r's curves in colour c.
+func (ps panels) add(r metricsRun, c color.Color, smooth float64) error {
+	cs := curvesOf(r, smooth)
+	line := func(p *plot.Plot, xy plotter.XYs, st lineStyle) error {
+		if len(xy) == 0 {
+			return nil
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Width = c, vg.Points(1.5)
+		if st.dashed {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l)
+		if st.points {
+			s, err := plotter.NewScatter(xy)
 			if err != nil {
 				return err
 			}
-			l.Color, l.Width = c, vg.Points(1.5)
-			if dashed {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-			}
-			p.Add(l)
-			if points {
-				s, err := plotter.NewScatter(xy)
-				if err != nil {
-					return err
-				}
-				s.Color, s.Shape = c, draw.CircleGlyph{}
-				p.Add(s)
-			}
-			if legend {
-				p.Legend.Add(r.label, l)
-			}
-			return nil
+			s.Color, s.Shape = c, draw.CircleGlyph{}
+			p.Add(s)
 		}
-		for _, err := range []error{
-			add(loss, lossXY, false, false, true),
-			add(acc, accXY, false, true, true),
-			add(scale, scaleXY, false, false, true),
-			add(mem, totalXY, false, false, true),
-			add(mem, actXY, true, false, false),
-		} {
-			if err != nil {
-				return fmt.Errorf("plotting %s: %w", r.label, err)
-			}
+		if st.legend {
+			p.Legend.Add(r.label, l)
 		}
+		return nil
 	}
-	// Room above the curves for the legends, and some height for a
-	// constant scale (1 without scaling).
-	mem.Y.Min = 0
-	mem.Y.Max *= 1.3
-	if scale.Y.Max-scale.Y.Min < 1 {
-		scale.Y.Min, scale.Y.Max = scale.Y.Min-1, scale.Y.Max+1
-	}
-	scale.Y.Max += 0.3 * (scale.Y.Max - scale.Y.Min)
+	return errors.Join(
+		line(ps.loss, cs.loss, lineStyle{legend: true}),
+		line(ps.acc, cs.acc, lineStyle{points: true, legend: true}),
+		line(ps.scale, cs.scale, lineStyle{legend: true}),
+		line(ps.mem, cs.total, lineStyle{legend: true}),
+		line(ps.mem, cs.act, lineStyle{dashed: true}),
+	)
+}
 
+// fitAxes leaves room above the curves for the legends, and some height
+// for a constant scale (1 without scaling).
+func (ps panels) fitAxes() {
+	ps.mem.Y.Min = 0
+	ps.mem.Y.Max *= 1.3
+	if ps.scale.Y.Max-ps.scale.Y.Min < 1 {
+		ps.scale.Y.Min, ps.scale.Y.Max = ps.scale.Y.Min-1, ps.scale.Y.Max+1
+	}
+	ps.scale.Y.Max += 0.3 * (ps.scale.Y.Max - ps.scale.Y.Min)
+}
+
+// render draws the panels two by two under title.
+func (ps panels) render(title string) *vgimg.Canvas {
 	const w, h = 10 * vg.Inch, 7 * vg.Inch
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(96))
 	dc := draw.New(img)
 	top := vg.Points(28)
 	dc.FillText(draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 14), Handler: plot.DefaultTextHandler,
 		XAlign: draw.XCenter, YAlign: draw.YCenter}, vg.Point{X: w / 2, Y: h - top/2}, title)
-	plots := [][]*plot.Plot{{loss, acc}, {scale, mem}}
+	plots := [][]*plot.Plot{{ps.loss, ps.acc}, {ps.scale, ps.mem}}
 	body := draw.Crop(dc, 0, 0, 0, -top)
 	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Points(16), PadY: vg.Points(12), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadBottom: vg.Points(6)}
 	for j, row := range plot.Align(plots, tiles, body) {
@@ -282,23 +332,5 @@ func drawMetrics(path, title string, runs []metricsRun, smooth float64) error {
 			plots[j][i].Draw(c)
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	if e := f.Chmod(0o644); err == nil {
-		err = e
-	}
-	if e := f.Close(); err == nil {
-		err = e
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return img
 }

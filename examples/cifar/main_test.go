@@ -17,20 +17,6 @@ import (
 
 func TestMain(m *testing.M) { clitest.Main(m, main) }
 
-func runJSON(t *testing.T, args ...string) cli.Summary {
-	t.Helper()
-	var out, errb bytes.Buffer
-	if err := run(append(args, "-json"), &out, &errb); err != nil {
-		t.Fatalf("run %v: %v\n%s", args, err, errb.String())
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var s cli.Summary
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
-		t.Fatalf("last line is not the JSON summary: %q: %v", lines[len(lines)-1], err)
-	}
-	return s
-}
-
 // TestMissingData: without CIFAR-10 the program says where to get it, on
 // one line, and fails.
 func TestMissingData(t *testing.T) {
@@ -47,7 +33,7 @@ func TestSynthetic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains ResNet-20 for a few steps")
 	}
-	s := runJSON(t, "-synthetic", "-max-steps", "3", "-amp", "f16", "-checkpoint", "auto", "-batch", "16")
+	s := clitest.RunJSON(t, run, "-synthetic", "-max-steps", "3", "-amp", "f16", "-checkpoint", "auto", "-batch", "16")
 	if s.Data != "synthetic" || s.Steps != 3 || s.PeakBytes.Activation == 0 || s.PeakBytes.Recompute == 0 || s.Diverged {
 		t.Errorf("summary %+v; want data synthetic, 3 steps, activation and recompute bytes", s)
 	}
@@ -90,7 +76,7 @@ func TestTrainsOnCIFARFiles(t *testing.T) {
 		write("data_batch_"+string(rune('0'+i))+".bin", 8)
 	}
 	write("test_batch.bin", 8)
-	s := runJSON(t, "-data", filepath.Dir(dir), "-epochs", "1", "-batch", "16")
+	s := clitest.RunJSON(t, run, "-data", filepath.Dir(dir), "-epochs", "1", "-batch", "16")
 	if s.Data != "cifar10" || s.Steps != 2 {
 		t.Errorf("summary %+v; want cifar10 data and 2 steps (40 samples, batch 16, last dropped)", s)
 	}
@@ -179,14 +165,14 @@ func TestOptimizerNames(t *testing.T) {
 		t.Skip("trains ResNet-20 for a step")
 	}
 	dir := t.TempDir()
-	s := runJSON(t, "-synthetic", "-max-steps", "1", "-batch", "8", "-optim", "sgd-nesterov", "-save", dir)
+	s := clitest.RunJSON(t, run, "-synthetic", "-max-steps", "1", "-batch", "8", "-optim", "sgd-nesterov", "-save", dir)
 	if s.Optimizer != "sgd-nesterov" || s.Schema != 1 {
 		t.Errorf("summary optimizer %q, schema %d; want sgd-nesterov, 1", s.Optimizer, s.Schema)
 	}
-	if def := runJSON(t, "-synthetic", "-max-steps", "1", "-batch", "8"); def.Optimizer != "sgd-nesterov" {
+	if def := clitest.RunJSON(t, run, "-synthetic", "-max-steps", "1", "-batch", "8"); def.Optimizer != "sgd-nesterov" {
 		t.Errorf("default optimizer %q, want sgd-nesterov", def.Optimizer)
 	}
-	e := runJSON(t, "-synthetic", "-eval", filepath.Join(dir, "model.safetensors"))
+	e := clitest.RunJSON(t, run, "-synthetic", "-eval", filepath.Join(dir, "model.safetensors"))
 	if !(e.WallSeconds > 0) || !(e.SamplesPerSec > 0) || e.PeakBytes.Total == 0 || !math.IsNaN(float64(e.TrainLoss)) || !math.IsNaN(float64(e.LR)) {
 		t.Errorf("-eval summary %+v; want measured time, speed and memory, null training loss and lr", e)
 	}

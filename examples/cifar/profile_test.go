@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,28 +30,13 @@ func TestProfileFlags(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 		}
 	}
-	b, err := os.ReadFile(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tf struct {
-		TraceEvents []struct {
-			Name, Ph, Cat string
-			Tid           int
-			Args          map[string]any
-		} `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(b, &tf); err != nil {
-		t.Fatalf("trace: %v", err)
-	}
 	seen := map[string]bool{}
 	tracks := map[string]bool{}
-	for _, e := range tf.TraceEvents {
-		switch {
-		case e.Ph == "M" && e.Name == "thread_name":
+	for _, e := range clitest.Trace(t, trace) {
+		if e.Ph == "M" && e.Name == "thread_name" {
 			tracks[e.Args["name"].(string)] = true
-		case e.Ph == "X" && e.Cat != "loader" && e.Cat != "step":
-			seen[e.Args["op"].(string)+" "+e.Args["phase"].(string)] = true
+		} else if op := e.Op(); op != "" {
+			seen[op] = true
 		}
 	}
 	for _, want := range []string{"conv forward", "conv backward", "batch_norm forward", "batch_norm backward",
@@ -66,19 +48,7 @@ func TestProfileFlags(t *testing.T) {
 	if !tracks["training loop"] || !tracks["loader worker 0"] && !tracks["loader worker 1"] {
 		t.Errorf("tracks %v; want the training loop and the loader's workers", tracks)
 	}
-	f, err := os.Open(metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	steps := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), `"kind":"step"`) {
-			steps++
-		}
-	}
-	if steps != 3 {
+	if steps := clitest.Kinds(clitest.Metrics(t, metrics))["step"]; steps != 3 {
 		t.Errorf("%d step lines, want 3", steps)
 	}
 }

@@ -52,10 +52,11 @@ func (f *flags) register() *flag.FlagSet {
 	cli.FloatVar(fs, &f.Dropout, "dropout", 0, "dropout", true, "dropout probability, below 1")
 	cli.IntVar(fs, &f.Warmup, "warmup", 100, 0, 1<<30, "linear warm-up iterations before the cosine decay to lr/10")
 	fs.BoolVar(&f.Bias, "bias", false, "biases in Linears and LayerNorms")
-	fs.Uint64Var(&f.Seed, "seed", 1, "random seed (initialisation, batches, dropout, sampling)")
+	cli.SeedVar(fs, &f.Seed, 1, "random seed (initialisation, batches, dropout, sampling)")
 	fs.Var(&f.AMP, "amp", "mixed precision: off, f16 or bf16")
 	fs.Var(&f.Checkpoint, "checkpoint", "gradient checkpointing: off, auto (each block) or a number of segments of blocks")
-	fs.StringVar(&f.Device, "device", "auto", "auto, cpu or cuda")
+	f.Device = "auto"
+	fs.Var(cli.NewChoice(&f.Device, "auto", "cpu", "cuda"), "device", "backend: auto takes CUDA when a GPU opens, else the CPU")
 	fs.StringVar(&f.Data, "data", "", "data directory (default $MIXPREC_DATA, else ./data)")
 	fs.StringVar(&f.Init, "init", "", "start from nanoGPT-named safetensors weights (sizes, bias and, from its metadata, heads inferred from the file where flags leave them unset)")
 	fs.BoolVar(&f.EvalOnly, "eval-only", false, "report the validation loss of the -init weights and stop")
@@ -186,13 +187,4 @@ func (f *flags) runConfig(c models.GPTConfig) map[string]string {
 		"dropout": fmt.Sprint(c.Dropout), "batch": fmt.Sprint(f.Batch), "iters": fmt.Sprint(f.Iters), "lr": fmt.Sprint(f.LR),
 		"weight_decay": fmt.Sprint(f.WeightDecay), "warmup": fmt.Sprint(f.Warmup), "seed": fmt.Sprint(f.Seed),
 		"amp": f.AMP.String(), "checkpoint": f.Checkpoint.String()}
-}
-
-// logger prints a line to stdout unless the output is JSON.
-func logger(stdout io.Writer, quiet bool) func(format string, a ...any) {
-	return func(format string, a ...any) {
-		if !quiet {
-			fmt.Fprintf(stdout, format+"\n", a...)
-		}
-	}
 }

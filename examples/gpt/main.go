@@ -19,12 +19,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/mixprec/mixprec/amp"
 	_ "github.com/mixprec/mixprec/cudaops" // the CUDA backend, used when a GPU opens
@@ -50,12 +47,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := f.check(fs); err != nil {
 		return err
 	}
-	dev, note, err := cli.OpenDevice(f.Device)
+	env, err := train.OpenDevice("gpt", f.Device, f.JSON, stdout, stderr)
 	if err != nil {
 		return err
-	}
-	if w := cli.DeviceWarning(dev); w != "" {
-		fmt.Fprintf(stderr, "gpt: %s: %s\n", dev.Name(), w)
 	}
 	text, err := loadCorpus(f.Corpus, f.Data, stderr)
 	if err != nil {
@@ -65,24 +59,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nn.To(m, dev)
+	nn.To(m, env.Dev)
 	defer nn.Release(m)
-	log := logger(stdout, f.JSON)
-	log("%s: %d characters (%d distinct), %s, %d parameters, on %s, amp %s, checkpointing %s",
-		text.Name, len(text.Train)+len(text.Val), len(text.Vocab), m, nn.CountParams(m), dev.Name(), f.AMP, f.Checkpoint)
-	if note != "" {
-		log("(CUDA not used: %s)", note)
-	}
-	r := &runner{f: f, cfg: cfg, dev: dev, m: m, text: text, log: log, stderr: stderr}
+	env.Log("%s: %d characters (%d distinct), %s, %d parameters, on %s, amp %s, checkpointing %s",
+		text.Name, len(text.Train)+len(text.Val), len(text.Vocab), m, nn.CountParams(m), env.Dev.Name(), f.AMP, f.Checkpoint)
+	r := &runner{f: f, cfg: cfg, env: env, dev: env.Dev, m: m, text: text}
 	if f.EvalOnly {
+		env.LogNotes(f.AMP, nil)
 		return r.evalOnly(stdout)
 	}
 	opt := optim.NewAdamWGroups(optim.DecayGroups(m.Params(), float32(f.WeightDecay)), optim.LR(float32(f.LR)), optim.Betas(0.9, 0.99))
 	defer optim.Release(opt)
 	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()), amp.UnscaleAsStored(true))
-	if f.AMP.On() && !scaler.IsEnabled() {
-		log("(%s)", scaler.Note())
-	}
+	env.LogNotes(f.AMP, scaler)
 	// The saver owns -save's directory, restores a run and turns a signal
 	// into a checkpoint and a stop between iterations (internal/train).
 	saver, err := train.NewSaver("gpt", f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg),
@@ -96,33 +85,29 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if f.State.Resume != "" {
-		log("resuming from iteration %d of %s", pos.Step, f.State.Resume)
+		env.Log("resuming from iteration %d of %s", pos.Step, f.State.Resume)
 	}
-	rec, err := train.NewRecorder(f.Profile, dev, profile.RunInfo{Label: train.Label(f.AMP, f.Checkpoint), Program: "gpt",
+	rec, err := train.NewRecorder(f.Profile, env.Dev, profile.RunInfo{Label: train.Label(f.AMP, f.Checkpoint), Program: "gpt",
 		Model: "gpt", AMP: f.AMP.String(), Checkpoint: f.Checkpoint.String(), Batch: f.Batch, Seed: f.Seed})
 	if err != nil {
 		return err
 	}
 	defer rec.Close()
 	r.opt, r.scaler, r.rec, r.saver = opt, scaler, rec, saver
-	wall := time.Now()
 	res, err := r.train(pos)
-	var div *cli.Diverged
-	var stopped *cli.Interrupted // a signal: the summary says so, and main exits with its status
-	if err != nil && !errors.As(err, &div) && !errors.As(err, &stopped) {
+	if err != nil {
 		return err
 	}
-	res.wall, res.interrupted = time.Since(wall).Seconds(), stopped != nil
 	if err := rec.Finish(stderr); err != nil {
 		return err
 	}
-	if div == nil && stopped == nil && f.Sample > 0 {
+	if res.Err() == nil && f.Sample > 0 {
 		r.sample(stdout, f.Sample)
 	}
 	if err := r.report(stdout, res); err != nil {
 		return err
 	}
-	return err // nil, or the divergence or the signal, which main reports with its own status
+	return res.Err() // nil, or the divergence or the signal, which main reports with its own status
 }
 
 // given reports which flags the command line set.

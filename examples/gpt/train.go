@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -32,37 +33,36 @@ const evalBatch = 32
 type runner struct {
 	f      flags
 	cfg    models.GPTConfig
+	env    *train.Env // where it runs and reports
 	dev    device.Device
 	m      *models.GPT
 	text   *datasets.Text
-	log    func(format string, a ...any)
-	stderr io.Writer
 	opt    *optim.Adam
 	scaler *amp.GradScaler
 	rec    *train.Recorder
 	saver  *train.Saver
 }
 
-// result is what a run reports.
+// result is what a run reports: the training loop's figures (Steps are
+// iterations, Loss the last one's loss) and the GPT's own.
 type result struct {
-	iters              int
-	trainLoss, valLoss float64
-	tokens             int
-	trainTime, wall    float64
-	peak               device.MemStats
-	diverged           *cli.Diverged
-	interrupted        bool // a signal stopped it; the validation loss was not measured
+	train.Result
+	tokens  int
+	valLoss float64 // NaN when the run stopped early
 }
 
 // train runs the iterations from pos on. Iteration it trains on the
 // windows a generator seeded with (seed, it) draws, so a resumed run needs
-// nothing but the iteration to continue with the same batches.
-func (r *runner) train(pos runstate.Position) (result, error) {
+// nothing but the iteration to continue with the same batches. A
+// divergence or a signal stops it, and is in the result.
+func (r *runner) train(pos runstate.Position) (res result, err error) {
 	f := r.f
+	wall := time.Now()
+	defer func() { res.Wall = time.Since(wall).Seconds() }()
 	schedule := optim.WarmupCosine(float32(f.LR), float32(f.LR/10), f.Warmup, f.Iters)
 	x, y := make([]int32, f.Batch*f.Block), make([]int32, f.Batch*f.Block)
-	res := result{iters: pos.Step, trainLoss: math.NaN(), valLoss: math.NaN()}
-	bar := cli.NewProgress(r.stderr, "gpt", f.Iters)
+	res = result{Result: train.Result{Steps: pos.Step, Loss: math.NaN()}, valLoss: math.NaN()}
+	bar := cli.NewProgress(r.env.Stderr, "gpt", f.Iters)
 	defer bar.Done()
 	ema := math.NaN() // the loss the progress bar shows, smoothed as nanoGPT's
 	r.dev.ResetPeak()
@@ -77,34 +77,37 @@ func (r *runner) train(pos runstate.Position) (result, error) {
 		if err != nil {
 			return res, err
 		}
-		res.trainTime += time.Since(start).Seconds()
-		res.iters, res.tokens, res.trainLoss = it+1, res.tokens+len(x), l
+		res.TrainTime += time.Since(start).Seconds()
+		res.Steps, res.Done, res.tokens, res.Loss = it+1, res.Done+1, res.tokens+len(x), l
 		r.rec.Step(it+1, 1, l, r.opt.LR(), r.scaler, len(x))
 		if math.IsNaN(l) || math.IsInf(l, 0) {
-			res.diverged = &cli.Diverged{Step: it + 1, Epoch: 1, Loss: l}
-			res.peak = r.dev.MemStats()
-			return res, res.diverged
+			res.Diverged = &cli.Diverged{Step: it + 1, Epoch: 1, Loss: l}
+			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
+			return res, nil
 		}
 		if math.IsNaN(ema) {
 			ema = l
 		}
 		ema = 0.9*ema + 0.1*l
-		eta := time.Duration(res.trainTime / float64(it+1-pos.Step) * float64(f.Iters-it-1) * float64(time.Second))
-		bar.Update(it+1, fmt.Sprintf("loss %.4f, %.0f tokens/s, ETA %s", ema, float64(res.tokens)/res.trainTime, eta.Round(time.Second)))
+		eta := time.Duration(res.TrainTime / float64(res.Done) * float64(f.Iters-it-1) * float64(time.Second))
+		bar.Update(it+1, fmt.Sprintf("loss %.4f, %.0f tokens/s, ETA %s", ema, float64(res.tokens)/res.TrainTime, eta.Round(time.Second)))
 		if f.EvalEvery > 0 && (it+1)%f.EvalEvery == 0 && it+1 < f.Iters {
-			res.peak = train.MaxPeak(res.peak, r.dev.MemStats())
+			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
 			bar.Done()
-			r.log("iteration %d: train loss %.4f, val loss %.4f", it+1, ema, r.valLoss())
+			r.env.Log("iteration %d: train loss %.4f, val loss %.4f", it+1, ema, r.valLoss())
 			r.dev.ResetPeak()
 		}
 		if err := r.saver.AfterStep(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
-			res.peak = train.MaxPeak(res.peak, r.dev.MemStats())
+			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
+			if errors.As(err, &res.Interrupted) {
+				return res, nil
+			}
 			return res, err
 		}
 	}
-	res.peak = train.MaxPeak(res.peak, r.dev.MemStats())
+	res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
 	bar.Done()
-	if err := r.saver.Finish(runstate.Position{Step: res.iters, Batch: res.iters}); err != nil {
+	if err := r.saver.Finish(runstate.Position{Step: res.Steps, Batch: res.Steps}); err != nil {
 		return res, err
 	}
 	res.valLoss = r.valLoss()
@@ -137,7 +140,7 @@ func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
 		return 0, err
 	}
 	for _, w := range r.scaler.Warnings() {
-		fmt.Fprintf(r.stderr, "gpt: %v\n", w)
+		fmt.Fprintf(r.env.Stderr, "%s: %v\n", r.env.Prog, w)
 	}
 	r.opt.ZeroGrad()
 	return float64(loss.Value.Item()), nil
@@ -174,8 +177,8 @@ func (r *runner) valLoss() float64 {
 func (r *runner) evalOnly(stdout io.Writer) error {
 	wall := time.Now()
 	v := r.valLoss()
-	res := result{valLoss: v, trainLoss: math.NaN(), wall: time.Since(wall).Seconds(), peak: r.dev.MemStats()}
-	r.log("validation loss %.4f over %d windows of %d characters", v, datasets.EvalWindows(r.text.Val, r.cfg.Block, r.f.EvalWindows), r.cfg.Block)
+	res := result{Result: train.Result{Loss: math.NaN(), Wall: time.Since(wall).Seconds(), Peak: r.dev.MemStats()}, valLoss: v}
+	r.env.Log("validation loss %.4f over %d windows of %d characters", v, datasets.EvalWindows(r.text.Val, r.cfg.Block, r.f.EvalWindows), r.cfg.Block)
 	if r.f.Sample > 0 {
 		r.sample(stdout, r.f.Sample)
 	}
@@ -241,48 +244,47 @@ func pick(logits []float32, probs []float64, temperature float64, topK int, rng 
 
 // summary is the JSON object -json prints last.
 type summary struct {
-	Schema         int           `json:"schema"`
-	Model          string        `json:"model"`
-	Corpus         string        `json:"corpus"`
-	Device         string        `json:"device"`
-	AMP            string        `json:"amp"`
-	Checkpoint     string        `json:"checkpoint"`
-	Iters          int           `json:"iters"`
-	Params         int           `json:"params"`
-	TrainLoss      cli.Float     `json:"train_loss"`
-	ValLoss        cli.Float     `json:"val_loss"`
-	TokensPerSec   cli.Float     `json:"tokens_per_sec"`
-	MsPerStep      cli.Float     `json:"ms_per_step"`
-	WallSeconds    cli.Float     `json:"wall_seconds"`
-	SkippedSteps   int           `json:"skipped_steps"`
-	FinalScale     cli.Float     `json:"final_scale"`
-	PeakBytes      cli.PeakBytes `json:"peak_bytes"`
-	Seed           uint64        `json:"seed"`
-	Batch          int           `json:"batch"`
-	Block          int           `json:"block"`
-	LR             cli.Float     `json:"lr"`
-	Diverged       bool          `json:"diverged"`
-	DivergedStep   int           `json:"diverged_step,omitempty"`
-	Interrupted    bool          `json:"interrupted,omitempty"` // a signal stopped the run between iterations (val_loss is then null)
-	Profile        any           `json:"profile,omitempty"`
-	DeviceFallback string        `json:"device_note,omitempty"`
+	Schema         cli.SchemaVersion `json:"schema"`
+	Model          string            `json:"model"`
+	Corpus         string            `json:"corpus"`
+	Device         string            `json:"device"`
+	AMP            string            `json:"amp"`
+	Checkpoint     string            `json:"checkpoint"`
+	Iters          int               `json:"iters"`
+	Params         int               `json:"params"`
+	TrainLoss      cli.Float         `json:"train_loss"`
+	ValLoss        cli.Float         `json:"val_loss"`
+	TokensPerSec   cli.Float         `json:"tokens_per_sec"`
+	MsPerStep      cli.Float         `json:"ms_per_step"`
+	WallSeconds    cli.Float         `json:"wall_seconds"`
+	SkippedSteps   int               `json:"skipped_steps"`
+	FinalScale     cli.Float         `json:"final_scale"`
+	PeakBytes      cli.PeakBytes     `json:"peak_bytes"`
+	Seed           uint64            `json:"seed"`
+	Batch          int               `json:"batch"`
+	Block          int               `json:"block"`
+	LR             cli.Float         `json:"lr"`
+	Diverged       bool              `json:"diverged"`
+	DivergedStep   int               `json:"diverged_step,omitempty"`
+	Interrupted    bool              `json:"interrupted,omitempty"` // a signal stopped the run between iterations (val_loss is then null)
+	Profile        any               `json:"profile,omitempty"`
+	DeviceFallback string            `json:"device_note,omitempty"`
 }
 
 // report prints the run's last lines, or its JSON summary.
 func (r *runner) report(stdout io.Writer, res result) error {
-	s := summary{Schema: 1, Model: "gpt", Corpus: r.text.Name, Device: r.dev.Name(), AMP: r.f.AMP.String(),
-		Checkpoint: r.f.Checkpoint.String(), Iters: res.iters, Params: nn.CountParams(r.m),
-		TrainLoss: cli.Float(res.trainLoss), ValLoss: cli.Float(res.valLoss),
-		TokensPerSec: cli.Float(float64(res.tokens) / max(res.trainTime, 1e-9)), MsPerStep: cli.Float(1000 * res.trainTime / float64(max(res.iters, 1))),
-		WallSeconds: cli.Float(res.wall), PeakBytes: cli.Peaks(res.peak), Seed: r.f.Seed, Batch: r.f.Batch, Block: r.cfg.Block,
-		LR: cli.Float(r.f.LR)}
+	s := summary{Model: "gpt", Corpus: r.text.Name, Device: r.dev.Name(), AMP: r.f.AMP.String(),
+		Checkpoint: r.f.Checkpoint.String(), Iters: res.Steps, Params: nn.CountParams(r.m),
+		TrainLoss: cli.Float(res.Loss), ValLoss: cli.Float(res.valLoss),
+		TokensPerSec: cli.Float(float64(res.tokens) / max(res.TrainTime, 1e-9)), MsPerStep: cli.Float(1000 * res.TrainTime / float64(max(res.Steps, 1))),
+		WallSeconds: cli.Float(res.Wall), PeakBytes: cli.Peaks(res.Peak), Seed: r.f.Seed, Batch: r.f.Batch, Block: r.cfg.Block,
+		LR: cli.Float(r.f.LR), Diverged: res.Diverged != nil, Interrupted: res.Interrupted != nil, DeviceFallback: r.env.Note}
 	if r.scaler != nil {
 		s.SkippedSteps, s.FinalScale = r.scaler.Skipped(), cli.Float(r.scaler.LossScale())
 	}
-	if res.diverged != nil {
-		s.Diverged, s.DivergedStep = true, res.diverged.Step
+	if res.Diverged != nil {
+		s.DivergedStep = res.Diverged.Step
 	}
-	s.Interrupted = res.interrupted
 	if r.rec != nil {
 		if rep := r.rec.Report(); rep != nil {
 			s.Profile = rep
@@ -291,12 +293,12 @@ func (r *runner) report(stdout io.Writer, res result) error {
 	if r.f.JSON {
 		return cli.PrintJSON(stdout, s)
 	}
-	if res.iters > 0 {
-		r.log("%d iterations: train loss %.4f, val loss %.4f, %.0f tokens/s", res.iters, res.trainLoss, res.valLoss, float64(s.TokensPerSec))
+	if res.Steps > 0 {
+		r.env.Log("%d iterations: train loss %.4f, val loss %.4f, %.0f tokens/s", res.Steps, res.Loss, res.valLoss, float64(s.TokensPerSec))
 		if r.scaler.IsEnabled() {
-			r.log("loss scale %g, %d of %d steps skipped", float64(s.FinalScale), s.SkippedSteps, res.iters)
+			r.env.Log("loss scale %g, %d of %d steps skipped", float64(s.FinalScale), s.SkippedSteps, res.Steps)
 		}
 	}
-	r.log("peak memory: %s", device.FormatBytes(s.PeakBytes.Total))
+	r.env.Log("peak memory: %s (activations %s)", device.FormatBytes(s.PeakBytes.Total), device.FormatBytes(s.PeakBytes.Activation))
 	return nil
 }

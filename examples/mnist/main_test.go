@@ -99,20 +99,6 @@ func writeSums(t *testing.T, dir string) {
 	}
 }
 
-func runJSON(t *testing.T, args ...string) cli.Summary {
-	t.Helper()
-	var out, errb bytes.Buffer
-	if err := run(append(args, "-json"), &out, &errb); err != nil {
-		t.Fatalf("run %v: %v\n%s", args, err, errb.String())
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var s cli.Summary
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
-		t.Fatalf("last line is not the JSON summary: %q: %v", lines[len(lines)-1], err)
-	}
-	return s
-}
-
 // TestBadDataDirectory checks that missing or corrupt data give one clear
 // line naming the problem, not a panic.
 func TestBadDataDirectory(t *testing.T) {
@@ -325,7 +311,7 @@ func TestDiverged(t *testing.T) {
 		}
 	}
 	// A run that does not diverge says so.
-	s := runJSON(t, "-data", d, "-max-steps", "3")
+	s := clitest.RunJSON(t, run, "-data", d, "-max-steps", "3")
 	if s.Diverged || s.DivergedStep != 0 {
 		t.Errorf("healthy run: diverged %v at %d", s.Diverged, s.DivergedStep)
 	}
@@ -347,7 +333,7 @@ func TestModelDefaults(t *testing.T) {
 		{[]string{"-model", "cnn", "-batch", "64", "-lr", "0.01", "-optim", "sgd"}, 64, 0.01, "sgd"},
 		{[]string{"-model", "deepmlp", "-optim", "adam"}, 256, 1e-3, "adam"},
 	} {
-		s := runJSON(t, append([]string{"-data", d, "-max-steps", "1"}, c.args...)...)
+		s := clitest.RunJSON(t, run, append([]string{"-data", d, "-max-steps", "1"}, c.args...)...)
 		if s.Batch != c.batch || float64(s.LR) != c.lr || s.Optimizer != c.optimizer {
 			t.Errorf("%v: batch %d, lr %v, optimiser %s; want %d, %v, %s", c.args, s.Batch, s.LR, s.Optimizer, c.batch, c.lr, c.optimizer)
 		}
@@ -360,11 +346,11 @@ func TestDeterministic(t *testing.T) {
 	d := dataDir(t)
 	for _, a := range []string{"off", "f16"} {
 		args := []string{"-data", d, "-max-steps", "25", "-seed", "3", "-amp", a}
-		s1, s2 := runJSON(t, args...), runJSON(t, args...)
+		s1, s2 := clitest.RunJSON(t, run, args...), clitest.RunJSON(t, run, args...)
 		if math.Float64bits(float64(s1.TrainLoss)) != math.Float64bits(float64(s2.TrainLoss)) || s1.TestAccuracy != s2.TestAccuracy {
 			t.Errorf("-amp %s: two runs differ: loss %v vs %v, accuracy %v vs %v", a, s1.TrainLoss, s2.TrainLoss, s1.TestAccuracy, s2.TestAccuracy)
 		}
-		s3 := runJSON(t, "-data", d, "-max-steps", "25", "-seed", "4", "-amp", a)
+		s3 := clitest.RunJSON(t, run, "-data", d, "-max-steps", "25", "-seed", "4", "-amp", a)
 		if s3.TrainLoss == s1.TrainLoss {
 			t.Errorf("-amp %s: seeds 3 and 4 gave the same loss %v", a, s1.TrainLoss)
 		}
@@ -379,13 +365,13 @@ func TestAccuracy(t *testing.T) {
 		t.Skip("trains for three epochs three times; skipped with -short")
 	}
 	d := dataDir(t)
-	base := runJSON(t, "-data", d, "-epochs", "3")
+	base := clitest.RunJSON(t, run, "-data", d, "-epochs", "3")
 	t.Logf("fp32: accuracy %.4f, %.0f samples/s", base.TestAccuracy, base.SamplesPerSec)
 	if base.TestAccuracy < 0.97 {
 		t.Errorf("fp32 accuracy %.4f, want >= 0.97", base.TestAccuracy)
 	}
 	for _, a := range []string{"f16", "bf16"} {
-		s := runJSON(t, "-data", d, "-epochs", "3", "-amp", a)
+		s := clitest.RunJSON(t, run, "-data", d, "-epochs", "3", "-amp", a)
 		t.Logf("%s: accuracy %.4f, %d/%d steps skipped, scale %v, %.0f samples/s", a, s.TestAccuracy, s.SkippedSteps, s.Steps, s.FinalScale, s.SamplesPerSec)
 		if math.Abs(float64(s.TestAccuracy-base.TestAccuracy)) > 0.003 {
 			t.Errorf("%s accuracy %.4f is more than 0.3 points from fp32's %.4f", a, s.TestAccuracy, base.TestAccuracy)
@@ -408,12 +394,12 @@ func TestCNNAccuracy(t *testing.T) {
 		t.Skip("trains the CNN for two epochs twice; set MIXPREC_LONG=1 (make test-long)")
 	}
 	d := dataDir(t)
-	base := runJSON(t, "-data", d, "-model", "cnn", "-epochs", "2")
+	base := clitest.RunJSON(t, run, "-data", d, "-model", "cnn", "-epochs", "2")
 	t.Logf("cnn fp32: accuracy %.4f, %.0f samples/s, %.1f ms/step", base.TestAccuracy, base.SamplesPerSec, base.MsPerStep)
 	if base.TestAccuracy < 0.99 {
 		t.Errorf("cnn fp32 accuracy %.4f, want >= 0.99", base.TestAccuracy)
 	}
-	s := runJSON(t, "-data", d, "-model", "cnn", "-epochs", "2", "-amp", "f16")
+	s := clitest.RunJSON(t, run, "-data", d, "-model", "cnn", "-epochs", "2", "-amp", "f16")
 	t.Logf("cnn f16: accuracy %.4f, %d/%d steps skipped, %.0f samples/s", s.TestAccuracy, s.SkippedSteps, s.Steps, s.SamplesPerSec)
 	if math.Abs(float64(s.TestAccuracy-base.TestAccuracy)) > 0.003 {
 		t.Errorf("cnn f16 accuracy %.4f is more than 0.3 points from fp32's %.4f", s.TestAccuracy, base.TestAccuracy)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -37,88 +36,9 @@ func TestProfileFlags(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 				}
 			}
-			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-			var s struct {
-				cli.Summary
-				Profile *struct {
-					Summary map[string]float64 `json:"summary"`
-					Ops     []struct {
-						Name, Phase string
-						Calls       int
-						Ms          float64
-					} `json:"ops"`
-				} `json:"profile"`
-			}
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || s.Profile == nil {
-				t.Fatalf("summary %q: %v; want one with a profile", lines[len(lines)-1], err)
-			}
-			if s.Steps != 10 || s.Profile.Summary["steps"] != 10 {
-				t.Errorf("steps %d, profile %v; want 10", s.Steps, s.Profile.Summary)
-			}
-			shares := s.Profile.Summary["compute_pct"] + s.Profile.Summary["data_pct"] + s.Profile.Summary["overhead_pct"]
-			if shares < 99.999 || shares > 100.001 {
-				t.Errorf("compute, data and overhead add up to %v%%", shares)
-			}
-			ops := map[string]int{}
-			for _, o := range s.Profile.Ops {
-				ops[o.Name+" "+o.Phase] = o.Calls
-			}
-			if ops["linear forward"] != 30 || ops["optimizer step"] != 10 || ops["data wait"] != 10 {
-				t.Errorf("ops %v; want 3 linear forward per step, one optimizer step and data wait", ops)
-			}
-
-			b, err := os.ReadFile(trace)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tf struct {
-				TraceEvents []struct {
-					Ph   string
-					Cat  string
-					Args map[string]any
-				} `json:"traceEvents"`
-			}
-			if err := json.Unmarshal(b, &tf); err != nil {
-				t.Fatalf("trace: %v", err)
-			}
-			inTrace := map[string]bool{}
-			steps := 0
-			for _, e := range tf.TraceEvents {
-				if e.Ph == "X" && e.Cat == "step" {
-					steps++
-				} else if e.Ph == "X" && e.Cat != "loader" {
-					inTrace[e.Args["op"].(string)+" "+e.Args["phase"].(string)] = true
-				}
-			}
-			for k := range ops {
-				if k != "host overhead" && !inTrace[k] {
-					t.Errorf("%s ran (%d calls) but is not in the trace", k, ops[k])
-				}
-			}
-			if steps != 10 {
-				t.Errorf("%d steps in the trace, want 10", steps)
-			}
-
-			kinds := map[string]int{}
-			f, err := os.Open(metrics)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				var l map[string]any
-				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-					t.Fatalf("metrics line %q: %v", sc.Text(), err)
-				}
-				kinds[l["kind"].(string)]++
-				if l["kind"] == "run" && l["label"] != map[string]string{"off": "fp32", "f16": "f16"}[amp] {
-					t.Errorf("run line %v: label for -amp %s", l, amp)
-				}
-			}
-			if kinds["run"] != 1 || kinds["step"] != 10 || kinds["eval"] != 2 {
-				t.Errorf("metrics lines %v; want 1 run, 10 step (one per step), 2 eval", kinds)
-			}
+			ops := profiledOps(t, stdout.String())
+			checkTraceOps(t, trace, ops)
+			checkMetricsLines(t, metrics, map[string]string{"off": "fp32", "f16": "f16"}[amp])
 			if events, _ := filepath.Glob(filepath.Join(tb, amp, "events.out.tfevents.*")); len(events) != 1 {
 				t.Errorf("-tensorboard: event files %v, want one", events)
 			}
@@ -127,6 +47,82 @@ func TestProfileFlags(t *testing.T) {
 				t.Errorf("temporary files left: %v", left)
 			}
 		})
+	}
+}
+
+// profiledOps checks the JSON summary's profile of a run of 10 steps of
+// the MLP (the shares of its time add up; 3 Linears a step, one optimizer
+// step and one wait for data) and returns the calls of each op by op and
+// phase.
+func profiledOps(t *testing.T, stdout string) map[string]int {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var s struct {
+		cli.Summary
+		Profile *struct {
+			Summary map[string]float64 `json:"summary"`
+			Ops     []struct {
+				Name, Phase string
+				Calls       int
+				Ms          float64
+			} `json:"ops"`
+		} `json:"profile"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || s.Profile == nil {
+		t.Fatalf("summary %q: %v; want one with a profile", lines[len(lines)-1], err)
+	}
+	if s.Steps != 10 || s.Profile.Summary["steps"] != 10 {
+		t.Errorf("steps %d, profile %v; want 10", s.Steps, s.Profile.Summary)
+	}
+	shares := s.Profile.Summary["compute_pct"] + s.Profile.Summary["data_pct"] + s.Profile.Summary["overhead_pct"]
+	if shares < 99.999 || shares > 100.001 {
+		t.Errorf("compute, data and overhead add up to %v%%", shares)
+	}
+	ops := map[string]int{}
+	for _, o := range s.Profile.Ops {
+		ops[o.Name+" "+o.Phase] = o.Calls
+	}
+	if ops["linear forward"] != 30 || ops["optimizer step"] != 10 || ops["data wait"] != 10 {
+		t.Errorf("ops %v; want 3 linear forward per step, one optimizer step and data wait", ops)
+	}
+	return ops
+}
+
+// checkTraceOps checks that the trace at path has its 10 steps and an
+// event for every op the profile counted.
+func checkTraceOps(t *testing.T, path string, ops map[string]int) {
+	t.Helper()
+	inTrace := map[string]bool{}
+	steps := 0
+	for _, e := range clitest.Trace(t, path) {
+		if e.Ph == "X" && e.Cat == "step" {
+			steps++
+		} else if op := e.Op(); op != "" {
+			inTrace[op] = true
+		}
+	}
+	for k := range ops {
+		if k != "host overhead" && !inTrace[k] {
+			t.Errorf("%s ran (%d calls) but is not in the trace", k, ops[k])
+		}
+	}
+	if steps != 10 {
+		t.Errorf("%d steps in the trace, want 10", steps)
+	}
+}
+
+// checkMetricsLines checks the -metrics file of two epochs of 5 steps: a
+// run line with the run's label, a line a step and one an evaluation.
+func checkMetricsLines(t *testing.T, path, label string) {
+	t.Helper()
+	lines := clitest.Metrics(t, path)
+	for _, l := range lines {
+		if l["kind"] == "run" && l["label"] != label {
+			t.Errorf("run line %v: label, want %s", l, label)
+		}
+	}
+	if kinds := clitest.Kinds(lines); kinds["run"] != 1 || kinds["step"] != 10 || kinds["eval"] != 2 {
+		t.Errorf("metrics lines %v; want 1 run, 10 step (one per step), 2 eval", kinds)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,30 +43,8 @@ func TestResumeAfterKill(t *testing.T) {
 					t.Skipf("runs under MIXPREC_LONG=1 (make test-long); make test runs %s/%s", c.model, c.fast)
 				}
 				args := []string{"-data", d, "-model", c.model, "-amp", a, "-seed", "5", "-max-steps", fmt.Sprint(c.steps), "-json"}
-				full := t.TempDir()
-				r := clitest.Run(t, nil, append(args, "-save", full)...)
-				if r.Code != 0 {
-					t.Fatalf("uninterrupted run: exit %d\n%s", r.Code, r.Stderr)
-				}
-				want := clitest.Summary(t, r.Stdout)
-
-				dir := t.TempDir()
-				code, stderr := clitest.SignalAt(t, dir, c.kill, syscall.SIGKILL, append(args, "-save", dir, "-save-every", "1")...)
-				if code == 0 {
-					t.Fatalf("the run finished before it was killed:\n%s", stderr)
-				}
-				r = clitest.Run(t, nil, append(args, "-resume", dir)...)
-				if r.Code != 0 {
-					t.Fatalf("resumed run: exit %d\n%s", r.Code, r.Stderr)
-				}
-				got := clitest.Summary(t, r.Stdout)
-				if math.Float64bits(float64(got.TrainLoss)) != math.Float64bits(float64(want.TrainLoss)) || got.TestAccuracy != want.TestAccuracy ||
-					got.Steps != want.Steps || got.SkippedSteps != want.SkippedSteps || got.FinalScale != want.FinalScale {
-					t.Errorf("resumed: loss %v, accuracy %v, %d steps, %d skipped, scale %v; uninterrupted: %v, %v, %d, %d, %v",
-						got.TrainLoss, got.TestAccuracy, got.Steps, got.SkippedSteps, got.FinalScale,
-						want.TrainLoss, want.TestAccuracy, want.Steps, want.SkippedSteps, want.FinalScale)
-				}
-				clitest.SameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
+				full, resumed := clitest.KillAndResume(t, args, c.kill)
+				clitest.SameRun(t, clitest.Summary(t, resumed.Stdout), clitest.Summary(t, full.Stdout))
 			})
 		}
 	}
@@ -147,15 +124,9 @@ func TestResumeFallsBack(t *testing.T) {
 	d := tinyMNIST(t, 200, 50)
 	args := []string{"-data", d, "-batch", "16", "-max-steps", "6", "-seed", "3", "-json"}
 	full := t.TempDir()
-	r := clitest.Run(t, nil, append(args, "-save", full)...)
-	if r.Code != 0 {
-		t.Fatalf("uninterrupted run: exit %d: %s", r.Code, r.Stderr)
-	}
-	want := clitest.Summary(t, r.Stdout)
+	want := clitest.Summary(t, clitest.RunOK(t, append(args, "-save", full)...).Stdout)
 	dir := t.TempDir()
-	if r := clitest.Run(t, nil, append(args, "-save", dir, "-save-every", "1")...); r.Code != 0 {
-		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
-	}
+	clitest.RunOK(t, append(args, "-save", dir, "-save-every", "1")...)
 	p := filepath.Join(runstate.Dir(dir, 6), "model.safetensors")
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -165,19 +136,13 @@ func TestResumeFallsBack(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = clitest.Run(t, nil, append(args, "-resume", dir)...)
-	if r.Code != 0 {
-		t.Fatalf("resuming past a corrupt checkpoint: exit %d: %s", r.Code, r.Stderr)
-	}
+	r := clitest.RunOK(t, append(args, "-resume", dir)...) // past a corrupt checkpoint
 	for _, s := range []string{"step-00000006", "model.safetensors has SHA-256", "resuming from the newest intact checkpoint, " + runstate.Dir(dir, 5)} {
 		if !strings.Contains(r.Stderr, s) {
 			t.Errorf("stderr %q does not say %q", r.Stderr, s)
 		}
 	}
-	got := clitest.Summary(t, r.Stdout)
-	if math.Float64bits(float64(got.TrainLoss)) != math.Float64bits(float64(want.TrainLoss)) || got.Steps != want.Steps || got.TestAccuracy != want.TestAccuracy {
-		t.Errorf("resumed: loss %v, %d steps, accuracy %v; uninterrupted %v, %d, %v", got.TrainLoss, got.Steps, got.TestAccuracy, want.TrainLoss, want.Steps, want.TestAccuracy)
-	}
+	clitest.SameRun(t, clitest.Summary(t, r.Stdout), want)
 	clitest.SameWeights(t, filepath.Join(full, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
 }
 

@@ -92,25 +92,14 @@ func TestSecondSignalWaitsForSave(t *testing.T) {
 // the steps it records to be 1 to steps.
 func checkMetrics(t *testing.T, path string, steps int) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("-metrics: %v", err)
-	}
-	last := 0
-	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var rec struct {
-			Kind string `json:"kind"`
-			Step int    `json:"step"`
-		}
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("-metrics line %d %q: %v", i+1, line, err)
-		}
-		if rec.Kind == "step" {
-			last = rec.Step
+	last := 0.0
+	for _, l := range clitest.Metrics(t, path) {
+		if l["kind"] == "step" {
+			last, _ = l["step"].(float64)
 		}
 	}
-	if last != steps {
-		t.Errorf("-metrics ends at step %d, the run at %d", last, steps)
+	if int(last) != steps {
+		t.Errorf("-metrics ends at step %v, the run at %d", last, steps)
 	}
 }
 

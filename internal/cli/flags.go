@@ -224,6 +224,13 @@ func (*IntValue) Arg() string { return "n" }
 // for -1).
 type seedValue struct{ p *uint64 }
 
+// SeedVar defines a -seed flag on fs: value is the default, and any whole
+// number from 0 to 2^64-1 is taken; -1 or 1.5 is refused in plain words.
+func SeedVar(fs *flag.FlagSet, p *uint64, value uint64, usage string) {
+	*p = value
+	fs.Var(&seedValue{p}, "seed", usage)
+}
+
 func (v *seedValue) String() string {
 	if v == nil || v.p == nil {
 		return "0"
@@ -369,7 +376,7 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	f.Optimizer = opt.value
 	fs.Var(opt.wrap(NewChoice(&f.Optimizer, optims...)), "optim", "optimiser")
 
-	fs.Var(&seedValue{&f.Seed}, "seed", "random seed for initialisation, shuffling and dropout")
+	SeedVar(fs, &f.Seed, 0, "random seed for initialisation, shuffling and dropout")
 	fs.Var(&f.AMP, "amp", "mixed precision: autocast to f16 (with loss scaling) or bf16")
 	fs.Var(&f.Checkpoint, "checkpoint", "gradient checkpointing: off, N segments, or auto ("+autoText+")")
 	f.Device = "auto"

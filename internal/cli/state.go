@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/mixprec/mixprec/atomicfile"
 )
 
 // ExitInterrupted is the status after SIGINT (128 + SIGINT's number, as
@@ -97,12 +99,8 @@ func ProbeDir(dir string) error {
 	if err := os.Remove(f.Name()); err != nil {
 		return fmt.Errorf("cannot remove a file there: %w", unwrapPath(err))
 	}
-	if d, err := os.Open(dir); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil && !errors.Is(err, os.ErrInvalid) {
-			return fmt.Errorf("cannot sync the directory: %w", err)
-		}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("cannot sync the directory: %w", unwrapPath(err))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/atomicfile"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/profile"
@@ -21,15 +22,15 @@ import (
 // -profile nor -trace asked for one, which every profile method accepts),
 // the metrics lines and the TensorBoard events, each file its owner's
 // alone (0600). The trace and metrics files are written under temporary
-// names beside their own and renamed into place by Finish, so a run that
-// fails before it leaves a file of the same name as it was; the event file
-// has a name of its own and is written as the run goes.
+// names beside their own and put in place by Finish (atomicfile), so a run
+// that fails before it leaves a file of the same name as it was; the event
+// file has a name of its own and is written as the run goes.
 type Recorder struct {
 	Prof *profile.Profiler
 
 	flags   cli.ProfileFlags
 	metrics *profile.Metrics
-	mfile   *os.File // the metrics' temporary file
+	mfile   *atomicfile.File // the metrics, under a temporary name until Finish
 	mbuf    *bufio.Writer
 	tb      *profile.TensorBoard
 	tbfile  *os.File
@@ -52,7 +53,7 @@ func NewRecorder(flags cli.ProfileFlags, dev device.Device, run profile.RunInfo)
 		r.Prof = profile.New(dev, opts...)
 	}
 	if flags.Metrics != "" {
-		f, err := createTemp(flags.Metrics)
+		f, err := atomicfile.Create(flags.Metrics, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("-metrics: %w", err)
 		}
@@ -180,7 +181,7 @@ func (r *Recorder) Finish(stderr io.Writer) error {
 	}
 	var errs []error
 	if r.flags.Trace != "" {
-		if err := writeFile(r.flags.Trace, r.Prof.WriteTrace); err != nil {
+		if err := atomicfile.Write(r.flags.Trace, 0o600, r.Prof.WriteTrace); err != nil {
 			errs = append(errs, fmt.Errorf("-trace: %w", err))
 		}
 	}
@@ -190,10 +191,9 @@ func (r *Recorder) Finish(stderr io.Writer) error {
 			err = r.mbuf.Flush()
 		}
 		if err == nil {
-			err = commit(r.mfile, r.flags.Metrics)
-		} else {
-			discard(r.mfile)
+			err = r.mfile.Commit()
 		}
+		r.mfile.Abort() // after a commit, nothing
 		r.mfile = nil
 		if err != nil {
 			errs = append(errs, fmt.Errorf("-metrics: %w", err))
@@ -226,7 +226,7 @@ func (r *Recorder) closeTensorBoard() error {
 // Close discards what Finish did not write; after Finish it does nothing.
 func (r *Recorder) Close() {
 	if r.mfile != nil {
-		discard(r.mfile)
+		r.mfile.Abort()
 		r.mfile = nil
 	}
 	if r.tb != nil {
@@ -234,56 +234,4 @@ func (r *Recorder) Close() {
 	}
 	r.Prof.Close()
 	r.done = true
-}
-
-// createTemp opens a temporary file beside path, hidden, to be renamed
-// over path by commit. Its mode is CreateTemp's 0600: every file a run
-// writes (checkpoints, weights, metrics, trace, events) is its owner's
-// alone.
-func createTemp(path string) (*os.File, error) {
-	return os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-}
-
-// commit syncs and closes f and renames it to path, then syncs the
-// directory, so path holds either its old content or all of f's.
-func commit(f *os.File, path string) error {
-	err := f.Sync()
-	if e := f.Close(); err == nil {
-		err = e
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
-func discard(f *os.File) {
-	f.Close()
-	os.Remove(f.Name())
-}
-
-// writeFile writes path through a temporary file with write.
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := createTemp(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(f)
-	if err := write(bw); err != nil {
-		discard(f)
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		discard(f)
-		return err
-	}
-	return commit(f, path)
 }

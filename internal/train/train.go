@@ -1,8 +1,11 @@
-// Package train holds what the programs share around their training loops:
-// the optimiser and schedule a model's recipe names, the training step that
-// examples/cifar and mixprec memcompare take, evaluation and peak-memory
-// bookkeeping. examples/mnist keeps its step written out, as the script a
-// user reads and copies.
+// Package train holds what the programs share around their training
+// scripts, so that each program reads top to bottom as a user's script
+// would: where a run runs (Env: the device, the ranks of a data-parallel
+// run, the output), the one training step every program takes (Step; the
+// GPT's adds gradient clipping), the epoch loop of the classifiers (Loop),
+// the optimiser and schedule a model's recipe names, evaluation, a run's
+// checkpoints and signals (Saver), its metrics, trace and profile
+// (Recorder), and its summary.
 package train
 
 import (
@@ -55,6 +58,27 @@ type Step struct {
 // returns the unscaled loss, which is NaN or infinite when training has
 // diverged; the error is the scaler's.
 func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
+	return s.run(func(g *autograd.Graph) *autograd.Var { return input(g, x, s.InputDType()) }, y)
+}
+
+// RunBatch takes one step on a loader's batch: on the bits the loader
+// rounded it to (datasets.Bits with InputDType), read where they are
+// (autograd.Graph.InputBitsView), else on its X as Run takes it. The
+// loader refills the batch only once the step is over.
+func (s *Step) RunBatch(b datasets.Batch) (float64, error) {
+	if b.X16.Bits == nil {
+		return s.Run(b.X, b.Y)
+	}
+	return s.run(func(g *autograd.Graph) *autograd.Var { return g.InputBitsView(b.X16) }, b.Y)
+}
+
+// InputDType is the dtype to feed the step's batches in: see the function
+// InputDType.
+func (s *Step) InputDType() dtype.DType { return InputDType(s.Net, s.Low) }
+
+// run takes one step on the batch that input makes a leaf of the step's
+// graph, with labels y.
+func (s *Step) run(input func(*autograd.Graph) *autograd.Var, y []int32) (float64, error) {
 	if s.Segments < 0 {
 		panic(fmt.Sprintf("train.Step: %d checkpoint segments; want 0 (none) or more", s.Segments))
 	}
@@ -66,7 +90,7 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 	if s.Low != dtype.F32 {
 		amp.Autocast(g, s.Low)
 	}
-	in := input(g, x, InputDType(s.Net, s.Low))
+	in := input(g)
 	var logits *autograd.Var
 	if s.Segments > 0 {
 		logits = nn.CheckpointSequential(g, s.Net.Layers, s.Segments, in)

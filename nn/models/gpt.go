@@ -86,15 +86,15 @@ func NewGPT(c GPTConfig, rng *rand.Rand) *GPT {
 	}
 	for range c.Layers {
 		m.H = append(m.H, &nn.Block{
-			Ln1: nn.NewLayerNorm(c.Embd, c.Bias),
+			Ln1: nn.NewLayerNorm(c.Embd, nn.Bias(c.Bias)),
 			Attn: &nn.CausalSelfAttention{CAttn: linear(c.Embd, 3*c.Embd, 0.02), CProj: linear(c.Embd, c.Embd, proj),
 				Heads: c.Heads, AttnDrop: nn.NewDropout(c.Dropout, rng), ResidDrop: nn.NewDropout(c.Dropout, rng)},
-			Ln2: nn.NewLayerNorm(c.Embd, c.Bias),
+			Ln2: nn.NewLayerNorm(c.Embd, nn.Bias(c.Bias)),
 			MLP: &nn.MLP{CFc: linear(c.Embd, 4*c.Embd, 0.02), Act: nn.GELU(), CProj: linear(4*c.Embd, c.Embd, proj),
 				Drop: nn.NewDropout(c.Dropout, rng)},
 		})
 	}
-	m.LnF = nn.NewLayerNorm(c.Embd, c.Bias)
+	m.LnF = nn.NewLayerNorm(c.Embd, nn.Bias(c.Bias))
 	return m
 }
 

@@ -140,9 +140,9 @@ func Names() []string {
 // (N, 1, 28, 28) inputs.
 func CNN(rng *rand.Rand) *nn.Sequential {
 	return nn.NewSequential(
-		nn.NewConv2d(1, 32, 3, 1, 0, true, rng), nn.ReLU(),
-		nn.NewConv2d(32, 64, 3, 1, 0, true, rng), nn.ReLU(),
-		nn.MaxPool2d(2, 2, 0), nn.NewDropout(0.25, rng), nn.Flatten(),
+		nn.NewConv2d(1, 32, 3, rng), nn.ReLU(),
+		nn.NewConv2d(32, 64, 3, rng), nn.ReLU(),
+		nn.MaxPool2d(2), nn.NewDropout(0.25, rng), nn.Flatten(),
 		nn.NewLinear(9216, 128, rng), nn.ReLU(), nn.NewDropout(0.5, rng),
 		nn.NewLinear(128, 10, rng))
 }
@@ -158,7 +158,7 @@ func ResNet20(rng *rand.Rand, classes int) *nn.Sequential {
 		return nn.NewSequential(nn.NewBasicBlock(in, out, stride, rng), nn.NewBasicBlock(out, out, 1, rng), nn.NewBasicBlock(out, out, 1, rng))
 	}
 	return nn.NewSequential(
-		nn.NewSequential(nn.NewConv2d(3, 16, 3, 1, 1, false, rng), nn.NewBatchNorm2d(16), nn.ReLU()),
+		nn.NewSequential(nn.NewConv2d(3, 16, 3, rng, nn.Padding(1), nn.Bias(false)), nn.NewBatchNorm2d(16), nn.ReLU()),
 		stage(16, 16, 1), stage(16, 32, 2), stage(32, 64, 2),
 		nn.NewSequential(nn.GlobalAvgPool(), nn.NewLinear(64, classes, rng)))
 }

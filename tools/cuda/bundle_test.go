@@ -477,6 +477,39 @@ func TestBundle(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
 	}
+	bundle := buildBundle(t)
+	readme, err := os.ReadFile(filepath.Join(bundle, "README"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := readTarGz(t, filepath.Join(bundle, "payload.tar.gz"))
+	checkPayloadRuns(t, payload)
+	checkInterop(t, bundle, payload)
+	for _, n := range []string{"bin/mixprec", "bin/mnist", "tests/cudaops.test"} {
+		checkLinkage(t, n, payload[n], readme)
+	}
+	if !regexp.MustCompile(`dynamically linked against glibc`).Match(readme) {
+		t.Errorf("the bundle's README does not say the binaries are dynamically linked against glibc:\n%s", readme)
+	}
+
+	// Running it needs a machine where CUDA does not open (with a GPU the
+	// run takes minutes, and make test-cuda covers it).
+	out := filepath.Join(t.TempDir(), "out")
+	stdout, code := runBundle(t, bundle, out, "TMPDIR="+t.TempDir(), "MIXPREC_BUNDLE_BUDGET=120", "MIXPREC_DRIVER_WAIT=2")
+	if strings.Contains(stdout, "backend: cuda") {
+		t.Skip("CUDA opens here; run.sh was left to make test-cuda and the GPU machine")
+	}
+	if code != 1 || !strings.Contains(stdout, "run.sh: stopping: CUDA did not open, so nothing after the CUDA check can run: ") {
+		t.Errorf("run.sh on a machine without CUDA: exit %d; want 1 and the line saying it stops\n%s", code, stdout)
+	}
+	checkOutDir(t, out, stdout, []string{"02-device.log"}, []string{"03-cudaops-tests.log"})
+}
+
+// buildBundle runs bundle.sh from the repository's root into a temporary
+// directory, which it returns, and checks that it counted the working
+// tree that travels with the bundle.
+func buildBundle(t *testing.T) string {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -495,17 +528,17 @@ func TestBundle(t *testing.T) {
 	if !regexp.MustCompile(`with the working tree that travels with it, \d+ MiB of 60`).Match(built) {
 		t.Errorf("bundle.sh did not count the working tree with the bundle:\n%s", built)
 	}
-	readme, err := os.ReadFile(filepath.Join(bundle, "README"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := readTarGz(t, filepath.Join(bundle, "payload.tar.gz"))
+	return bundle
+}
+
+// checkPayloadRuns checks that the payload holds what run.sh runs and
+// nothing else: the packages of its loop each have a step of their own.
+func checkPayloadRuns(t *testing.T, payload map[string][]byte) {
+	t.Helper()
 	script, err := os.ReadFile("run-bundle.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Nothing that run.sh does not run; the packages of its loop each have
-	// a step of their own.
 	loop := regexp.MustCompile(`for p in ([a-z ]+); do`).FindSubmatch(script)
 	for n := range payload {
 		var runs bool
@@ -525,72 +558,67 @@ func TestBundle(t *testing.T) {
 			t.Errorf("the payload lacks %s", n)
 		}
 	}
+}
+
+// checkInterop checks that the PyTorch interop test finds its script in
+// the bundle, and runs it from there where python3 has torch and numpy.
+func checkInterop(t *testing.T, bundle string, payload map[string][]byte) {
+	t.Helper()
 	torchScript := filepath.Join(bundle, "src", "github.com", "mixprec", "mixprec", "tools", "reference", "torch_safetensors.py")
 	if _, err := os.Stat(torchScript); err != nil {
 		t.Errorf("the PyTorch interop test's script is not where the test looks from the bundle: %v", err)
 	}
-	if py, err := exec.LookPath("python3"); err == nil && exec.Command(py, "-c", "import torch, numpy").Run() == nil {
-		nnTest := filepath.Join(t.TempDir(), "nn.test")
-		if err := os.WriteFile(nnTest, payload["tests/nn.test"], 0o755); err != nil {
-			t.Fatal(err)
-		}
-		run := exec.Command(nnTest, "-test.run", "^TestWeightsIntoTorch$", "-test.v")
-		run.Dir = filepath.Join(bundle, "src")
-		out, err := run.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestWeightsIntoTorch") {
-			t.Errorf("the PyTorch interop test from the bundle: %v\n%s", err, out)
-		}
-	} else {
+	py, err := exec.LookPath("python3")
+	if err != nil || exec.Command(py, "-c", "import torch, numpy").Run() != nil {
 		t.Log("no python3 with torch and numpy here: the interop test is not run from the bundle")
+		return
 	}
-	for _, n := range []string{"bin/mixprec", "bin/mnist", "tests/cudaops.test"} {
-		f, err := elf.NewFile(bytes.NewReader(payload[n]))
-		if err != nil {
-			t.Fatalf("payload %s: %v", n, err)
-		}
-		interp := ""
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				b, _ := io.ReadAll(p.Open())
-				interp = strings.TrimRight(string(b), "\x00")
-			}
-		}
-		libs, err := f.ImportedLibraries()
-		if err != nil {
-			t.Fatalf("payload %s: %v", n, err)
-		}
-		if interp == "" {
-			t.Errorf("payload %s has no program interpreter: it is static, and the README says otherwise", n)
-		}
-		for _, s := range append(libs, interp) {
-			if !strings.Contains(string(readme), s) {
-				t.Errorf("payload %s needs %s, which the bundle's README does not name:\n%s", n, s, readme)
-			}
-		}
-		// No symbol versions required, so any glibc runs it, as the README says.
-		if syms, _ := f.ImportedSymbols(); len(syms) > 0 {
-			for _, s := range syms {
-				if s.Version != "" {
-					t.Errorf("payload %s imports %s@%s; the README says any glibc will do", n, s.Name, s.Version)
-					break
-				}
-			}
-		}
-		f.Close()
+	nnTest := filepath.Join(t.TempDir(), "nn.test")
+	if err := os.WriteFile(nnTest, payload["tests/nn.test"], 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`dynamically linked against glibc`).Match(readme) {
-		t.Errorf("the bundle's README does not say the binaries are dynamically linked against glibc:\n%s", readme)
+	run := exec.Command(nnTest, "-test.run", "^TestWeightsIntoTorch$", "-test.v")
+	run.Dir = filepath.Join(bundle, "src")
+	out, err := run.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestWeightsIntoTorch") {
+		t.Errorf("the PyTorch interop test from the bundle: %v\n%s", err, out)
 	}
+}
 
-	// Running it needs a machine where CUDA does not open (with a GPU the
-	// run takes minutes, and make test-cuda covers it).
-	out := filepath.Join(t.TempDir(), "out")
-	stdout, code := runBundle(t, bundle, out, "TMPDIR="+t.TempDir(), "MIXPREC_BUNDLE_BUDGET=120", "MIXPREC_DRIVER_WAIT=2")
-	if strings.Contains(stdout, "backend: cuda") {
-		t.Skip("CUDA opens here; run.sh was left to make test-cuda and the GPU machine")
+// checkLinkage checks that the binary n (bin) is dynamically linked
+// against libraries the bundle's README names, with no symbol versions, so
+// that any glibc runs it, as the README says.
+func checkLinkage(t *testing.T, n string, bin, readme []byte) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatalf("payload %s: %v", n, err)
 	}
-	if code != 1 || !strings.Contains(stdout, "run.sh: stopping: CUDA did not open, so nothing after the CUDA check can run: ") {
-		t.Errorf("run.sh on a machine without CUDA: exit %d; want 1 and the line saying it stops\n%s", code, stdout)
+	defer f.Close()
+	interp := ""
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, _ := io.ReadAll(p.Open())
+			interp = strings.TrimRight(string(b), "\x00")
+		}
 	}
-	checkOutDir(t, out, stdout, []string{"02-device.log"}, []string{"03-cudaops-tests.log"})
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatalf("payload %s: %v", n, err)
+	}
+	if interp == "" {
+		t.Errorf("payload %s has no program interpreter: it is static, and the README says otherwise", n)
+	}
+	for _, s := range append(libs, interp) {
+		if !strings.Contains(string(readme), s) {
+			t.Errorf("payload %s needs %s, which the bundle's README does not name:\n%s", n, s, readme)
+		}
+	}
+	syms, _ := f.ImportedSymbols()
+	for _, s := range syms {
+		if s.Version != "" {
+			t.Errorf("payload %s imports %s@%s; the README says any glibc will do", n, s.Name, s.Version)
+			break
+		}
+	}
 }

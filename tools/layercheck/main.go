@@ -1,7 +1,7 @@
 // Command layercheck fails when a package of this module imports a package
 // on its own layer or a higher one, contrary to docs/design.md §2:
 //
-//	0 dtype
+//	0 dtype, atomicfile
 //	1 device, device/cpu, device/devicetest, cudaops, safetensors, mpi
 //	2 tensor
 //	3 autograd, datasets
@@ -38,7 +38,7 @@ import (
 )
 
 var layers = map[string]int{
-	"dtype":  0,
+	"dtype": 0, "atomicfile": 0,
 	"device": 1, "device/cpu": 1, "device/devicetest": 1, "cudaops": 1, "safetensors": 1, "mpi": 1,
 	"tensor":   2,
 	"autograd": 3, "datasets": 3,

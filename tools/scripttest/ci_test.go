@@ -74,6 +74,12 @@ func (r *ciRepo) commit(msg string) {
 
 // run runs .ci/run and returns the make targets it ran, in order, and its
 // output.
+// change writes content to the file name and commits it with msg.
+func (r *ciRepo) change(name, content, msg string) {
+	r.write(name, content)
+	r.commit(msg)
+}
+
 func (r *ciRepo) run(env ...string) ([]string, string) {
 	r.t.Helper()
 	os.Remove(r.makeCalls)
@@ -89,88 +95,77 @@ func (r *ciRepo) run(env ...string) ([]string, string) {
 	return strings.Fields(string(calls)), string(out)
 }
 
-// TestCIRunsWhatChanged checks .ci/run's rule: make lint and make test
-// always run; check-kernels, test-long-training and test-cuda-kit run only
-// when a file they cover differs from the base (the previous commit on
-// main, a branch's merge base with main, or $MIXPREC_CI_BASE), and all of
-// them with MIXPREC_CI_ALL=1, without a base, or when .ci/run changed.
-func TestCIRunsWhatChanged(t *testing.T) {
-	const (
-		lint     = "lint"
-		test     = "test"
-		kernels  = "check-kernels"
-		training = "test-long-training"
-		kit      = "test-cuda-kit"
-	)
+// ciTargets are the make targets .ci/run may run, in its order.
+const (
+	lint     = "lint"
+	test     = "test"
+	kernels  = "check-kernels"
+	training = "test-long-training"
+	kit      = "test-cuda-kit"
+)
+
+// ciCase is a history of changes to a repository and the targets .ci/run
+// runs for it.
+type ciCase struct {
+	name  string
+	setup func(r *ciRepo) []string // returns extra environment
+	want  []string
+}
+
+// ciCases are the histories TestCIRunsWhatChanged tries.
+func ciCases(t *testing.T) []ciCase {
 	all := []string{lint, kernels, test, training, kit}
-	for _, c := range []struct {
-		name  string
-		setup func(r *ciRepo) []string // returns extra environment
-		want  []string
-	}{
+	return []ciCase{
 		{"only the first commit", func(r *ciRepo) []string { return nil }, all},
 		{"a Markdown change on main", func(r *ciRepo) []string {
-			r.write("README.md", "second\n")
-			r.commit("docs")
+			r.change("README.md", "second\n", "docs")
 			return nil
 		}, []string{lint, test}},
 		{"a kernel change on main", func(r *ciRepo) []string {
-			r.write("cudaops/kernels/k.cu", "second\n")
-			r.commit("kernel")
+			r.change("cudaops/kernels/k.cu", "second\n", "kernel")
 			return nil
 		}, []string{lint, kernels, test}},
 		{"a library change on main", func(r *ciRepo) []string {
-			r.write("autograd/graph.go", "second\n")
-			r.commit("autograd")
+			r.change("autograd/graph.go", "second\n", "autograd")
 			return nil
 		}, []string{lint, test, training}},
 		{"a tool outside every list", func(r *ciRepo) []string {
-			r.write("tools/layercheck/main.go", "second\n")
-			r.commit("layercheck")
+			r.change("tools/layercheck/main.go", "second\n", "layercheck")
 			return nil
 		}, []string{lint, test}},
 		{"a branch: every commit since main counts", func(r *ciRepo) []string {
 			r.git("checkout", "-q", "-b", "work")
-			r.write("tools/cuda/bundle.sh", "second\n")
-			r.commit("bundle")
-			r.write("README.md", "second\n")
-			r.commit("docs")
+			r.change("tools/cuda/bundle.sh", "second\n", "bundle")
+			r.change("README.md", "second\n", "docs")
 			return nil
 		}, []string{lint, test, kit}},
 		{"a merge commit on main: the whole merged branch counts", func(r *ciRepo) []string {
 			r.git("checkout", "-q", "-b", "work")
-			r.write("cudaops/kernels/k.cu", "second\n")
-			r.commit("kernel")
-			r.write("README.md", "second\n")
-			r.commit("docs")
+			r.change("cudaops/kernels/k.cu", "second\n", "kernel")
+			r.change("README.md", "second\n", "docs")
 			r.git("checkout", "-q", "main")
 			r.git("merge", "-q", "--no-ff", "-m", "merge work", "work")
 			return nil
 		}, []string{lint, kernels, test}},
 		{"a detached HEAD at main's tip", func(r *ciRepo) []string {
-			r.write("autograd/graph.go", "second\n")
-			r.commit("autograd")
+			r.change("autograd/graph.go", "second\n", "autograd")
 			r.git("checkout", "-q", "--detach", "main")
 			return nil
 		}, []string{lint, test, training}},
 		{"an uncommitted change and a new file", func(r *ciRepo) []string {
-			r.write("README.md", "second\n")
-			r.commit("docs")
+			r.change("README.md", "second\n", "docs")
 			r.write("examples/mnist/new.go", "new\n")
 			r.write("tools/cuda/bundle.sh", "third\n")
 			return nil
 		}, []string{lint, test, training, kit}},
 		{"MIXPREC_CI_BASE", func(r *ciRepo) []string {
 			first := r.git("rev-parse", "HEAD")
-			r.write("autograd/graph.go", "second\n")
-			r.commit("autograd")
-			r.write("README.md", "second\n")
-			r.commit("docs")
+			r.change("autograd/graph.go", "second\n", "autograd")
+			r.change("README.md", "second\n", "docs")
 			return []string{"MIXPREC_CI_BASE=" + first}
 		}, []string{lint, test, training}},
 		{"MIXPREC_CI_ALL=1", func(r *ciRepo) []string {
-			r.write("README.md", "second\n")
-			r.commit("docs")
+			r.change("README.md", "second\n", "docs")
 			return []string{"MIXPREC_CI_ALL=1"}
 		}, all},
 		{"a change to .ci/run", func(r *ciRepo) []string {
@@ -182,7 +177,17 @@ func TestCIRunsWhatChanged(t *testing.T) {
 			r.commit("ci")
 			return nil
 		}, all},
-	} {
+	}
+}
+
+// TestCIRunsWhatChanged checks .ci/run's rule: make lint and make test
+// always run; check-kernels, test-long-training and test-cuda-kit run only
+// when a file they cover differs from the base (the previous commit on
+// main, a branch's merge base with main, or $MIXPREC_CI_BASE), and all of
+// them with MIXPREC_CI_ALL=1, without a base, or when .ci/run changed.
+func TestCIRunsWhatChanged(t *testing.T) {
+	all := []string{lint, kernels, test, training, kit}
+	for _, c := range ciCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newCIRepo(t)
 			env := c.setup(r)
@@ -190,18 +195,25 @@ func TestCIRunsWhatChanged(t *testing.T) {
 			if !slices.Equal(got, c.want) {
 				t.Errorf("make targets %v, want %v\n%s", got, c.want, out)
 			}
-			var skipped []string
-			for _, target := range all {
-				if !slices.Contains(got, target) {
-					skipped = append(skipped, target)
-				}
-			}
-			if len(skipped) > 0 && !strings.Contains(out, "not run, as nothing they cover changed (MIXPREC_CI_ALL=1 runs them): "+strings.Join(skipped, " ")+"\n") {
-				t.Errorf("output does not name the skipped targets %v:\n%s", skipped, out)
-			}
-			if len(skipped) == 0 && strings.Contains(out, "not run") {
-				t.Errorf("output names skipped targets, but all ran:\n%s", out)
-			}
+			checkSkipped(t, all, got, out)
 		})
+	}
+}
+
+// checkSkipped checks that .ci/run's output out names the targets of all
+// it did not run (it ran got), and names none when it ran them all.
+func checkSkipped(t *testing.T, all, got []string, out string) {
+	t.Helper()
+	var skipped []string
+	for _, target := range all {
+		if !slices.Contains(got, target) {
+			skipped = append(skipped, target)
+		}
+	}
+	if len(skipped) > 0 && !strings.Contains(out, "not run, as nothing they cover changed (MIXPREC_CI_ALL=1 runs them): "+strings.Join(skipped, " ")+"\n") {
+		t.Errorf("output does not name the skipped targets %v:\n%s", skipped, out)
+	}
+	if len(skipped) == 0 && strings.Contains(out, "not run") {
+		t.Errorf("output names skipped targets, but all ran:\n%s", out)
 	}
 }

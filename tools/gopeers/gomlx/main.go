@@ -13,22 +13,16 @@
 // assembly, forward, backward, update), as in mixprec's examples; evaluation
 // on the test set is not timed, and neither is the compilation of the two
 // training graphs (full and last partial batch), which happens once, before
-// the clock starts.
+// the clock starts. The flags, data, loop and summary are
+// tools/gopeers/peer's, shared with the Gorgonia peer.
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego" // the pure-Go backend, the only one linked in
@@ -39,60 +33,17 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gomlx/pkg/ml/train"
 	"github.com/gomlx/gomlx/pkg/ml/train/losses"
+	"github.com/mixprec/mixprec/tools/gopeers/peer"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "gomlx:", err)
-		}
-		os.Exit(1)
-	}
-}
-
-// summary is the JSON line mixprec's examples print, less what this peer
-// cannot measure (peak bytes per category).
-type summary struct {
-	Model         string  `json:"model"`
-	Device        string  `json:"device"`
-	AMP           string  `json:"amp"`
-	Framework     string  `json:"framework"`
-	Epochs        int     `json:"epochs"`
-	Steps         int     `json:"steps"`
-	Batch         int     `json:"batch"`
-	LR            float64 `json:"lr"`
-	TrainLoss     float64 `json:"train_loss"`
-	TestAccuracy  float64 `json:"test_accuracy"`
-	SamplesPerSec float64 `json:"samples_per_sec"`
-	MsPerStep     float64 `json:"ms_per_step"`
-	WallSeconds   float64 `json:"wall_seconds"`
-}
+func main() { peer.Main("gomlx", run) }
 
 func run(args []string, stdout, stderr io.Writer) (err error) {
-	fs := flag.NewFlagSet("gomlx", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", os.Getenv("MIXPREC_DATA"), "data directory holding mnist/ (the four IDX .gz files)")
-	epochs := fs.Int("epochs", 1, "epochs")
-	batch := fs.Int("batch", 128, "batch size")
-	lr := fs.Float64("lr", 0.05, "learning rate")
-	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
-	seed := fs.Uint64("seed", 1, "random seed (initialisation and shuffling)")
-	maxSteps := fs.Int("max-steps", 0, "stop after this many steps (0: whole epochs)")
-	asJSON := fs.Bool("json", false, "print one JSON summary line")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *data == "" {
-		*data = "data"
-	}
-	if *batch < 1 || *epochs < 1 {
-		return fmt.Errorf("-batch %d, -epochs %d: both must be >= 1", *batch, *epochs)
-	}
-	trainSet, err := loadMNIST(filepath.Join(*data, "mnist"), "train")
+	f, err := peer.ParseFlags("gomlx", args, stderr)
 	if err != nil {
 		return err
 	}
-	testSet, err := loadMNIST(filepath.Join(*data, "mnist"), "t10k")
+	trainSet, testSet, err := f.Load()
 	if err != nil {
 		return err
 	}
@@ -108,67 +59,25 @@ func run(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewPCG(*seed, 0x676f6d6c78))
+	rng := rand.New(rand.NewPCG(f.Seed, 0x676f6d6c78))
 	ctx := context.New()
 	model := newMLP(rng, 784, 256, 128, 10)
-	opt := &sgdMomentum{lr: *lr, momentum: *momentum}
+	opt := &sgdMomentum{lr: f.LR, momentum: f.Momentum}
 	trainer := train.NewTrainer(backend, ctx, model.logits, losses.SparseCategoricalCrossEntropyLogits, opt, nil, nil)
-
-	log := func(format string, a ...any) {
-		if !*asJSON {
-			fmt.Fprintf(stdout, format+"\n", a...)
-		}
-	}
-	log("mnist: mlp 784-256-128-10, SGD lr %g momentum %g, batch %d, GoMLX %s backend on the CPU", *lr, *momentum, *batch, backend.Name())
-
-	if err := warmUp(trainer, ctx, model, trainSet, *batch); err != nil {
+	log := f.Logger(stdout)
+	log("mnist: mlp 784-256-128-10, SGD lr %g momentum %g, batch %d, GoMLX %s backend on the CPU", f.LR, f.Momentum, f.Batch, backend.Name())
+	if err := warmUp(trainer, ctx, model, trainSet, f.Batch); err != nil {
 		return err
 	}
 
-	steps, samples, trainTime, lastLoss, acc := 0, 0, 0.0, 0.0, 0.0
-	wall := time.Now()
-	order := make([]int, trainSet.n)
-	for i := range order {
-		order[i] = i
+	x, y := make([]float32, f.Batch*784), make([]int32, f.Batch)
+	s, err := peer.Train(f, "gomlx "+peer.Version("github.com/gomlx/gomlx")+" ("+simplego.BackendName+" backend)", trainSet, rng,
+		func(idx []int) (float64, error) { return step(trainer, trainSet, idx, x, y) },
+		func() (float64, error) { return accuracy(backend, ctx, model, testSet) }, log)
+	if err != nil {
+		return err
 	}
-	x := make([]float32, *batch*784)
-	y := make([]int32, *batch)
-	for epoch := range *epochs {
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		start := time.Now()
-		sum, nb := 0.0, 0
-		for lo := 0; lo < trainSet.n; lo += *batch {
-			idx := order[lo:min(lo+*batch, trainSet.n)]
-			loss, err := step(trainer, trainSet, idx, x, y)
-			if err != nil {
-				return err
-			}
-			sum += loss
-			nb++
-			steps++
-			samples += len(idx)
-			if *maxSteps > 0 && steps >= *maxSteps {
-				break
-			}
-		}
-		trainTime += time.Since(start).Seconds()
-		lastLoss = sum / float64(max(nb, 1))
-		if acc, err = accuracy(backend, ctx, model, testSet); err != nil {
-			return err
-		}
-		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss, 100*acc, float64(samples)/trainTime)
-		if *maxSteps > 0 && steps >= *maxSteps {
-			break
-		}
-	}
-	s := summary{Model: "mlp", Device: "cpu", AMP: "off", Framework: "gomlx " + version("github.com/gomlx/gomlx") + " (" + simplego.BackendName + " backend)",
-		Epochs: *epochs, Steps: steps, Batch: *batch, LR: *lr, TrainLoss: lastLoss, TestAccuracy: acc,
-		SamplesPerSec: float64(samples) / trainTime, MsPerStep: 1000 * trainTime / float64(max(steps, 1)),
-		WallSeconds: time.Since(wall).Seconds()}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(s)
-	}
-	return nil
+	return f.Report(stdout, s)
 }
 
 // warmUp runs one step at each batch size an epoch uses (full batches and
@@ -176,11 +85,11 @@ func run(args []string, stdout, stderr io.Writer) (err error) {
 // graphs, then puts every variable back to its initial value (weights and
 // biases as drawn, momentum buffers zero), so that the timed loop sees only
 // training and starts from the same state as the other frameworks.
-func warmUp(t *train.Trainer, ctx *context.Context, m *mlp, d *mnist, batch int) error {
+func warmUp(t *train.Trainer, ctx *context.Context, m *mlp, d *peer.MNIST, batch int) error {
 	x := make([]float32, batch*784)
 	y := make([]int32, batch)
 	sizes := []int{batch}
-	if r := d.n % batch; r != 0 {
+	if r := d.N % batch; r != 0 {
 		sizes = append(sizes, r)
 	}
 	for _, b := range sizes {
@@ -217,11 +126,11 @@ func scopeLayer(scope string, i *int) bool {
 
 // step trains on the samples idx of d and returns the batch's loss; x and y
 // are scratch space for at least len(idx) samples.
-func step(t *train.Trainer, d *mnist, idx []int, x []float32, y []int32) (float64, error) {
+func step(t *train.Trainer, d *peer.MNIST, idx []int, x []float32, y []int32) (float64, error) {
 	b := len(idx)
 	for i, j := range idx {
-		copy(x[i*784:(i+1)*784], d.images[j*784:(j+1)*784])
-		y[i] = int32(d.labels[j])
+		copy(x[i*784:(i+1)*784], d.Images[j*784:(j+1)*784])
+		y[i] = int32(d.Labels[j])
 	}
 	xt := tensors.FromFlatDataAndDimensions(x[:b*784], b, 784)
 	yt := tensors.FromFlatDataAndDimensions(y[:b], b, 1)
@@ -234,7 +143,7 @@ func step(t *train.Trainer, d *mnist, idx []int, x []float32, y []int32) (float6
 }
 
 // accuracy is the fraction of d the network classifies correctly.
-func accuracy(backend backends.Backend, ctx *context.Context, m *mlp, d *mnist) (float64, error) {
+func accuracy(backend backends.Backend, ctx *context.Context, m *mlp, d *peer.MNIST) (float64, error) {
 	exec, err := context.NewExec(backend, ctx.Reuse(), func(ctx *context.Context, x *Node) *Node {
 		return ArgMax(m.logits(ctx, nil, []*Node{x})[0], -1, dtypes.Int32)
 	})
@@ -244,9 +153,9 @@ func accuracy(backend backends.Backend, ctx *context.Context, m *mlp, d *mnist) 
 	defer exec.Finalize()
 	const b = 1000
 	correct := 0
-	for lo := 0; lo < d.n; lo += b {
-		hi := min(lo+b, d.n)
-		out, err := exec.Exec(tensors.FromFlatDataAndDimensions(d.images[lo*784:hi*784], hi-lo, 784))
+	for lo := 0; lo < d.N; lo += b {
+		hi := min(lo+b, d.N)
+		out, err := exec.Exec(tensors.FromFlatDataAndDimensions(d.Images[lo*784:hi*784], hi-lo, 784))
 		if err != nil {
 			return 0, err
 		}
@@ -255,12 +164,12 @@ func accuracy(backend backends.Backend, ctx *context.Context, m *mlp, d *mnist) 
 			return 0, err
 		}
 		for i, p := range pred {
-			if int(p) == int(d.labels[lo+i]) {
+			if int(p) == int(d.Labels[lo+i]) {
 				correct++
 			}
 		}
 	}
-	return float64(correct) / float64(d.n), nil
+	return float64(correct) / float64(d.N), nil
 }
 
 // mlp is the network: Linear layers with ReLU between them, whose initial
@@ -273,19 +182,7 @@ type mlp struct {
 
 func newMLP(rng *rand.Rand, sizes ...int) *mlp {
 	m := &mlp{sizes: sizes}
-	for i := 0; i+1 < len(sizes); i++ {
-		in, out := sizes[i], sizes[i+1]
-		bound := float32(1 / math.Sqrt(float64(in)))
-		uniform := func(n int) []float32 {
-			v := make([]float32, n)
-			for j := range v {
-				v[j] = bound * (2*rng.Float32() - 1)
-			}
-			return v
-		}
-		m.ws = append(m.ws, uniform(in*out))
-		m.bs = append(m.bs, uniform(out))
-	}
+	m.ws, m.bs = peer.Init(rng, sizes...)
 	return m
 }
 
@@ -345,15 +242,3 @@ func (o *sgdMomentum) UpdateGraph(ctx *context.Context, g *Graph, loss *Node) {
 // Clear has nothing to free beyond the momentum buffers, which live in the
 // context and go with it.
 func (o *sgdMomentum) Clear(*context.Context) error { return nil }
-
-// version is the version of module path linked into this binary.
-func version(path string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == path {
-				return d.Version
-			}
-		}
-	}
-	return "(unknown version)"
-}

@@ -11,174 +11,70 @@
 // keys mixprec's examples print (samples_per_sec, ms_per_step, train_loss,
 // test_accuracy, ...). The timed part is the training steps alone (batch
 // assembly, forward, backward, update), as in mixprec's examples; evaluation
-// on the test set is not timed.
+// on the test set is not timed. The flags, data, loop and summary are
+// tools/gopeers/peer's, shared with the GoMLX peer.
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"runtime/debug"
-	"time"
 
+	"github.com/mixprec/mixprec/tools/gopeers/peer"
 	_ "go4.org/unsafe/assume-no-moving-gc" // a newer copy than gorgonia's, which panics at start on Go 1.26
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "gorgonia:", err)
-		}
-		os.Exit(1)
-	}
-}
-
-// summary is the JSON line mixprec's examples print, less what this peer
-// cannot measure (peak bytes per category).
-type summary struct {
-	Model         string  `json:"model"`
-	Device        string  `json:"device"`
-	AMP           string  `json:"amp"`
-	Framework     string  `json:"framework"`
-	Epochs        int     `json:"epochs"`
-	Steps         int     `json:"steps"`
-	Batch         int     `json:"batch"`
-	LR            float64 `json:"lr"`
-	TrainLoss     float64 `json:"train_loss"`
-	TestAccuracy  float64 `json:"test_accuracy"`
-	SamplesPerSec float64 `json:"samples_per_sec"`
-	MsPerStep     float64 `json:"ms_per_step"`
-	WallSeconds   float64 `json:"wall_seconds"`
-}
+func main() { peer.Main("gorgonia", run) }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gorgonia", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", os.Getenv("MIXPREC_DATA"), "data directory holding mnist/ (the four IDX .gz files)")
-	epochs := fs.Int("epochs", 1, "epochs")
-	batch := fs.Int("batch", 128, "batch size")
-	lr := fs.Float64("lr", 0.05, "learning rate")
-	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
-	seed := fs.Uint64("seed", 1, "random seed (initialisation and shuffling)")
-	maxSteps := fs.Int("max-steps", 0, "stop after this many steps (0: whole epochs)")
-	asJSON := fs.Bool("json", false, "print one JSON summary line")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *data == "" {
-		*data = "data"
-	}
-	if *batch < 1 || *epochs < 1 {
-		return fmt.Errorf("-batch %d, -epochs %d: both must be >= 1", *batch, *epochs)
-	}
-	train, err := loadMNIST(filepath.Join(*data, "mnist"), "train")
+	f, err := peer.ParseFlags("gorgonia", args, stderr)
 	if err != nil {
 		return err
 	}
-	test, err := loadMNIST(filepath.Join(*data, "mnist"), "t10k")
+	train, test, err := f.Load()
 	if err != nil {
 		return err
 	}
-
-	rng := rand.New(rand.NewPCG(*seed, 0x676f72676f6e6961))
+	rng := rand.New(rand.NewPCG(f.Seed, 0x676f72676f6e6961))
 	w := newWeights(rng, 784, 256, 128, 10)
 	// Gorgonia's graphs have fixed shapes, so the last, partial batch of an
 	// epoch (60000 = 468*128 + 96) and evaluation get graphs of their own
 	// that share the weight tensors with the main one; the solver keeps its
 	// momentum per parameter position, which is the same in every graph.
-	solver := G.NewMomentum(G.WithLearnRate(*lr), G.WithMomentum(*momentum))
+	solver := G.NewMomentum(G.WithLearnRate(f.LR), G.WithMomentum(f.Momentum))
 	nets := map[int]*net{}
-	trainNet := func(b int) (*net, error) {
-		if n, ok := nets[b]; ok {
-			return n, nil
-		}
-		n, err := newNet(w, b, true)
-		nets[b] = n
-		return n, err
-	}
 	defer func() {
 		for _, n := range nets {
 			n.vm.Close()
 		}
 	}()
+	step := func(idx []int) (float64, error) {
+		n, ok := nets[len(idx)]
+		if !ok {
+			var err error
+			if n, err = newNet(w, len(idx), true); err != nil {
+				return 0, err
+			}
+			nets[len(idx)] = n
+		}
+		return n.step(train, idx, solver)
+	}
 	evalNet, err := newNet(w, 1000, false)
 	if err != nil {
 		return err
 	}
 	defer evalNet.vm.Close()
 
-	log := func(format string, a ...any) {
-		if !*asJSON {
-			fmt.Fprintf(stdout, format+"\n", a...)
-		}
+	log := f.Logger(stdout)
+	log("mnist: mlp 784-256-128-10, SGD lr %g momentum %g, batch %d, Gorgonia on the CPU", f.LR, f.Momentum, f.Batch)
+	s, err := peer.Train(f, "gorgonia "+peer.Version("gorgonia.org/gorgonia"), train, rng, step,
+		func() (float64, error) { return evalNet.accuracy(test) }, log)
+	if err != nil {
+		return err
 	}
-	log("mnist: mlp 784-256-128-10, SGD lr %g momentum %g, batch %d, Gorgonia on the CPU", *lr, *momentum, *batch)
-	steps, samples, trainTime, lastLoss, acc := 0, 0, 0.0, 0.0, 0.0
-	wall := time.Now()
-	order := make([]int, train.n)
-	for i := range order {
-		order[i] = i
-	}
-	for epoch := range *epochs {
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		start := time.Now()
-		sum, nb := 0.0, 0
-		for lo := 0; lo < train.n; lo += *batch {
-			idx := order[lo:min(lo+*batch, train.n)]
-			n, err := trainNet(len(idx))
-			if err != nil {
-				return err
-			}
-			loss, err := n.step(train, idx, solver)
-			if err != nil {
-				return err
-			}
-			sum += loss
-			nb++
-			steps++
-			samples += len(idx)
-			if *maxSteps > 0 && steps >= *maxSteps {
-				break
-			}
-		}
-		trainTime += time.Since(start).Seconds()
-		lastLoss = sum / float64(max(nb, 1))
-		if acc, err = evalNet.accuracy(test); err != nil {
-			return err
-		}
-		log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s", epoch+1, lastLoss, 100*acc, float64(samples)/trainTime)
-		if *maxSteps > 0 && steps >= *maxSteps {
-			break
-		}
-	}
-	s := summary{Model: "mlp", Device: "cpu", AMP: "off", Framework: "gorgonia " + version("gorgonia.org/gorgonia"),
-		Epochs: *epochs, Steps: steps, Batch: *batch, LR: *lr, TrainLoss: lastLoss, TestAccuracy: acc,
-		SamplesPerSec: float64(samples) / trainTime, MsPerStep: 1000 * trainTime / float64(max(steps, 1)),
-		WallSeconds: time.Since(wall).Seconds()}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(s)
-	}
-	return nil
-}
-
-// version is the version of module path linked into this binary.
-func version(path string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == path {
-				return d.Version
-			}
-		}
-	}
-	return "(unknown version)"
+	return f.Report(stdout, s)
 }
 
 // weights are the MLP's parameters as Gorgonia tensors: ws[i] is (in, out)
@@ -188,22 +84,13 @@ type weights struct {
 	ws, bs []*tensor.Dense
 }
 
-// newWeights initialises as PyTorch's nn.Linear does: weight and bias
-// uniform in ±1/√fan_in.
+// newWeights initialises as PyTorch's nn.Linear does (peer.Init).
 func newWeights(rng *rand.Rand, sizes ...int) *weights {
 	w := &weights{sizes: sizes}
-	for i := 0; i+1 < len(sizes); i++ {
-		in, out := sizes[i], sizes[i+1]
-		bound := float32(1 / math.Sqrt(float64(in)))
-		uniform := func(n int) []float32 {
-			v := make([]float32, n)
-			for j := range v {
-				v[j] = bound * (2*rng.Float32() - 1)
-			}
-			return v
-		}
-		w.ws = append(w.ws, tensor.New(tensor.WithShape(in, out), tensor.WithBacking(uniform(in*out))))
-		w.bs = append(w.bs, tensor.New(tensor.WithShape(out), tensor.WithBacking(uniform(out))))
+	ws, bs := peer.Init(rng, sizes...)
+	for i := range ws {
+		w.ws = append(w.ws, tensor.New(tensor.WithShape(sizes[i], sizes[i+1]), tensor.WithBacking(ws[i])))
+		w.bs = append(w.bs, tensor.New(tensor.WithShape(sizes[i+1]), tensor.WithBacking(bs[i])))
 	}
 	return w
 }
@@ -281,8 +168,8 @@ func newNet(w *weights, b int, train bool) (*net, error) {
 
 // step trains on the samples idx of d: forward, backward and one SGD
 // update. It returns the batch's loss.
-func (n *net) step(d *mnist, idx []int, s G.Solver) (float64, error) {
-	d.fill(n.xv.Data().([]float32), n.yv.Data().([]float32), idx)
+func (n *net) step(d *peer.MNIST, idx []int, s G.Solver) (float64, error) {
+	d.Fill(n.xv.Data().([]float32), n.yv.Data().([]float32), idx)
 	if err := n.vm.RunAll(); err != nil {
 		return 0, err
 	}
@@ -294,13 +181,13 @@ func (n *net) step(d *mnist, idx []int, s G.Solver) (float64, error) {
 }
 
 // accuracy is the fraction of d the network classifies correctly.
-func (n *net) accuracy(d *mnist) (float64, error) {
+func (n *net) accuracy(d *peer.MNIST) (float64, error) {
 	correct, idx := 0, make([]int, n.b)
-	for lo := 0; lo+n.b <= d.n; lo += n.b {
+	for lo := 0; lo+n.b <= d.N; lo += n.b {
 		for i := range idx {
 			idx[i] = lo + i
 		}
-		d.fill(n.xv.Data().([]float32), n.yv.Data().([]float32), idx)
+		d.Fill(n.xv.Data().([]float32), n.yv.Data().([]float32), idx)
 		if err := n.vm.RunAll(); err != nil {
 			return 0, err
 		}
@@ -314,11 +201,11 @@ func (n *net) accuracy(d *mnist) (float64, error) {
 					best = c
 				}
 			}
-			if best == int(d.labels[lo+i]) {
+			if best == int(d.Labels[lo+i]) {
 				correct++
 			}
 		}
 		n.vm.Reset()
 	}
-	return float64(correct) / float64(d.n), nil
+	return float64(correct) / float64(d.N), nil
 }

@@ -1,4 +1,4 @@
-package main
+package peer
 
 import (
 	"compress/gzip"
@@ -12,16 +12,16 @@ import (
 // MNIST's normalisation, the one mixprec's loader and the PyTorch peers use.
 const mnistMean, mnistStd = 0.1307, 0.3081
 
-// mnist holds one split: n images of 784 normalised values and their labels.
-type mnist struct {
-	n      int
-	images []float32 // (n, 784)
-	labels []uint8
+// MNIST holds one split: N images of 784 normalised values and their labels.
+type MNIST struct {
+	N      int
+	Images []float32 // (N, 784)
+	Labels []uint8
 }
 
-// loadMNIST reads prefix-images-idx3-ubyte.gz and prefix-labels-idx1-ubyte.gz
+// LoadMNIST reads prefix-images-idx3-ubyte.gz and prefix-labels-idx1-ubyte.gz
 // from dir (prefix "train" or "t10k").
-func loadMNIST(dir, prefix string) (*mnist, error) {
+func LoadMNIST(dir, prefix string) (*MNIST, error) {
 	img, dims, err := readIDX(filepath.Join(dir, prefix+"-images-idx3-ubyte.gz"))
 	if err != nil {
 		return nil, err
@@ -33,9 +33,9 @@ func loadMNIST(dir, prefix string) (*mnist, error) {
 	if len(dims) != 3 || dims[1] != 28 || dims[2] != 28 || len(ldims) != 1 || ldims[0] != dims[0] {
 		return nil, fmt.Errorf("mnist %s: images %v and labels %v do not match", prefix, dims, ldims)
 	}
-	d := &mnist{n: dims[0], images: make([]float32, len(img)), labels: lab}
+	d := &MNIST{N: dims[0], Images: make([]float32, len(img)), Labels: lab}
 	for i, v := range img {
-		d.images[i] = (float32(v)/255 - mnistMean) / mnistStd
+		d.Images[i] = (float32(v)/255 - mnistMean) / mnistStd
 	}
 	return d, nil
 }
@@ -75,13 +75,13 @@ func readIDX(path string) ([]uint8, []int, error) {
 	return payload, dims, nil
 }
 
-// fill copies the images idx into x (len(idx), 784) and their one-hot labels
+// Fill copies the images idx into x (len(idx), 784) and their one-hot labels
 // into y (len(idx), classes).
-func (d *mnist) fill(x, y []float32, idx []int) {
+func (d *MNIST) Fill(x, y []float32, idx []int) {
 	classes := len(y) / len(idx)
 	clear(y)
 	for i, j := range idx {
-		copy(x[i*784:(i+1)*784], d.images[j*784:(j+1)*784])
-		y[i*classes+int(d.labels[j])] = 1
+		copy(x[i*784:(i+1)*784], d.Images[j*784:(j+1)*784])
+		y[i*classes+int(d.Labels[j])] = 1
 	}
 }
