@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // StopSignals are the signals that stop a training run between steps:
@@ -102,6 +103,9 @@ func (s *Signals) Hold(what string) (release func()) {
 	}
 	s.mu.Unlock()
 	return func() {
+		if d, err := time.ParseDuration(os.Getenv(holdPauseEnv)); err == nil {
+			time.Sleep(d)
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.what = ""
@@ -110,6 +114,12 @@ func (s *Signals) Hold(what string) (release func()) {
 		}
 	}
 }
+
+// holdPauseEnv names a duration each Hold waits before it ends, for the
+// tests that signal a program while it saves: without it a fast disk ends
+// the save before a second signal arrives. Unset, as in every real run, it
+// changes nothing.
+const holdPauseEnv = "MIXPREC_TEST_HOLD_PAUSE"
 
 // Stop stops watching and restores the signals' default actions.
 func (s *Signals) Stop() {
