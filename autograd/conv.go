@@ -16,7 +16,9 @@ var colBudget = 1 << 22
 
 // ConvColumnBudget lets the graph keep up to bytes of unrolled input
 // (im2col columns) from its convolutions' forward passes for their weight
-// gradients; by default it keeps none. A convolution whose whole batch of
+// gradients; by default it keeps none. It applies to the convolutions
+// that take the column path: a device's direct convolutions
+// (device.DirectConvKernels) have no columns. A convolution whose whole batch of
 // columns fits in what is left of the budget unrolls the batch once, in
 // the forward pass, and its backward reads those columns instead of
 // unrolling the input again; the others unroll chunk by chunk in both
@@ -34,6 +36,11 @@ var colBudget = 1 << 22
 func ConvColumnBudget(bytes int64) Option {
 	return func(g *Graph) { g.colKeep = max(bytes, 0) }
 }
+
+// Im2Col has the graph run every convolution as im2col and GEMMs, as on a
+// device without direct convolutions (device.DirectConvKernels): the
+// reference path, for tests and for comparisons of speed and memory.
+func Im2Col() Option { return func(g *Graph) { g.im2col = true } }
 
 // keepColumns reports whether the graph keeps the columns of a
 // convolution, bytes of them, and counts them against the budget if so.
@@ -59,9 +66,11 @@ func (g *Graph) chunkImages(dt dtype.DType, s device.ConvShape, oc int) int {
 
 // Conv2d is a 2-D convolution (cross-correlation, as in PyTorch) of x
 // (N, C, H, W) with w (OC, C, KH, KW), plus b (OC) or nil, with equal stride
-// and zero padding in both dimensions. It runs as im2col followed by a GEMM
-// per chunk of images; the weight gradient reads the forward pass's columns
-// where the graph keeps them (ConvColumnBudget), else unrolls them again.
+// and zero padding in both dimensions. Where the device runs it directly
+// (device.DirectConvKernels) it does, with no columns in either pass;
+// otherwise it runs as im2col followed by a GEMM per chunk of images, and
+// the weight gradient reads the forward pass's columns where the graph
+// keeps them (ConvColumnBudget), else unrolls them again.
 func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	dt := g.computeType(OpConv, x, w, b)
 	x, w, b = g.as(x, dt), g.as(w, dt), g.as(b, dt)
@@ -79,10 +88,13 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	}
 	c := &conv{g: g, x: x, w: w, b: b, dt: dt, s: s, oc: ws[0], chunk: g.chunkImages(dt, s, ws[0])}
 	c.biasSt = device.Strides{Shape: []int{s.N, c.oc, s.OH * s.OW}, A: []int{0, 1, 0}}
+	if dc, ok := g.dev.(device.DirectConvKernels); ok && !g.im2col && dc.DirectConv(s, c.oc, dt) {
+		c.direct = dc
+	}
 	rec := g.recording(x, w, b)
 	// kept holds the whole batch's columns, for the weight gradient, when
 	// the graph's budget allows (ConvColumnBudget).
-	if rec && w.requiresGrad && g.keepColumns(device.Bytes(dt, s.N*s.C*s.KH*s.KW*s.OH*s.OW)) {
+	if c.direct == nil && rec && w.requiresGrad && g.keepColumns(device.Bytes(dt, s.N*s.C*s.KH*s.KW*s.OH*s.OW)) {
 		c.kept = g.alloc(dt, s.N, s.C*s.KH*s.KW, s.OH*s.OW)
 		g.dev.Im2Col(c.kept.Buffer(), buf(x), s)
 	}
@@ -104,6 +116,9 @@ type conv struct {
 	oc, chunk int
 	biasSt    device.Strides // the bias broadcast over y (N, OC, OH*OW)
 	kept      *tensor.Tensor
+	// direct is the device's direct convolution where it runs this one:
+	// no columns, in either pass.
+	direct device.DirectConvKernels
 }
 
 // forward returns y (N, OC, OH, OW). A 16-bit y is written by the GEMMs
@@ -116,6 +131,14 @@ func (c *conv) forward() *tensor.Tensor {
 	g, s, oc := c.g, c.s, c.oc
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
 	y := g.alloc(c.dt, s.N, oc, s.OH, s.OW)
+	if c.direct != nil {
+		var bb device.Buffer
+		if c.b != nil {
+			bb = buf(c.b)
+		}
+		c.direct.ConvForward(y.Buffer(), buf(c.x), buf(c.w), bb, s, oc)
+		return y
+	}
 	var ones *tensor.Tensor
 	if c.b != nil {
 		ones = tensor.New(g.dev, c.dt, device.Workspace, ohw)
@@ -160,6 +183,17 @@ func (c *conv) backward(dy *tensor.Tensor) {
 		dx = g.alloc(c.dt, c.x.Shape()...)
 	}
 	if dw == nil && dx == nil {
+		return
+	}
+	if c.direct != nil {
+		if dw != nil {
+			c.direct.ConvWeightGrad(dw.Buffer(), dy.Buffer(), buf(c.x), s, oc)
+			g.accum(c.w, dw)
+		}
+		if dx != nil {
+			c.direct.ConvInputGrad(dx.Buffer(), dy.Buffer(), buf(c.w), s, oc)
+			g.accum(c.x, dx)
+		}
 		return
 	}
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW

@@ -283,6 +283,30 @@ type ConvChunker interface {
 	ConvChunkBytes() int
 }
 
+// DirectConvKernels is an optional fast path a backend may offer, found by
+// type assertion: whole convolutions computed from the images themselves,
+// without the im2col columns that Im2Col, Gemm and Col2Im go through. A
+// caller asks DirectConv first and takes the column path where it says
+// no; both give the same values within the dtype's tolerance (their sums
+// run in different orders). s covers all N images (N0 0, NB N).
+type DirectConvKernels interface {
+	// DirectConv reports whether the three kernels below run convolutions
+	// of shape s with oc output channels, every operand in dt (the weight
+	// gradient in F32).
+	DirectConv(s ConvShape, oc int, dt dtype.DType) bool
+	// ConvForward computes y = x ⋆ w + b: y (N, oc, OH, OW), x (N, C, H,
+	// W), w (oc, C, KH, KW), b (oc) or nil, accumulated in F32 and
+	// rounded once.
+	ConvForward(y, x, w, b Buffer, s ConvShape, oc int)
+	// ConvInputGrad overwrites dx (N, C, H, W) with the gradient of x ⋆ w
+	// for dy (N, oc, OH, OW): Col2Im of wᵀ·dy, accumulated in F32 and
+	// rounded once.
+	ConvInputGrad(dx, dy, w Buffer, s ConvShape, oc int)
+	// ConvWeightGrad overwrites dw (oc, C, KH, KW), F32, with the gradient
+	// of x ⋆ w for dy summed over the N images.
+	ConvWeightGrad(dw, dy, x Buffer, s ConvShape, oc int)
+}
+
 // PoolShape describes a 2-D pooling's geometry: input (N, C, H, W), window
 // KH x KW, output OH x OW.
 type PoolShape struct {

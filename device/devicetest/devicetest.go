@@ -113,6 +113,7 @@ var tests = []struct {
 	{"Im2Col", convPool, testIm2Col},
 	{"Col2Im", convPool, testCol2Im},
 	{"Im2ColAdjoint", convPool, testIm2ColAdjoint},
+	{"DirectConv", convPool, testDirectConv},
 	{"MaxPool", convPool, testMaxPool},
 	{"MaxPoolGrad", convPool, testMaxPoolGrad},
 	{"AvgPool", convPool, testAvgPool},

@@ -1,0 +1,507 @@
+package gemm
+
+import "fmt"
+
+// Direct convolution: a convolution computed from the image planes
+// themselves, with no im2col matrix. It is an implicit GEMM whose B
+// operand is never materialised: the micro-kernel loads each of its
+// vectors of 16 output pixels straight from an input plane, the lanes that
+// fall on padding masked to zero, and broadcasts the weights from a small
+// packed panel (see genConvFwd). Forward and input gradient are the same
+// kernel (the input gradient of a stride-1 convolution is a stride-1
+// correlation of dy with the weights transposed); the weight gradient is a
+// second kernel that multiplies the dy and x vectors lane by lane and sums
+// each accumulator's lanes once, at the end (genConvWgrad).
+//
+// Everything is expressed as stride-1 correlations. A larger stride splits
+// the input into stride x stride phases, each a plane of every stride-th
+// row and column (Split), and a tap reads the phase its offset falls in;
+// the input gradient of a strided convolution is one correlation per phase
+// of dx, whose results are interleaved back.
+
+// ConvGeom is a 2-D convolution's geometry: x (N, C, H, W), w (OC, C, KH,
+// KW), y (N, OC, OH, OW), with zero padding.
+type ConvGeom struct {
+	N, C, H, W       int
+	OC, KH, KW       int
+	StrideH, StrideW int
+	PadH, PadW       int
+	OH, OW           int
+}
+
+// convTap is one kernel tap in one block of output pixels, as the forward
+// kernels read it (16 bytes): the bytes from the source image's base to
+// the tap's pixel under the block's first lane (negative where that lane
+// reads padding), the bytes from the weight panel's start to the tap's
+// weights, and the lanes of the block's two vectors that read inside the
+// source plane.
+type convTap struct {
+	src, w int32
+	mask   [2]uint16
+	_      uint32
+}
+
+// convEnt is one vector of 16 output pixels for one tap, as the weight
+// gradient's kernel reads it (12 bytes): the vector's first pixel in a dy
+// plane and its tap's source pixel in the source image (phase included),
+// in elements, and the lanes that read inside the source plane and that
+// exist in dy.
+type convEnt struct {
+	dy, x     int32
+	maskX, my uint16
+}
+
+// ctap is a tap of a stride-1 correlation: the output pixel (oh, ow)
+// reads (oh+dh, ow+dw) of the source's phase, with weight index k (kh*KW
+// + kw).
+type ctap struct{ phase, dh, dw, k int }
+
+// corrBlock is up to 32 output pixels, q0 onwards in the output grid,
+// with the taps that read any pixel inside the source.
+type corrBlock struct {
+	q0, nv int
+	ymask  uint32
+	taps   []convTap
+}
+
+// corr is a stride-1 correlation planned for the kernels: its output grid
+// oh x ow, its source planes hs x ws (plane floats apart; phases phaseLen
+// floats apart), and its blocks for the forward kernels or entries per
+// tap for the weight gradient's.
+type corr struct {
+	oh, ow, hs, ws, plane, phaseLen int
+	taps                            []ctap
+	blocks                          []corrBlock
+	ents                            [][]convEnt // by tap, for the weight gradient
+}
+
+// newCorr plans a correlation. wstride is the bytes between two taps'
+// weights in the panel; forward selects blocks (else entries).
+func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int, forward bool) *corr {
+	c := &corr{oh: oh, ow: ow, hs: hs, ws: ws, plane: plane, phaseLen: phaseLen, taps: taps}
+	flat := ws == ow
+	// Output pixel i of a run starting at (oh0, ow0), flat index q0.
+	pos := func(oh0, ow0, q0, i int) (int, int) {
+		if flat {
+			q := q0 + i
+			return q / ow, q % ow
+		}
+		return oh0, ow0 + i
+	}
+	maskOf := func(t ctap, oh0, ow0, q0, lo, n int) uint16 {
+		var m uint16
+		for i := lo; i < n && i < lo+16; i++ {
+			r, s := pos(oh0, ow0, q0, i)
+			if r+t.dh >= 0 && r+t.dh < hs && s+t.dw >= 0 && s+t.dw < ws {
+				m |= 1 << (i - lo)
+			}
+		}
+		return m
+	}
+	srcOf := func(t ctap, oh0, ow0 int) int { return t.phase*phaseLen + (oh0+t.dh)*ws + ow0 + t.dw }
+	if !forward {
+		c.ents = make([][]convEnt, len(taps))
+	}
+	run := func(oh0, ow0, q0, n int) {
+		if forward {
+			nv := (n + 15) / 16
+			b := corrBlock{q0: q0, nv: nv, ymask: lanes(n)}
+			for _, t := range taps {
+				m := [2]uint16{maskOf(t, oh0, ow0, q0, 0, n), maskOf(t, oh0, ow0, q0, 16, n)}
+				if m == [2]uint16{} {
+					continue
+				}
+				b.taps = append(b.taps, convTap{src: int32(4 * srcOf(t, oh0, ow0)), w: int32(t.k * wstride), mask: m})
+			}
+			c.blocks = append(c.blocks, b)
+			return
+		}
+		for v := 0; v*16 < n; v++ {
+			r, s := pos(oh0, ow0, q0, 16*v)
+			for k, t := range taps {
+				m := maskOf(t, r, s, q0+16*v, 0, n-16*v)
+				if m != 0 {
+					c.ents[k] = append(c.ents[k], convEnt{dy: int32(q0 + 16*v), x: int32(srcOf(t, r, s)), maskX: m, my: uint16(lanes(min(16, n-16*v)))})
+				}
+			}
+		}
+	}
+	if flat {
+		for q0 := 0; q0 < oh*ow; q0 += 32 {
+			run(q0/ow, q0%ow, q0, min(32, oh*ow-q0))
+		}
+	} else {
+		for r := 0; r < oh; r++ {
+			for s := 0; s < ow; s += 32 {
+				run(r, s, r*ow+s, min(32, ow-s))
+			}
+		}
+	}
+	return c
+}
+
+// lanes returns a mask of the first n (at most 32) bits.
+func lanes(n int) uint32 {
+	if n >= 32 {
+		return ^uint32(0)
+	}
+	return 1<<n - 1
+}
+
+// Conv is a convolution planned for the direct kernels: built once per
+// geometry (NewConv) and used from any number of goroutines. Its methods
+// work image by image (forward, input gradient) or tile by tile (weight
+// gradient), so that the caller shares them out among its cores.
+type Conv struct {
+	g ConvGeom
+	// phases are the (row, column) phases the forward taps read, in the
+	// order Split writes them; one (0, 0) phase, the image itself, at
+	// stride 1.
+	phases [][2]int
+	hs, ws int // the source planes: the image's, or a phase's
+	fwd    *corr
+	wgt    *corr
+	// bwd holds dx's phases (one at stride 1): each one's correlation of
+	// dy and where it goes in dx.
+	bwd []bwdPhase
+}
+
+type bwdPhase struct {
+	a, b   int // dx rows a, a+StrideH, ...; columns b, b+StrideW, ...
+	corr   *corr
+	rows   int // the phase's rows and columns
+	cols   int
+	direct bool // stride 1: the phase is dx itself
+}
+
+// ConvSupported reports whether the direct kernels run g: on this CPU
+// (AVX-512), for sizes whose byte offsets fit the kernels' 32-bit tables.
+func ConvSupported(g ConvGeom) bool {
+	if !directConv || !g.valid() {
+		return false
+	}
+	img := max(g.C*g.H*g.W, g.OC*g.OH*g.OW)
+	return 4*img < 1<<30 && g.KH*g.KW*max(g.C, g.OC)*8*4 < 1<<30
+}
+
+func (g ConvGeom) valid() bool {
+	return g.N >= 0 && g.C > 0 && g.H > 0 && g.W > 0 && g.OC > 0 && g.KH > 0 && g.KW > 0 && g.StrideH > 0 && g.StrideW > 0 &&
+		g.PadH >= 0 && g.PadW >= 0 && g.OH == (g.H+2*g.PadH-g.KH)/g.StrideH+1 && g.OW == (g.W+2*g.PadW-g.KW)/g.StrideW+1 && g.OH > 0 && g.OW > 0
+}
+
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func mod(a, b int) int { return a - b*floorDiv(a, b) }
+
+// NewConv plans g. It panics unless ConvSupported(g).
+func NewConv(g ConvGeom) *Conv {
+	if !g.valid() {
+		panic(fmt.Sprintf("gemm: bad convolution %+v", g))
+	}
+	c := &Conv{g: g}
+	sh, sw := g.StrideH, g.StrideW
+	strided := sh > 1 || sw > 1
+	c.hs, c.ws = g.H, g.W
+	if strided {
+		c.hs, c.ws = (g.H+sh-1)/sh, (g.W+sw-1)/sw
+	}
+	plane := c.hs * c.ws
+	// Forward and weight-gradient taps: (kh, kw) reads input row
+	// oh*sh + kh - PadH, which is row oh + floor((kh-PadH)/sh) of phase
+	// (kh-PadH) mod sh.
+	phaseIdx := map[[2]int]int{}
+	var taps []ctap
+	for kh := range g.KH {
+		for kw := range g.KW {
+			ph := [2]int{mod(kh-g.PadH, sh), mod(kw-g.PadW, sw)}
+			i, ok := phaseIdx[ph]
+			if !ok {
+				i = len(c.phases)
+				phaseIdx[ph] = i
+				c.phases = append(c.phases, ph)
+			}
+			taps = append(taps, ctap{phase: i, dh: floorDiv(kh-g.PadH, sh), dw: floorDiv(kw-g.PadW, sw), k: kh*g.KW + kw})
+		}
+	}
+	c.fwd = newCorr(g.OH, g.OW, c.hs, c.ws, plane, g.C*plane, taps, 4*8*g.C, true)
+	c.wgt = newCorr(g.OH, g.OW, c.hs, c.ws, plane, g.C*plane, taps, 0, false)
+	// Input gradient: dx row r = a + sh*i receives dy row oh from tap kh
+	// when oh*sh + kh - PadH = r, that is oh = i + (a + PadH - kh)/sh
+	// where that divides exactly.
+	for a := 0; a < sh && a < g.H; a++ {
+		for b := 0; b < sw && b < g.W; b++ {
+			var bt []ctap
+			for kh := range g.KH {
+				if mod(a+g.PadH-kh, sh) != 0 {
+					continue
+				}
+				for kw := range g.KW {
+					if mod(b+g.PadW-kw, sw) != 0 {
+						continue
+					}
+					bt = append(bt, ctap{dh: (a + g.PadH - kh) / sh, dw: (b + g.PadW - kw) / sw, k: kh*g.KW + kw})
+				}
+			}
+			rows, cols := (g.H-a+sh-1)/sh, (g.W-b+sw-1)/sw
+			c.bwd = append(c.bwd, bwdPhase{a: a, b: b, rows: rows, cols: cols, direct: !strided,
+				corr: newCorr(rows, cols, g.OH, g.OW, g.OH*g.OW, 0, bt, 4*8*g.OC, true)})
+		}
+	}
+	return c
+}
+
+// Geom returns the geometry c was planned for.
+func (c *Conv) Geom() ConvGeom { return c.g }
+
+// tiles8 is how many 8-row tiles cover n rows.
+func tiles8(n int) int { return (n + 7) / 8 }
+
+// ForwardPanelLen is the floats of the forward weight panel (PackForward).
+func (c *Conv) ForwardPanelLen() int { return tiles8(c.g.OC) * c.g.KH * c.g.KW * c.g.C * 8 }
+
+// PackForward writes w (OC, C, KH, KW) into the forward panel: for each
+// tile of 8 output channels, for each tap, for each input channel, the 8
+// channels' weights (zero past OC).
+func (c *Conv) PackForward(panel, w []float32) {
+	g := c.g
+	kk := g.KH * g.KW
+	if len(panel) < c.ForwardPanelLen() || len(w) < g.OC*g.C*kk {
+		panic(fmt.Sprintf("gemm: PackForward: panel %d and weights %d floats for %+v", len(panel), len(w), g))
+	}
+	i := 0
+	for t := 0; t < g.OC; t += 8 {
+		for k := range kk {
+			for ch := range g.C {
+				for r := range 8 {
+					v := float32(0)
+					if t+r < g.OC {
+						v = w[((t+r)*g.C+ch)*kk+k]
+					}
+					panel[i] = v
+					i++
+				}
+			}
+		}
+	}
+}
+
+// PackInputGrad writes w into the input gradient's panel: for each tile
+// of 8 input channels, for each tap, for each output channel, the 8
+// channels' weights (zero past C).
+func (c *Conv) PackInputGrad(panel, w []float32) {
+	g := c.g
+	kk := g.KH * g.KW
+	if len(panel) < c.InputGradPanelLen() || len(w) < g.OC*g.C*kk {
+		panic(fmt.Sprintf("gemm: PackInputGrad: panel %d and weights %d floats for %+v", len(panel), len(w), g))
+	}
+	i := 0
+	for t := 0; t < g.C; t += 8 {
+		for k := range kk {
+			for o := range g.OC {
+				for r := range 8 {
+					v := float32(0)
+					if t+r < g.C {
+						v = w[(o*g.C+t+r)*kk+k]
+					}
+					panel[i] = v
+					i++
+				}
+			}
+		}
+	}
+}
+
+// InputGradPanelLen is the floats of the input gradient's panel.
+func (c *Conv) InputGradPanelLen() int { return tiles8(c.g.C) * c.g.KH * c.g.KW * c.g.OC * 8 }
+
+// SplitLen is the floats of one image split into its phases (Split), 0
+// at stride 1, where the kernels read the image itself.
+func (c *Conv) SplitLen() int {
+	if c.bwd[0].direct {
+		return 0
+	}
+	return len(c.phases) * c.g.C * c.hs * c.ws
+}
+
+// Split writes image n of x split into the phases the taps read (SplitLen
+// floats): phase (a, b)'s plane of channel ch holds x[ch][a+sh*i][b+sw*j],
+// zero past the image.
+func (c *Conv) Split(dst, x []float32, n int) {
+	g := c.g
+	hw, plane := g.H*g.W, c.hs*c.ws
+	if len(dst) < c.SplitLen() || len(x) < (n+1)*g.C*hw {
+		panic(fmt.Sprintf("gemm: Split: dst %d and x %d floats, image %d of %+v", len(dst), len(x), n, g))
+	}
+	img := x[n*g.C*hw : (n+1)*g.C*hw]
+	for p, ph := range c.phases {
+		for ch := range g.C {
+			src := img[ch*hw : (ch+1)*hw]
+			out := dst[(p*g.C+ch)*plane : (p*g.C+ch+1)*plane]
+			for i := range c.hs {
+				row := out[i*c.ws : (i+1)*c.ws]
+				r := ph[0] + g.StrideH*i
+				if r >= g.H {
+					clear(row)
+					continue
+				}
+				for j := range row {
+					if s := ph[1] + g.StrideW*j; s < g.W {
+						row[j] = src[r*g.W+s]
+					} else {
+						row[j] = 0
+					}
+				}
+			}
+		}
+	}
+}
+
+// ForwardScratchLen is the floats of scratch Forward needs.
+func (c *Conv) ForwardScratchLen() int { return c.SplitLen() }
+
+// Forward computes image n of y (N, OC, OH, OW) from image n of x and the
+// forward panel, adding bias (OC, or nil). scratch holds
+// ForwardScratchLen floats.
+func (c *Conv) Forward(y, x, panel, bias []float32, n int, scratch []float32) {
+	g := c.g
+	ohw := g.OH * g.OW
+	if n < 0 || n >= g.N || len(y) < (n+1)*g.OC*ohw || len(x) < (n+1)*g.C*g.H*g.W || len(panel) < c.ForwardPanelLen() ||
+		(bias != nil && len(bias) < g.OC) || len(scratch) < c.ForwardScratchLen() {
+		panic(fmt.Sprintf("gemm: Forward: image %d, y %d, x %d, panel %d, bias %d, scratch %d floats for %+v", n, len(y), len(x), len(panel), len(bias), len(scratch), g))
+	}
+	src := x[n*g.C*g.H*g.W:]
+	if l := c.SplitLen(); l > 0 {
+		c.Split(scratch, x, n)
+		src = scratch
+	}
+	tile := g.KH * g.KW * g.C * 8
+	for t := 0; t < g.OC; t += 8 {
+		var b [8]float32
+		if bias != nil {
+			copy(b[:], bias[t:min(t+8, g.OC)])
+		}
+		c.fwd.run(y[(n*g.OC+t)*ohw:], ohw, min(8, g.OC-t), src, panel[t/8*tile:], g.C, &b)
+	}
+}
+
+// run computes rows of out (each ldy floats apart, the output grid flat)
+// from src's planes and the panel's tile, each block in one kernel call.
+func (c *corr) run(out []float32, ldy, rows int, src, panel []float32, nc int, bias *[8]float32) {
+	for i := range c.blocks {
+		b := &c.blocks[i]
+		var tp *convTap
+		if len(b.taps) > 0 {
+			tp = &b.taps[0]
+		}
+		if b.nv == 2 {
+			convFwd8x32(&panel[0], &src[0], tp, len(b.taps), nc, c.plane, &out[b.q0], ldy, rows, b.ymask, &bias[0])
+		} else {
+			convFwd8x16(&panel[0], &src[0], tp, len(b.taps), nc, c.plane, &out[b.q0], ldy, rows, b.ymask, &bias[0])
+		}
+	}
+}
+
+// InputGradScratchLen is the floats of scratch InputGrad needs: one
+// phase of dx at strides above 1.
+func (c *Conv) InputGradScratchLen() int {
+	if c.bwd[0].direct {
+		return 0
+	}
+	m := 0
+	for _, p := range c.bwd {
+		m = max(m, p.rows*p.cols)
+	}
+	return c.g.C * m
+}
+
+// InputGrad computes image n of dx (N, C, H, W), overwriting it, from
+// image n of dy and the input gradient's panel. scratch holds
+// InputGradScratchLen floats.
+func (c *Conv) InputGrad(dx, dy, panel []float32, n int, scratch []float32) {
+	g := c.g
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	if n < 0 || n >= g.N || len(dx) < (n+1)*g.C*hw || len(dy) < (n+1)*g.OC*ohw || len(panel) < c.InputGradPanelLen() || len(scratch) < c.InputGradScratchLen() {
+		panic(fmt.Sprintf("gemm: InputGrad: image %d, dx %d, dy %d, panel %d, scratch %d floats for %+v", n, len(dx), len(dy), len(panel), len(scratch), g))
+	}
+	src := dy[n*g.OC*ohw:]
+	img := dx[n*g.C*hw : (n+1)*g.C*hw]
+	tile := g.KH * g.KW * g.OC * 8
+	var zero [8]float32
+	for _, p := range c.bwd {
+		out, ld := img, hw
+		if !p.direct {
+			out, ld = scratch, p.rows*p.cols
+		}
+		for t := 0; t < g.C; t += 8 {
+			p.corr.run(out[t*ld:], ld, min(8, g.C-t), src, panel[t/8*tile:], g.OC, &zero)
+		}
+		if p.direct {
+			continue
+		}
+		for ch := range g.C {
+			ph := scratch[ch*ld : (ch+1)*ld]
+			plane := img[ch*hw : (ch+1)*hw]
+			for i := range p.rows {
+				row := plane[(p.a+g.StrideH*i)*g.W:]
+				for j, v := range ph[i*p.cols : (i+1)*p.cols] {
+					row[p.b+g.StrideW*j] = v
+				}
+			}
+		}
+	}
+}
+
+// WeightGradTiles is how many pieces WeightGrad is cut into: each tap's 4
+// x 4 tiles of (output, input) channels.
+func (c *Conv) WeightGradTiles() int {
+	return c.g.KH * c.g.KW * ((c.g.OC + 3) / 4) * ((c.g.C + 3) / 4)
+}
+
+// SourceLen is the floats of one image of the weight gradient's source:
+// the image, or its phases (SplitLen).
+func (c *Conv) SourceLen() int {
+	if l := c.SplitLen(); l > 0 {
+		return l
+	}
+	return c.g.C * c.g.H * c.g.W
+}
+
+// WeightGrad adds tile's part of the weight gradient of images [n0,
+// n0+nb) to dw (OC, C, KH, KW), or sets it when first: dy holds every
+// image, src the nb images from n0 on, each SourceLen floats (x itself at
+// stride 1, else the images' phases, Split). Tiles write disjoint parts of
+// dw, so they can run at once; a tile's images add in the order of the
+// calls.
+func (c *Conv) WeightGrad(dw, dy, src []float32, n0, nb, tile int, first bool) {
+	g := c.g
+	kk, ohw := g.KH*g.KW, g.OH*g.OW
+	nOC, nC := (g.OC+3)/4, (g.C+3)/4
+	if tile < 0 || tile >= c.WeightGradTiles() || n0 < 0 || nb < 1 || n0+nb > g.N || len(dw) < g.OC*g.C*kk ||
+		len(dy) < (n0+nb)*g.OC*ohw || len(src) < nb*c.SourceLen() {
+		panic(fmt.Sprintf("gemm: WeightGrad: tile %d, images [%d, %d), dw %d, dy %d, src %d floats for %+v", tile, n0, n0+nb, len(dw), len(dy), len(src), g))
+	}
+	k, rest := tile/(nOC*nC), tile%(nOC*nC)
+	o0, c0 := rest/nC*4, rest%nC*4
+	ents := c.wgt.ents[k]
+	var out [16]float32
+	if len(ents) > 0 {
+		convWgrad4x4(&out[0], &dy[(n0*g.OC+o0)*ohw], ohw, min(4, g.OC-o0), &src[c0*c.wgt.plane], c.wgt.plane, min(4, g.C-c0),
+			&ents[0], len(ents), nb, g.OC*ohw, c.SourceLen())
+	}
+	for r := 0; r < 4 && o0+r < g.OC; r++ {
+		for q := 0; q < 4 && c0+q < g.C; q++ {
+			i := ((o0+r)*g.C+c0+q)*kk + k
+			if first {
+				dw[i] = out[4*q+r]
+			} else {
+				dw[i] += out[4*q+r]
+			}
+		}
+	}
+}
