@@ -76,9 +76,11 @@ func testConvChunking(t *testing.T, dev device.Device, low dtype.DType) {
 
 // TestConvDirectMatchesColumns checks a device's direct convolution
 // (device.DirectConvKernels) against the column path (Im2Col) shape by
-// shape: odd sizes, one image, strides 1 and 2, 1x1 and 3x3 kernels,
-// padding 0 and 1. Output and the three gradients agree within the F32
-// tolerance plus sumSlack times each element's magnitude (the same
+// shape, in FP32 and under BF16 autocast: odd sizes, one image, strides
+// 1 and 2, 1x1 and 3x3 kernels, padding 0 and 1. Output and the three
+// gradients agree within the tolerance of the dtype they are stored in
+// (BF16 for y and dx under autocast; the weight gradient accumulates in
+// F32) plus sumSlack times each element's magnitude (the same
 // convolution of |x|, |w|, |b| and |dy|), as their sums run in different
 // orders.
 func TestConvDirectMatchesColumns(t *testing.T) {
@@ -94,56 +96,69 @@ func TestConvDirectMatchesColumns(t *testing.T) {
 		if !ok {
 			t.Skip("no direct convolution on this device")
 		}
-		for _, sh := range shapes {
-			name := fmt.Sprintf("%dx%dx%dx%d-oc%d-k%d-s%d-p%d", sh.n, sh.c, sh.h, sh.w, sh.oc, sh.k, sh.stride, sh.pad)
-			t.Run(name, func(t *testing.T) {
-				if !dc.DirectConv(device.NewConvShape(sh.n, sh.c, sh.h, sh.w, sh.k, sh.k, sh.stride, sh.pad), sh.oc, dtype.F32) {
-					t.Skip("the device does not run this shape directly")
-				}
-				rng := rand.New(rand.NewPCG(uint64(sh.c), uint64(sh.h)))
-				xh := tensor.UniformHost(rng, -1, 1, sh.n, sh.c, sh.h, sh.w)
-				wh := tensor.UniformHost(rng, -1, 1, sh.oc, sh.c, sh.k, sh.k)
-				bh := tensor.UniformHost(rng, -1, 1, sh.oc)
-				oh, ow := (sh.h+2*sh.pad-sh.k)/sh.stride+1, (sh.w+2*sh.pad-sh.k)/sh.stride+1
-				dyh := tensor.UniformHost(rng, -1, 1, sh.n, sh.oc, oh, ow)
-				run := func(abs bool, opts ...autograd.Option) [][]float32 {
-					g := autograd.NewGraph(dev, opts...)
-					defer g.Release()
-					in := func(h tensor.Host) *autograd.Var {
-						if abs {
-							d := make([]float32, len(h.Data))
-							for i, v := range h.Data {
-								d[i] = float32(math.Abs(float64(v)))
-							}
-							h = tensor.Host{Shape: h.Shape, Data: d}
-						}
-						v := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, h), true)
-						t.Cleanup(v.Value.Release)
-						return v
+		for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+			for _, sh := range shapes {
+				name := fmt.Sprintf("%v/%dx%dx%dx%d-oc%d-k%d-s%d-p%d", dt, sh.n, sh.c, sh.h, sh.w, sh.oc, sh.k, sh.stride, sh.pad)
+				t.Run(name, func(t *testing.T) {
+					if !dc.DirectConv(device.NewConvShape(sh.n, sh.c, sh.h, sh.w, sh.k, sh.k, sh.stride, sh.pad), sh.oc, dt) {
+						t.Skip("the device does not run this shape directly")
 					}
-					x, w, b, dy := in(xh), in(wh), in(bh), in(dyh)
-					y := g.Conv2d(x, w, b, sh.stride, sh.pad)
-					g.Backward(g.Sum(g.Mul(y, dy)))
-					return [][]float32{y.Value.ToHost(), x.Grad.ToHost(), w.Grad.ToHost(), b.Grad.ToHost()}
-				}
-				direct, cols, mag := run(false), run(false, autograd.Im2Col()), run(true, autograd.Im2Col())
-				for i, what := range []string{"y", "dx", "dw", "db"} {
-					bad := 0
-					for j := range cols[i] {
-						if !dtype.Close(dtype.F32, float64(direct[i][j]), float64(cols[i][j]), sumSlack*float64(mag[i][j])) {
-							if bad < 5 {
-								t.Errorf("%s[%d]: direct %v, columns %v (magnitude %v)", what, j, direct[i][j], cols[i][j], mag[i][j])
-							}
-							bad++
-						}
-					}
-					if bad > 0 {
-						t.Errorf("%s: %d of %d elements differ", what, bad, len(cols[i]))
-					}
-				}
-			})
+					testConvDirectMatchesColumns(t, dev, dt, sh.n, sh.c, sh.h, sh.w, sh.oc, sh.k, sh.stride, sh.pad)
+				})
+			}
 		}
 	})
+}
+
+func testConvDirectMatchesColumns(t *testing.T, dev device.Device, dt dtype.DType, n, c, h, w, oc, k, stride, pad int) {
+	rng := rand.New(rand.NewPCG(uint64(c), uint64(h)))
+	xh := tensor.UniformHost(rng, -1, 1, n, c, h, w)
+	wh := tensor.UniformHost(rng, -1, 1, oc, c, k, k)
+	bh := tensor.UniformHost(rng, -1, 1, oc)
+	oh, ow := (h+2*pad-k)/stride+1, (w+2*pad-k)/stride+1
+	dyh := tensor.UniformHost(rng, -1, 1, n, oc, oh, ow)
+	run := func(abs bool, opts ...autograd.Option) [][]float32 {
+		g := autograd.NewGraph(dev, opts...)
+		defer g.Release()
+		if dt != dtype.F32 {
+			amp.Autocast(g, dt)
+		}
+		in := func(h tensor.Host) *autograd.Var {
+			if abs {
+				d := make([]float32, len(h.Data))
+				for i, v := range h.Data {
+					d[i] = float32(math.Abs(float64(v)))
+				}
+				h = tensor.Host{Shape: h.Shape, Data: d}
+			}
+			v := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, h), true)
+			t.Cleanup(v.Value.Release)
+			return v
+		}
+		x, wv, b, dy := in(xh), in(wh), in(bh), in(dyh)
+		y := g.Conv2d(x, wv, b, stride, pad)
+		g.Backward(g.Sum(g.Mul(y, dy)))
+		return [][]float32{y.Value.ToHost(), x.Grad.ToHost(), wv.Grad.ToHost(), b.Grad.ToHost()}
+	}
+	direct, cols, mag := run(false), run(false, autograd.Im2Col()), run(true, autograd.Im2Col())
+	for i, what := range []string{"y", "dx", "dw", "db"} {
+		tol := dtype.F32
+		if i < 2 {
+			tol = dt // stored in the compute dtype
+		}
+		bad := 0
+		for j := range cols[i] {
+			if !dtype.Close(tol, float64(direct[i][j]), float64(cols[i][j]), sumSlack*float64(mag[i][j])) {
+				if bad < 5 {
+					t.Errorf("%s[%d]: direct %v, columns %v (magnitude %v)", what, j, direct[i][j], cols[i][j], mag[i][j])
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d elements differ", what, bad, len(cols[i]))
+		}
+	}
 }
 
 // sumSlack is the error allowed a float32 sum beyond the F32 tolerance,

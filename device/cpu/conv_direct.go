@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"unsafe"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/device/cpu/internal/gemm"
@@ -29,10 +30,19 @@ func convGeom(s device.ConvShape, oc int) gemm.ConvGeom {
 		PadH: s.PadH, PadW: s.PadW, OH: s.OH, OW: s.OW}
 }
 
-// DirectConv reports whether the direct kernels run s: F32 operands, on a
-// CPU with AVX-512.
+// DirectConv reports whether the direct kernels run s: F32 operands on a
+// CPU with AVX-512, BF16 ones where it has AMX-BF16 too.
 func (d *Device) DirectConv(s device.ConvShape, oc int, dt dtype.DType) bool {
-	return !directConvOff && dt == dtype.F32 && s.Valid() && s.N0 == 0 && s.NB == s.N && gemm.ConvSupported(convGeom(s, oc))
+	if directConvOff || !s.Valid() || s.N0 != 0 || s.NB != s.N {
+		return false
+	}
+	switch dt {
+	case dtype.F32:
+		return gemm.ConvSupported(convGeom(s, oc))
+	case dtype.BF16:
+		return gemm.ConvSupportedBF16(convGeom(s, oc))
+	}
+	return false
 }
 
 // directPlans caches gemm's plans by geometry, as c2iPlans does Col2Im's:
@@ -65,15 +75,21 @@ func (d *Device) directPlan(op string, s device.ConvShape, oc int, dt dtype.DTyp
 }
 
 // directJob is one direct convolution call's images or tiles, run by the
-// device's parallel pieces from a pool (as convJob is).
+// device's parallel pieces from a pool (as convJob is). The F32 kernels
+// read and write float32 slices, the BF16 ones bfloat16 bits (out16,
+// in16, panel16, x16).
 type directJob struct {
 	kind           directKind
 	c              *gemm.Conv
 	out, in, panel []float32
 	bias           []float32
+	out16, in16    []uint16
+	panel16, x16   []uint16
 	// The weight gradient: dw, dy, and the chunk's source images from
-	// image n0 on (nb of them).
+	// image n0 on (nb of them); for BF16, the chunk's prepared images and
+	// the accumulators.
 	dw, dy, src []float32
+	acc         []float32
 	n0, nb      int
 	first       bool
 }
@@ -85,6 +101,10 @@ const (
 	directInputGrad
 	directSplit // split images [n0, n0+nb) of in into src
 	directWeightGrad
+	directForward16
+	directInputGrad16
+	directPrep16 // lay out images [n0, n0+nb) of x16 and in16 (dy) into src
+	directWeightGrad16
 )
 
 var directJobs = sync.Pool{New: func() any { return new(directJob) }}
@@ -114,6 +134,35 @@ func (j *directJob) runPieces(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			j.c.WeightGrad(j.dw, j.dy, j.src, j.n0, j.nb, t, j.first)
 		}
+	case directForward16, directInputGrad16:
+		// The AMX kernels' padded layouts are zero where no image goes:
+		// the scratch is cleared once, and each image rewrites the rest.
+		n := j.c.ForwardScratchLenBF16()
+		if j.kind == directInputGrad16 {
+			n = j.c.InputGradScratchLenBF16()
+		}
+		scr := getScratch(n)
+		clear(*scr)
+		for i := lo; i < hi; i++ {
+			if j.kind == directForward16 {
+				j.c.ForwardBF16(j.out16, j.in16, j.panel16, j.bias, i, *scr)
+			} else {
+				j.c.InputGradBF16(j.out16, j.in16, j.panel16, i, *scr)
+			}
+		}
+		putScratch(scr)
+	case directPrep16:
+		scr := getScratch(j.c.WeightGradScratchLenBF16())
+		clear(*scr)
+		per := j.c.WeightGradPrepLenBF16()
+		for i := lo; i < hi; i++ {
+			j.c.PrepWeightGradBF16(j.src[i*per:(i+1)*per], j.in16, j.x16, j.n0+i, *scr)
+		}
+		putScratch(scr)
+	case directWeightGrad16:
+		for p := lo; p < hi; p++ {
+			j.c.WeightGradBF16(j.acc, j.src, j.nb, p, j.first)
+		}
 	}
 }
 
@@ -131,18 +180,37 @@ func (d *Device) ConvForward(y, x, w, b device.Buffer, s device.ConvShape, oc in
 	d.checkLen("ConvForward", s.N*oc*ohw, yb)
 	d.checkLen("ConvForward", s.N*s.C*s.H*s.W, xb)
 	d.checkLen("ConvForward", oc*s.C*kk, wb)
+	sameDType("ConvForward", xb, yb, wb)
 	j := directJobs.Get().(*directJob)
-	*j = directJob{kind: directForward, c: c, out: d.f32Of("ConvForward", yb), in: d.f32Of("ConvForward", xb)}
+	*j = directJob{c: c}
+	var bias *[]float32
 	if b != nil {
 		bb := d.buf(b, "ConvForward")
 		d.checkLen("ConvForward", oc, bb)
-		j.bias = d.f32Of("ConvForward", bb)
+		sameDType("ConvForward", xb, bb)
+		bias = getScratch(oc)
+		get := read(bb, 0, oc)
+		copy(*bias, get.v)
+		get.done()
+		j.bias = *bias
 	}
-	panel := getScratch(c.ForwardPanelLen())
-	c.PackForward(*panel, d.f32Of("ConvForward", wb))
-	j.panel = *panel
+	var panel *[]float32
+	if xb.dt == dtype.BF16 {
+		j.kind, j.out16, j.in16 = directForward16, yb.u16, xb.u16
+		panel = getScratch((c.ForwardPanelLenBF16() + 1) / 2)
+		j.panel16 = halves(*panel)
+		c.PackForwardBF16(j.panel16, wb.u16)
+	} else {
+		j.kind, j.out, j.in = directForward, yb.f32, xb.f32
+		panel = getScratch(c.ForwardPanelLen())
+		c.PackForward(*panel, wb.f32)
+		j.panel = *panel
+	}
 	d.parallelRunner(s.N, imageGrain(oc*s.C*kk*ohw), j)
 	putScratch(panel)
+	if bias != nil {
+		putScratch(bias)
+	}
 	*j = directJob{}
 	directJobs.Put(j)
 }
@@ -156,20 +224,30 @@ func (d *Device) ConvInputGrad(dx, dy, w device.Buffer, s device.ConvShape, oc i
 	d.checkLen("ConvInputGrad", s.N*s.C*s.H*s.W, db)
 	d.checkLen("ConvInputGrad", s.N*oc*ohw, gb)
 	d.checkLen("ConvInputGrad", oc*s.C*kk, wb)
+	sameDType("ConvInputGrad", gb, db, wb)
 	j := directJobs.Get().(*directJob)
-	*j = directJob{kind: directInputGrad, c: c, out: d.f32Of("ConvInputGrad", db), in: d.f32Of("ConvInputGrad", gb)}
-	panel := getScratch(c.InputGradPanelLen())
-	c.PackInputGrad(*panel, d.f32Of("ConvInputGrad", wb))
-	j.panel = *panel
+	*j = directJob{c: c}
+	var panel *[]float32
+	if gb.dt == dtype.BF16 {
+		j.kind, j.out16, j.in16 = directInputGrad16, db.u16, gb.u16
+		panel = getScratch((c.InputGradPanelLenBF16() + 1) / 2)
+		j.panel16 = halves(*panel)
+		c.PackInputGradBF16(j.panel16, wb.u16)
+	} else {
+		j.kind, j.out, j.in = directInputGrad, db.f32, gb.f32
+		panel = getScratch(c.InputGradPanelLen())
+		c.PackInputGrad(*panel, wb.f32)
+		j.panel = *panel
+	}
 	d.parallelRunner(s.N, imageGrain(oc*s.C*kk*ohw), j)
 	putScratch(panel)
 	*j = directJob{}
 	directJobs.Put(j)
 }
 
-// wgradChunkFloats bounds a weight-gradient chunk's dy and source images,
-// in floats: 256 Ki floats (1 MiB) stay in a core's L2 while every tile
-// of the chunk reads them.
+// wgradChunkFloats bounds a weight-gradient chunk's images (dy and the
+// source, as the kernels read them), in floats: 256 Ki floats (1 MiB)
+// stay in a core's L2 while every tile of the chunk reads them.
 const wgradChunkFloats = 1 << 18
 
 // ConvWeightGrad overwrites dw with the weight gradient of dy and x,
@@ -186,26 +264,30 @@ func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc 
 	d.checkLen("ConvWeightGrad", oc*s.C*kk, wb)
 	d.checkLen("ConvWeightGrad", s.N*oc*ohw, gb)
 	d.checkLen("ConvWeightGrad", s.N*s.C*s.H*s.W, xb)
+	sameDType("ConvWeightGrad", xb, gb)
+	if xb.dt == dtype.BF16 {
+		d.weightGradBF16(wb.f32, gb.u16, xb.u16, s, c)
+		return
+	}
 	src := c.SourceLen()
 	chunk := max(1, min(s.N, wgradChunkFloats/(oc*ohw+src)))
 	var split *[]float32
 	if c.SplitLen() > 0 {
 		split = getScratch(chunk * src)
 	}
-	xs := d.f32Of("ConvWeightGrad", xb)
 	j := directJobs.Get().(*directJob)
 	tiles := c.WeightGradTiles()
 	// A tile's work for one chunk, in multiply-adds.
 	tileWork := 16 * chunk * ohw
 	for n0 := 0; n0 < s.N; n0 += chunk {
 		nb := min(chunk, s.N-n0)
-		*j = directJob{kind: directWeightGrad, c: c, dw: wb.f32, dy: d.f32Of("ConvWeightGrad", gb), n0: n0, nb: nb, first: n0 == 0}
+		*j = directJob{kind: directWeightGrad, c: c, dw: wb.f32, dy: gb.f32, n0: n0, nb: nb, first: n0 == 0}
 		if split != nil {
-			j.kind, j.in, j.src = directSplit, xs, *split
+			j.kind, j.in, j.src = directSplit, xb.f32, *split
 			d.parallelRunner(nb, imageGrain(src), j)
 			j.kind = directWeightGrad
 		} else {
-			j.src = xs[n0*src : (n0+nb)*src]
+			j.src = xb.f32[n0*src : (n0+nb)*src]
 		}
 		d.parallelRunner(tiles, imageGrain(tileWork), j)
 	}
@@ -216,10 +298,44 @@ func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc 
 	}
 }
 
-// f32Of returns b's float32 storage; the direct kernels take F32 alone.
-func (d *Device) f32Of(op string, b *Buffer) []float32 {
-	if b.dt != dtype.F32 {
-		panic(fmt.Sprintf("cpu: %s: %v operand; want f32", op, b.dt))
+// weightGradBF16 is ConvWeightGrad on the AMX kernels: each chunk's images
+// are laid out (in parallel), then its pieces run (in parallel), adding
+// into F32 accumulators that are written into dw at the end.
+func (d *Device) weightGradBF16(dw []float32, dy, x []uint16, s device.ConvShape, c *gemm.Conv) {
+	per := c.WeightGradPrepLenBF16()
+	chunk := max(1, min(s.N, wgradChunkFloats/per))
+	src, acc := getScratch(chunk*per), getScratch(c.WeightGradAccLenBF16())
+	clear(*src)
+	j := directJobs.Get().(*directJob)
+	pieces := c.WeightGradPiecesBF16()
+	for n0 := 0; n0 < s.N; n0 += chunk {
+		nb := min(chunk, s.N-n0)
+		*j = directJob{kind: directPrep16, c: c, in16: dy, x16: x, src: *src, acc: *acc, n0: n0, nb: nb, first: n0 == 0}
+		d.parallelRunner(nb, 1, j)
+		j.kind = directWeightGrad16
+		d.parallelRunner(pieces, 1, j)
 	}
-	return b.f32
+	c.FinishWeightGradBF16(dw, *acc)
+	*j = directJob{}
+	directJobs.Put(j)
+	putScratch(src)
+	putScratch(acc)
+}
+
+// sameDType panics unless every buffer has a's dtype: the direct kernels
+// take one dtype for all their operands.
+func sameDType(op string, a *Buffer, bs ...*Buffer) {
+	for _, b := range bs {
+		if b.dt != a.dt {
+			panic(fmt.Sprintf("cpu: %s: operands in %v and %v; want one dtype", op, a.dt, b.dt))
+		}
+	}
+}
+
+// halves views a float32 scratch as bfloat16 bits, two to a word.
+func halves(f []float32) []uint16 {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&f[0])), 2*len(f))
 }

@@ -1,6 +1,9 @@
 package gemm
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Direct convolution: a convolution computed from the image planes
 // themselves, with no im2col matrix. It is an implicit GEMM whose B
@@ -164,6 +167,9 @@ type Conv struct {
 	// bwd holds dx's phases (one at stride 1): each one's correlation of
 	// dy and where it goes in dx.
 	bwd []bwdPhase
+	// amx is the BF16 plan (convamx.go), made on first use.
+	amxOnce sync.Once
+	amx     *convAMX
 }
 
 type bwdPhase struct {

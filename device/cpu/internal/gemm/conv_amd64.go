@@ -2,7 +2,11 @@
 
 package gemm
 
-import "golang.org/x/sys/cpu"
+import (
+	"sync"
+
+	"golang.org/x/sys/cpu"
+)
 
 // directConv reports whether the direct convolution's kernels run here:
 // they are AVX-512 (masked loads and stores).
@@ -23,3 +27,49 @@ func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float3
 //
 //go:noescape
 func convWgrad4x4(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
+
+// amxConvOK reports whether the BF16 direct kernels run: AMX-BF16 tiles
+// granted by Linux (as for the GEMM's amxImpl), AVX-512BW for the
+// conversions around them.
+var amxConvOK = sync.OnceValue(func() bool {
+	return directConv && cpu.X86.HasAVX512BW && cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16 && amxPermit()
+})
+
+// The BF16 kernels (see genAMXConvFwd, genAMXConvWgrad, genInterleaveRows
+// and genCopyRows16).
+
+//go:noescape
+func amxConvFwd1x1(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+
+//go:noescape
+func amxConvFwd1x2(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+
+//go:noescape
+func amxConvFwd2x1(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+
+//go:noescape
+func amxConvFwd2x2(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+
+//go:noescape
+func amxConvWgrad1(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+
+//go:noescape
+func amxConvWgrad2(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+
+//go:noescape
+func amxConvWgrad3(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+
+//go:noescape
+func amxConvWgrad4(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+
+//go:noescape
+func interleaveRows(dst *uint32, ldd int, a, b *uint16, lds, rows, n int, idx *uint16)
+
+//go:noescape
+func copyRows16(dst *uint16, ldd int, src *uint16, lds, rows, n int)
+
+// transposeWords is the packing transpose of 32-bit words for the BF16
+// weight gradient's dy (see PrepWeightGradBF16).
+func transposeWords(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+	asmHelpers{}.transpose(dst, ldd, src, lds, rows, cols)
+}

@@ -406,3 +406,814 @@ convWgrad4x4_reduce:
 	VMOVUPS Z0, (AX)
 	VZEROUPPER
 	RET
+
+// func amxConvFwd1x1(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+TEXT ·amxConvFwd1x1(SB), 0, $4160-104
+	MOVL $1, CX
+	VPBROADCASTD CX, Z26
+	MOVL $0x7fff, CX
+	VPBROADCASTD CX, Z27
+	MOVL $0x40, CX
+	VPBROADCASTD CX, Z28
+	MOVL $0x7fffffff, CX
+	VPBROADCASTD CX, Z29
+	MOVL $0x7f800000, CX
+	VPBROADCASTD CX, Z30
+	MOVQ njobs+64(FP), R11
+	TESTQ R11, R11
+	JLE amxConvFwd1x1_ret
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ a+8(FP), R8
+	MOVQ b+16(FP), SI
+	MOVQ pstride+48(FP), R9
+	MOVQ jobs+56(FP), R10
+	MOVQ $64, R15
+amxConvFwd1x1_job:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	MOVLQSX 0(R10), CX
+	LEAQ (SI)(CX*4), DX
+	MOVQ R8, AX
+	MOVQ taps+24(FP), R12
+	MOVQ ntaps+32(FP), R13
+amxConvFwd1x1_tap:
+	MOVLQSX (R12), CX
+	LEAQ (DX)(CX*4), BX
+	MOVQ npt+40(FP), R14
+amxConvFwd1x1_pt:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x38 // tileloadd tmm4, [rax+r15*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x0b // tileloadd tmm6, [rbx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	ADDQ $1024, AX
+	MOVQ R9, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R14
+	JNZ amxConvFwd1x1_pt
+	ADDQ $4, R12
+	DECQ R13
+	JNZ amxConvFwd1x1_tap
+	LEAQ 63(SP), R12
+	ANDQ $-64, R12
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x3c // tilestored [r12+r15*1], tmm0
+	MOVQ y+72(FP), DI
+	MOVLQSX 4(R10), CX
+	LEAQ (DI)(CX*2), DI
+	KMOVW 8(R10), K1
+	MOVQ rows+88(FP), R13
+	MOVQ ldy+80(FP), R14
+	MOVQ bias+96(FP), CX
+	LEAQ 0(R12), AX
+	MOVQ $16, BX
+amxConvFwd1x1_row0:
+	TESTQ R13, R13
+	JLE amxConvFwd1x1_next
+	VBROADCASTSS (CX), Z31
+	VADDPS 0(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K1, 0(DI)
+	ADDQ $4, CX
+	ADDQ $64, AX
+	ADDQ R14, DI
+	DECQ R13
+	DECQ BX
+	JNZ amxConvFwd1x1_row0
+amxConvFwd1x1_next:
+	ADDQ $12, R10
+	DECQ R11
+	JNZ amxConvFwd1x1_job
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+amxConvFwd1x1_ret:
+	VZEROUPPER
+	RET
+
+// func amxConvFwd1x2(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+TEXT ·amxConvFwd1x2(SB), 0, $4160-104
+	MOVL $1, CX
+	VPBROADCASTD CX, Z26
+	MOVL $0x7fff, CX
+	VPBROADCASTD CX, Z27
+	MOVL $0x40, CX
+	VPBROADCASTD CX, Z28
+	MOVL $0x7fffffff, CX
+	VPBROADCASTD CX, Z29
+	MOVL $0x7f800000, CX
+	VPBROADCASTD CX, Z30
+	MOVQ njobs+64(FP), R11
+	TESTQ R11, R11
+	JLE amxConvFwd1x2_ret
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ a+8(FP), R8
+	MOVQ b+16(FP), SI
+	MOVQ pstride+48(FP), R9
+	MOVQ jobs+56(FP), R10
+	MOVQ $64, R15
+amxConvFwd1x2_job:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	MOVLQSX 0(R10), CX
+	LEAQ (SI)(CX*4), DX
+	MOVQ R8, AX
+	MOVQ taps+24(FP), R12
+	MOVQ ntaps+32(FP), R13
+amxConvFwd1x2_tap:
+	MOVLQSX (R12), CX
+	LEAQ (DX)(CX*4), BX
+	MOVQ npt+40(FP), R14
+amxConvFwd1x2_pt:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x38 // tileloadd tmm4, [rax+r15*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x0b // tileloadd tmm6, [rbx+r9*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x0b; BYTE $0x40 // tileloadd tmm7, [rbx+r9*1+64]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1, tmm4, tmm7
+	ADDQ $1024, AX
+	MOVQ R9, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R14
+	JNZ amxConvFwd1x2_pt
+	ADDQ $4, R12
+	DECQ R13
+	JNZ amxConvFwd1x2_tap
+	LEAQ 63(SP), R12
+	ANDQ $-64, R12
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x3c // tilestored [r12+r15*1], tmm0
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x8c; BYTE $0x3c; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tilestored [r12+r15*1+1024], tmm1
+	MOVQ y+72(FP), DI
+	MOVLQSX 4(R10), CX
+	LEAQ (DI)(CX*2), DI
+	KMOVW 8(R10), K1
+	KMOVW 10(R10), K2
+	MOVQ rows+88(FP), R13
+	MOVQ ldy+80(FP), R14
+	MOVQ bias+96(FP), CX
+	LEAQ 0(R12), AX
+	MOVQ $16, BX
+amxConvFwd1x2_row0:
+	TESTQ R13, R13
+	JLE amxConvFwd1x2_next
+	VBROADCASTSS (CX), Z31
+	VADDPS 0(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K1, 0(DI)
+	VADDPS 1024(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K2, 32(DI)
+	ADDQ $4, CX
+	ADDQ $64, AX
+	ADDQ R14, DI
+	DECQ R13
+	DECQ BX
+	JNZ amxConvFwd1x2_row0
+amxConvFwd1x2_next:
+	ADDQ $12, R10
+	DECQ R11
+	JNZ amxConvFwd1x2_job
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+amxConvFwd1x2_ret:
+	VZEROUPPER
+	RET
+
+// func amxConvFwd2x1(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+TEXT ·amxConvFwd2x1(SB), 0, $4160-104
+	MOVL $1, CX
+	VPBROADCASTD CX, Z26
+	MOVL $0x7fff, CX
+	VPBROADCASTD CX, Z27
+	MOVL $0x40, CX
+	VPBROADCASTD CX, Z28
+	MOVL $0x7fffffff, CX
+	VPBROADCASTD CX, Z29
+	MOVL $0x7f800000, CX
+	VPBROADCASTD CX, Z30
+	MOVQ njobs+64(FP), R11
+	TESTQ R11, R11
+	JLE amxConvFwd2x1_ret
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ a+8(FP), R8
+	MOVQ b+16(FP), SI
+	MOVQ pstride+48(FP), R9
+	MOVQ jobs+56(FP), R10
+	MOVQ $64, R15
+amxConvFwd2x1_job:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	MOVLQSX 0(R10), CX
+	LEAQ (SI)(CX*4), DX
+	MOVQ R8, AX
+	MOVQ taps+24(FP), R12
+	MOVQ ntaps+32(FP), R13
+amxConvFwd2x1_tap:
+	MOVLQSX (R12), CX
+	LEAQ (DX)(CX*4), BX
+	MOVQ npt+40(FP), R14
+amxConvFwd2x1_pt:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x38 // tileloadd tmm4, [rax+r15*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm5, [rax+r15*1+1024]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x0b // tileloadd tmm6, [rbx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xcd // tdpbf16ps tmm1, tmm5, tmm6
+	ADDQ $2048, AX
+	MOVQ R9, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R14
+	JNZ amxConvFwd2x1_pt
+	ADDQ $4, R12
+	DECQ R13
+	JNZ amxConvFwd2x1_tap
+	LEAQ 63(SP), R12
+	ANDQ $-64, R12
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x3c // tilestored [r12+r15*1], tmm0
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x8c; BYTE $0x3c; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tilestored [r12+r15*1+1024], tmm1
+	MOVQ y+72(FP), DI
+	MOVLQSX 4(R10), CX
+	LEAQ (DI)(CX*2), DI
+	KMOVW 8(R10), K1
+	MOVQ rows+88(FP), R13
+	MOVQ ldy+80(FP), R14
+	MOVQ bias+96(FP), CX
+	LEAQ 0(R12), AX
+	MOVQ $16, BX
+amxConvFwd2x1_row0:
+	TESTQ R13, R13
+	JLE amxConvFwd2x1_next
+	VBROADCASTSS (CX), Z31
+	VADDPS 0(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K1, 0(DI)
+	ADDQ $4, CX
+	ADDQ $64, AX
+	ADDQ R14, DI
+	DECQ R13
+	DECQ BX
+	JNZ amxConvFwd2x1_row0
+	LEAQ 1024(R12), AX
+	MOVQ $16, BX
+amxConvFwd2x1_row1:
+	TESTQ R13, R13
+	JLE amxConvFwd2x1_next
+	VBROADCASTSS (CX), Z31
+	VADDPS 0(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K1, 0(DI)
+	ADDQ $4, CX
+	ADDQ $64, AX
+	ADDQ R14, DI
+	DECQ R13
+	DECQ BX
+	JNZ amxConvFwd2x1_row1
+amxConvFwd2x1_next:
+	ADDQ $12, R10
+	DECQ R11
+	JNZ amxConvFwd2x1_job
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+amxConvFwd2x1_ret:
+	VZEROUPPER
+	RET
+
+// func amxConvFwd2x2(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)
+TEXT ·amxConvFwd2x2(SB), 0, $4160-104
+	MOVL $1, CX
+	VPBROADCASTD CX, Z26
+	MOVL $0x7fff, CX
+	VPBROADCASTD CX, Z27
+	MOVL $0x40, CX
+	VPBROADCASTD CX, Z28
+	MOVL $0x7fffffff, CX
+	VPBROADCASTD CX, Z29
+	MOVL $0x7f800000, CX
+	VPBROADCASTD CX, Z30
+	MOVQ njobs+64(FP), R11
+	TESTQ R11, R11
+	JLE amxConvFwd2x2_ret
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ a+8(FP), R8
+	MOVQ b+16(FP), SI
+	MOVQ pstride+48(FP), R9
+	MOVQ jobs+56(FP), R10
+	MOVQ $64, R15
+amxConvFwd2x2_job:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero tmm3
+	MOVLQSX 0(R10), CX
+	LEAQ (SI)(CX*4), DX
+	MOVQ R8, AX
+	MOVQ taps+24(FP), R12
+	MOVQ ntaps+32(FP), R13
+amxConvFwd2x2_tap:
+	MOVLQSX (R12), CX
+	LEAQ (DX)(CX*4), BX
+	MOVQ npt+40(FP), R14
+amxConvFwd2x2_pt:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x38 // tileloadd tmm4, [rax+r15*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm5, [rax+r15*1+1024]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x0b // tileloadd tmm6, [rbx+r9*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x0b; BYTE $0x40 // tileloadd tmm7, [rbx+r9*1+64]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1, tmm4, tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps tmm2, tmm5, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3, tmm5, tmm7
+	ADDQ $2048, AX
+	MOVQ R9, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R14
+	JNZ amxConvFwd2x2_pt
+	ADDQ $4, R12
+	DECQ R13
+	JNZ amxConvFwd2x2_tap
+	LEAQ 63(SP), R12
+	ANDQ $-64, R12
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x3c // tilestored [r12+r15*1], tmm0
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x8c; BYTE $0x3c; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tilestored [r12+r15*1+1024], tmm1
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x3c; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored [r12+r15*1+2048], tmm2
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x3c; BYTE $0x00; BYTE $0x0c; BYTE $0x00; BYTE $0x00 // tilestored [r12+r15*1+3072], tmm3
+	MOVQ y+72(FP), DI
+	MOVLQSX 4(R10), CX
+	LEAQ (DI)(CX*2), DI
+	KMOVW 8(R10), K1
+	KMOVW 10(R10), K2
+	MOVQ rows+88(FP), R13
+	MOVQ ldy+80(FP), R14
+	MOVQ bias+96(FP), CX
+	LEAQ 0(R12), AX
+	MOVQ $16, BX
+amxConvFwd2x2_row0:
+	TESTQ R13, R13
+	JLE amxConvFwd2x2_next
+	VBROADCASTSS (CX), Z31
+	VADDPS 0(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K1, 0(DI)
+	VADDPS 1024(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K2, 32(DI)
+	ADDQ $4, CX
+	ADDQ $64, AX
+	ADDQ R14, DI
+	DECQ R13
+	DECQ BX
+	JNZ amxConvFwd2x2_row0
+	LEAQ 2048(R12), AX
+	MOVQ $16, BX
+amxConvFwd2x2_row1:
+	TESTQ R13, R13
+	JLE amxConvFwd2x2_next
+	VBROADCASTSS (CX), Z31
+	VADDPS 0(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K1, 0(DI)
+	VADDPS 1024(AX), Z31, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z2
+	VPSRLD $16, Z2, Z2
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z2
+	VPMOVDW Z2, K2, 32(DI)
+	ADDQ $4, CX
+	ADDQ $64, AX
+	ADDQ R14, DI
+	DECQ R13
+	DECQ BX
+	JNZ amxConvFwd2x2_row1
+amxConvFwd2x2_next:
+	ADDQ $12, R10
+	DECQ R11
+	JNZ amxConvFwd2x2_job
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+amxConvFwd2x2_ret:
+	VZEROUPPER
+	RET
+
+// func amxConvWgrad1(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+TEXT ·amxConvWgrad1(SB), NOSPLIT, $0-96
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ acc+8(FP), AX
+	MOVQ $64, R15
+	CMPQ first+88(FP), $0
+	JEQ amxConvWgrad1_load
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	JMP amxConvWgrad1_start
+amxConvWgrad1_load:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tileloadd tmm0, [rax+r15*1]
+amxConvWgrad1_start:
+	MOVQ a+16(FP), R8
+	MOVQ lda+24(FP), R9
+	MOVQ offs+32(FP), R11
+	MOVQ b+40(FP), SI
+	MOVQ ldb+48(FP), R10
+	MOVQ nimg+64(FP), R13
+	TESTQ R13, R13
+	JLE amxConvWgrad1_store
+amxConvWgrad1_img:
+	MOVQ R8, DX
+	MOVQ SI, BX
+	MOVQ nblk+56(FP), R12
+	TESTQ R12, R12
+	JLE amxConvWgrad1_nextimg
+amxConvWgrad1_blk:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x13 // tileloadd tmm6, [rbx+r10*1]
+	MOVQ 0(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x09 // tileloadd tmm4, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	ADDQ $64, DX
+	MOVQ R10, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R12
+	JNZ amxConvWgrad1_blk
+amxConvWgrad1_nextimg:
+	ADDQ aImg+72(FP), R8
+	ADDQ bImg+80(FP), SI
+	DECQ R13
+	JNZ amxConvWgrad1_img
+amxConvWgrad1_store:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tilestored [rax+r15*1], tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func amxConvWgrad2(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+TEXT ·amxConvWgrad2(SB), NOSPLIT, $0-96
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ acc+8(FP), AX
+	MOVQ $64, R15
+	CMPQ first+88(FP), $0
+	JEQ amxConvWgrad2_load
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	JMP amxConvWgrad2_start
+amxConvWgrad2_load:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tileloadd tmm0, [rax+r15*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x8c; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm1, [rax+r15*1+1024]
+amxConvWgrad2_start:
+	MOVQ a+16(FP), R8
+	MOVQ lda+24(FP), R9
+	MOVQ offs+32(FP), R11
+	MOVQ b+40(FP), SI
+	MOVQ ldb+48(FP), R10
+	MOVQ nimg+64(FP), R13
+	TESTQ R13, R13
+	JLE amxConvWgrad2_store
+amxConvWgrad2_img:
+	MOVQ R8, DX
+	MOVQ SI, BX
+	MOVQ nblk+56(FP), R12
+	TESTQ R12, R12
+	JLE amxConvWgrad2_nextimg
+amxConvWgrad2_blk:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x13 // tileloadd tmm6, [rbx+r10*1]
+	MOVQ 0(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x09 // tileloadd tmm4, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	MOVQ 8(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x09 // tileloadd tmm5, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xcd // tdpbf16ps tmm1, tmm5, tmm6
+	ADDQ $64, DX
+	MOVQ R10, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R12
+	JNZ amxConvWgrad2_blk
+amxConvWgrad2_nextimg:
+	ADDQ aImg+72(FP), R8
+	ADDQ bImg+80(FP), SI
+	DECQ R13
+	JNZ amxConvWgrad2_img
+amxConvWgrad2_store:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tilestored [rax+r15*1], tmm0
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x8c; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tilestored [rax+r15*1+1024], tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func amxConvWgrad3(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+TEXT ·amxConvWgrad3(SB), NOSPLIT, $0-96
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ acc+8(FP), AX
+	MOVQ $64, R15
+	CMPQ first+88(FP), $0
+	JEQ amxConvWgrad3_load
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero tmm2
+	JMP amxConvWgrad3_start
+amxConvWgrad3_load:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tileloadd tmm0, [rax+r15*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x8c; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm1, [rax+r15*1+1024]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x94; BYTE $0x38; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tileloadd tmm2, [rax+r15*1+2048]
+amxConvWgrad3_start:
+	MOVQ a+16(FP), R8
+	MOVQ lda+24(FP), R9
+	MOVQ offs+32(FP), R11
+	MOVQ b+40(FP), SI
+	MOVQ ldb+48(FP), R10
+	MOVQ nimg+64(FP), R13
+	TESTQ R13, R13
+	JLE amxConvWgrad3_store
+amxConvWgrad3_img:
+	MOVQ R8, DX
+	MOVQ SI, BX
+	MOVQ nblk+56(FP), R12
+	TESTQ R12, R12
+	JLE amxConvWgrad3_nextimg
+amxConvWgrad3_blk:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x13 // tileloadd tmm6, [rbx+r10*1]
+	MOVQ 0(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x09 // tileloadd tmm4, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	MOVQ 8(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x09 // tileloadd tmm5, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xcd // tdpbf16ps tmm1, tmm5, tmm6
+	MOVQ 16(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x09 // tileloadd tmm4, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd4 // tdpbf16ps tmm2, tmm4, tmm6
+	ADDQ $64, DX
+	MOVQ R10, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R12
+	JNZ amxConvWgrad3_blk
+amxConvWgrad3_nextimg:
+	ADDQ aImg+72(FP), R8
+	ADDQ bImg+80(FP), SI
+	DECQ R13
+	JNZ amxConvWgrad3_img
+amxConvWgrad3_store:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tilestored [rax+r15*1], tmm0
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x8c; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tilestored [rax+r15*1+1024], tmm1
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x38; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored [rax+r15*1+2048], tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func amxConvWgrad4(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)
+TEXT ·amxConvWgrad4(SB), NOSPLIT, $0-96
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVQ acc+8(FP), AX
+	MOVQ $64, R15
+	CMPQ first+88(FP), $0
+	JEQ amxConvWgrad4_load
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero tmm3
+	JMP amxConvWgrad4_start
+amxConvWgrad4_load:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tileloadd tmm0, [rax+r15*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x8c; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm1, [rax+r15*1+1024]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x94; BYTE $0x38; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tileloadd tmm2, [rax+r15*1+2048]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x9c; BYTE $0x38; BYTE $0x00; BYTE $0x0c; BYTE $0x00; BYTE $0x00 // tileloadd tmm3, [rax+r15*1+3072]
+amxConvWgrad4_start:
+	MOVQ a+16(FP), R8
+	MOVQ lda+24(FP), R9
+	MOVQ offs+32(FP), R11
+	MOVQ b+40(FP), SI
+	MOVQ ldb+48(FP), R10
+	MOVQ nimg+64(FP), R13
+	TESTQ R13, R13
+	JLE amxConvWgrad4_store
+amxConvWgrad4_img:
+	MOVQ R8, DX
+	MOVQ SI, BX
+	MOVQ nblk+56(FP), R12
+	TESTQ R12, R12
+	JLE amxConvWgrad4_nextimg
+amxConvWgrad4_blk:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x13 // tileloadd tmm6, [rbx+r10*1]
+	MOVQ 0(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x09 // tileloadd tmm4, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	MOVQ 8(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x09 // tileloadd tmm5, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xcd // tdpbf16ps tmm1, tmm5, tmm6
+	MOVQ 16(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x09 // tileloadd tmm4, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd4 // tdpbf16ps tmm2, tmm4, tmm6
+	MOVQ 24(R11), CX
+	ADDQ DX, CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x09 // tileloadd tmm5, [rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3, tmm5, tmm6
+	ADDQ $64, DX
+	MOVQ R10, CX
+	SHLQ $4, CX
+	ADDQ CX, BX
+	DECQ R12
+	JNZ amxConvWgrad4_blk
+amxConvWgrad4_nextimg:
+	ADDQ aImg+72(FP), R8
+	ADDQ bImg+80(FP), SI
+	DECQ R13
+	JNZ amxConvWgrad4_img
+amxConvWgrad4_store:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x38 // tilestored [rax+r15*1], tmm0
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x8c; BYTE $0x38; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tilestored [rax+r15*1+1024], tmm1
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x38; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored [rax+r15*1+2048], tmm2
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x38; BYTE $0x00; BYTE $0x0c; BYTE $0x00; BYTE $0x00 // tilestored [rax+r15*1+3072], tmm3
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func interleaveRows(dst *uint32, ldd int, a, b *uint16, lds, rows, n int, idx *uint16)
+TEXT ·interleaveRows(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), DX
+	MOVQ lds+32(FP), R9
+	SHLQ $1, R9
+	MOVQ rows+40(FP), R10
+	MOVQ idx+56(FP), AX
+	VMOVDQU16 (AX), Z30
+	VMOVDQU16 64(AX), Z31
+	TESTQ R10, R10
+	JLE interleaveRows_done
+interleaveRows_row:
+	MOVQ n+48(FP), CX
+	XORQ R11, R11
+interleaveRows_run:
+	CMPQ CX, $32
+	JLT interleaveRows_tail
+	VMOVDQU16 (SI)(R11*2), Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ DX, DX
+	JZ interleaveRows_nob
+	VMOVDQU16 (DX)(R11*2), Z1
+interleaveRows_nob:
+	VMOVDQA64 Z0, Z2
+	VPERMT2W Z1, Z30, Z2
+	VPERMT2W Z1, Z31, Z0
+	VMOVDQU32 Z2, (DI)(R11*4)
+	VMOVDQU32 Z0, 64(DI)(R11*4)
+	ADDQ $32, R11
+	SUBQ $32, CX
+	JMP interleaveRows_run
+interleaveRows_tail:
+	TESTQ CX, CX
+	JLE interleaveRows_endrow
+	MOVL $1, BX
+	SHLL CX, BX
+	DECL BX
+	KMOVD BX, K1
+	KMOVW BX, K2
+	SHRL $16, BX
+	KMOVW BX, K3
+	VMOVDQU16.Z (SI)(R11*2), K1, Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ DX, DX
+	JZ interleaveRows_nobt
+	VMOVDQU16.Z (DX)(R11*2), K1, Z1
+interleaveRows_nobt:
+	VMOVDQA64 Z0, Z2
+	VPERMT2W Z1, Z30, Z2
+	VPERMT2W Z1, Z31, Z0
+	VMOVDQU32 Z2, K2, (DI)(R11*4)
+	VMOVDQU32 Z0, K3, 64(DI)(R11*4)
+interleaveRows_endrow:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	TESTQ DX, DX
+	JZ interleaveRows_nextrow
+	ADDQ R9, DX
+interleaveRows_nextrow:
+	DECQ R10
+	JNZ interleaveRows_row
+interleaveRows_done:
+	VZEROUPPER
+	RET
+
+// func copyRows16(dst *uint16, ldd int, src *uint16, lds, rows, n int)
+TEXT ·copyRows16(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $1, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $1, R9
+	MOVQ rows+32(FP), R10
+	MOVQ n+40(FP), DX
+	MOVQ DX, CX
+	ANDQ $31, CX
+	MOVL $1, BX
+	SHLL CX, BX
+	DECL BX
+	KMOVD BX, K1
+	TESTQ R10, R10
+	JLE copyRows16_done
+copyRows16_row:
+	XORQ R11, R11
+	MOVQ DX, CX
+copyRows16_run:
+	CMPQ CX, $32
+	JLT copyRows16_tail
+	VMOVDQU16 (SI)(R11*2), Z0
+	VMOVDQU16 Z0, (DI)(R11*2)
+	ADDQ $32, R11
+	SUBQ $32, CX
+	JMP copyRows16_run
+copyRows16_tail:
+	TESTQ CX, CX
+	JLE copyRows16_endrow
+	VMOVDQU16.Z (SI)(R11*2), K1, Z0
+	VMOVDQU16 Z0, K1, (DI)(R11*2)
+copyRows16_endrow:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R10
+	JNZ copyRows16_row
+copyRows16_done:
+	VZEROUPPER
+	RET

@@ -17,3 +17,49 @@ func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float3
 func convWgrad4x4(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
 	panic("gemm: direct convolution without its kernels")
 }
+
+func amxConvOK() bool { return false }
+
+func amxConvFwd1x1(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func amxConvFwd1x2(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func amxConvFwd2x1(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func amxConvFwd2x2(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func amxConvWgrad1(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func amxConvWgrad2(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func amxConvWgrad3(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func amxConvWgrad4(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func interleaveRows(dst *uint32, ldd int, a, b *uint16, lds, rows, n int, idx *uint16) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func copyRows16(dst *uint16, ldd int, src *uint16, lds, rows, n int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func transposeWords(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+	transposeGo(dst, ldd, src, lds, rows, cols)
+}

@@ -194,3 +194,104 @@ func TestDirectConv(t *testing.T) {
 		})
 	}
 }
+
+// bf16Slice rounds v to bfloat16, returning the bits and the values.
+func bf16Slice(v []float32) ([]uint16, []float32) {
+	bits, vals := make([]uint16, len(v)), make([]float32, len(v))
+	for i, f := range v {
+		bits[i] = dtype.F32ToBF16(f)
+		vals[i] = dtype.BF16ToF32(bits[i])
+	}
+	return bits, vals
+}
+
+// checkCloseBF16 compares bfloat16 results with the reference rounded to
+// bfloat16, under BF16's tolerance plus sumSlack times the magnitude.
+func checkCloseBF16(t *testing.T, what string, got []uint16, want, mag []float64) {
+	t.Helper()
+	bad := 0
+	for i := range want {
+		g := float64(dtype.BF16ToF32(got[i]))
+		w := float64(dtype.Round(dtype.BF16, float32(want[i])))
+		if !dtype.Close(dtype.BF16, g, w, sumSlack*mag[i]) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %v, want %v", what, i, g, w)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d elements off", what, bad, len(want))
+	}
+}
+
+// TestDirectConvBF16 checks the AMX kernels as TestDirectConv checks the
+// F32 ones, on bfloat16 operands: y and dx rounded to bfloat16 within its
+// tolerance of the float64 reference on the rounded inputs, dw (F32)
+// within F32's, the weight gradient in one chunk and image by image.
+func TestDirectConvBF16(t *testing.T) {
+	if !directConv || !amxConvOK() {
+		t.Skip("the BF16 direct convolution needs AMX-BF16")
+	}
+	const nan16 = 0x7fc1
+	for i, g := range convCases {
+		t.Run(fmt.Sprintf("%d:%dx%dx%dx%d-oc%d-k%dx%d-s%dx%d-p%dx%d", i, g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.StrideH, g.StrideW, g.PadH, g.PadW), func(t *testing.T) {
+			if !ConvSupportedBF16(g) {
+				t.Fatalf("ConvSupportedBF16(%+v) is false", g)
+			}
+			rng := rand.New(rand.NewPCG(uint64(i), 16))
+			xb, x := bf16Slice(randSlice(rng, g.N*g.C*g.H*g.W))
+			wb, w := bf16Slice(randSlice(rng, g.OC*g.C*g.KH*g.KW))
+			b := randSlice(rng, g.OC)
+			dyb, dy := bf16Slice(randSlice(rng, g.N*g.OC*g.OH*g.OW))
+			wantY, wantDX, wantDW, magY, magDX, magDW := convRef(g, x, w, b, dy)
+			c := NewConv(g)
+
+			y := make([]uint16, len(wantY))
+			for j := range y {
+				y[j] = nan16
+			}
+			panel := make([]uint16, c.ForwardPanelLenBF16())
+			c.PackForwardBF16(panel, wb)
+			scratch := make([]float32, c.ForwardScratchLenBF16())
+			for n := range g.N {
+				c.ForwardBF16(y, xb, panel, b, n, scratch)
+			}
+			checkCloseBF16(t, "y", y, wantY, magY)
+
+			dx := make([]uint16, len(wantDX))
+			for j := range dx {
+				dx[j] = nan16
+			}
+			panel = make([]uint16, c.InputGradPanelLenBF16())
+			c.PackInputGradBF16(panel, wb)
+			scratch = make([]float32, c.InputGradScratchLenBF16())
+			for n := range g.N {
+				c.InputGradBF16(dx, dyb, panel, n, scratch)
+			}
+			checkCloseBF16(t, "dx", dx, wantDX, magDX)
+
+			for _, chunk := range []int{g.N, 1} {
+				dw := make([]float32, len(wantDW))
+				for j := range dw {
+					dw[j] = float32(math.NaN())
+				}
+				per := c.WeightGradPrepLenBF16()
+				src := make([]float32, chunk*per)
+				scr := make([]float32, c.WeightGradScratchLenBF16())
+				acc := make([]float32, c.WeightGradAccLenBF16())
+				for n0 := 0; n0 < g.N; n0 += chunk {
+					nb := min(chunk, g.N-n0)
+					for i := range nb {
+						c.PrepWeightGradBF16(src[i*per:(i+1)*per], dyb, xb, n0+i, scr)
+					}
+					for p := range c.WeightGradPiecesBF16() {
+						c.WeightGradBF16(acc, src, nb, p, n0 == 0)
+					}
+				}
+				c.FinishWeightGradBF16(dw, acc)
+				checkClose(t, fmt.Sprintf("dw (chunks of %d)", chunk), dw, wantDW, magDW)
+			}
+		})
+	}
+}

@@ -10,11 +10,22 @@ import (
 	"fmt"
 )
 
-// genConv writes the direct convolution's F32 kernels.
+// genConv writes the direct convolution's kernels: F32 on AVX-512, BF16
+// on AMX, and the BF16 kernels' helpers.
 func genConv(w *bytes.Buffer) {
 	genConvFwd(w, 2)
 	genConvFwd(w, 1)
 	genConvWgrad(w)
+	for _, mo := range []int{1, 2} {
+		for _, np := range []int{1, 2} {
+			genAMXConvFwd(w, mo, np)
+		}
+	}
+	for n := 1; n <= 4; n++ {
+		genAMXConvWgrad(w, n)
+	}
+	genInterleaveRows(w)
+	genCopyRows16(w)
 }
 
 // genConvFwd writes convFwd8x<16*nv>: an 8 x 16nv block of output pixels
@@ -208,6 +219,376 @@ func genConvWgrad(w *bytes.Buffer) {
 	level(1, "VSHUFPS", 0x88, 0xDD)
 	p("\tMOVQ out+0(FP), AX")
 	p("\tVMOVUPS Z0, (AX)")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// amxEmitters are the BYTE-encoded AMX instructions of gen.go, each with
+// its Intel syntax as a comment (TestByteEncodings checks them).
+func amxEmitters(p func(string, ...any)) (load, store func(t int, base, index string, disp int), dp func(dst, a, b int), emit func([]byte, string)) {
+	emit = func(code []byte, intel string) { p("\t%s // %s", byteDirectives(code), intel) }
+	load = func(t int, base, index string, disp int) {
+		emit(tileMem(false, t, base, index, disp), fmt.Sprintf("tileloadd tmm%d, %s", t, tileAddr(base, index, disp)))
+	}
+	store = func(t int, base, index string, disp int) {
+		emit(tileMem(true, t, base, index, disp), fmt.Sprintf("tilestored %s, tmm%d", tileAddr(base, index, disp), t))
+	}
+	dp = func(dst, a, b int) {
+		emit(tdpbf16ps(dst, a, b), fmt.Sprintf("tdpbf16ps tmm%d, tmm%d, tmm%d", dst, a, b))
+	}
+	return
+}
+
+// roundBF16 rounds the float32 lanes of x to bfloat16 in the low half of
+// each lane, as dtype's F32ToBF16 does: add 0x7fff plus the lowest kept
+// bit and drop the low 16 bits (nearest even), except that a NaN keeps
+// its top half with the quiet bit set. Constants: Z26 = 1, Z27 = 0x7fff,
+// Z28 = 0x40, Z29 = 0x7fffffff, Z30 = 0x7f800000; Z1, Z3, Z4 and K7 are
+// scratch; the result is in out.
+func roundBF16(p func(string, ...any), x, out string) {
+	p("\tVPSRLD $16, %s, Z1", x)
+	p("\tVPANDD Z26, Z1, Z1")
+	p("\tVPADDD Z27, Z1, Z1")
+	p("\tVPADDD Z1, %s, %s", x, out)
+	p("\tVPSRLD $16, %s, %s", out, out)
+	p("\tVPANDD Z29, %s, Z3", x)
+	p("\tVPCMPGTD Z30, Z3, K7")
+	p("\tVPSRLD $16, %s, Z4", x)
+	p("\tVPORD Z28, Z4, Z4")
+	p("\tVMOVDQA32 Z4, K7, %s", out)
+}
+
+// roundConsts loads roundBF16's constants, with CX as scratch.
+func roundConsts(p func(string, ...any)) {
+	for i, v := range []string{"$1", "$0x7fff", "$0x40", "$0x7fffffff", "$0x7f800000"} {
+		p("\tMOVL %s, CX", v)
+		p("\tVPBROADCASTD CX, Z%d", 26+i)
+	}
+}
+
+// genAMXConvFwd writes amxConvFwd<mo>x<np>: the BF16 forward kernel (and
+// input gradient's) on AMX. Its source is a padded, pair-interleaved image
+// (channel pairs' planes, each pixel a dword of two bfloat16 channels, a
+// zero border wide enough for every tap), so that a B tile, 16 channel
+// pairs by 16 output pixels, is a plain strided load: row r is pair r's
+// 16 pixels, pstride bytes after row r-1, shifted by the tap's offset.
+// For each job (one run of up to 16np output pixels of one row) it sums,
+// over the taps and each tap's npt pair tiles, mo A tiles (16 output
+// channels by 16 pairs, from the weight panel, in the order the loops
+// read them) times np B tiles into mo x np C tiles; then it stores the C
+// tiles on the stack, adds the bias and rounds each row of 16 pixels to
+// bfloat16 into y (output channel oc's row at y + oc*ldy bytes + the
+// job's yoff elements, under the job's masks), for oc < rows.
+//
+// Tile registers: tmm0-3 C (tile i*np+j), tmm4-5 A, tmm6-7 B. General
+// registers: R8 the weight panel, SI the source, R9 pstride, R10 the
+// jobs, R11 counts them, R12 and R13 walk and count the taps, R14 counts
+// pair tiles, R15 is 64, AX and BX walk A and B, DX is the job's source
+// base, CX and DI scratch; in the conversion R12 is the stack scratch,
+// R13 the rows left, R14 ldy, AX walks the scratch rows, BX counts them,
+// CX walks the bias and DI y's rows.
+func genAMXConvFwd(w *bytes.Buffer, mo, np int) {
+	p := printer(w)
+	name := fmt.Sprintf("amxConvFwd%dx%d", mo, np)
+	load, store, dp, emit := amxEmitters(p)
+	p("")
+	p("// func %s(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32)", name)
+	p("TEXT ·%s(SB), 0, $4160-104", name)
+	roundConsts(p)
+	p("\tMOVQ njobs+64(FP), R11")
+	p("\tTESTQ R11, R11")
+	p("\tJLE %s_ret", name)
+	p("\tMOVQ cfg+0(FP), AX")
+	emit(ldtilecfg("AX"), "ldtilecfg [rax]")
+	p("\tMOVQ a+8(FP), R8")
+	p("\tMOVQ b+16(FP), SI")
+	p("\tMOVQ pstride+48(FP), R9")
+	p("\tMOVQ jobs+56(FP), R10")
+	p("\tMOVQ $64, R15")
+	p("%s_job:", name)
+	for t := 0; t < mo*np; t++ {
+		emit(tilezero(t), fmt.Sprintf("tilezero tmm%d", t))
+	}
+	p("\tMOVLQSX 0(R10), CX")
+	p("\tLEAQ (SI)(CX*4), DX")
+	p("\tMOVQ R8, AX")
+	p("\tMOVQ taps+24(FP), R12")
+	p("\tMOVQ ntaps+32(FP), R13")
+	p("%s_tap:", name)
+	p("\tMOVLQSX (R12), CX")
+	p("\tLEAQ (DX)(CX*4), BX")
+	p("\tMOVQ npt+40(FP), R14")
+	p("%s_pt:", name)
+	for i := 0; i < mo; i++ {
+		load(4+i, "AX", "R15", 1024*i)
+	}
+	for j := 0; j < np; j++ {
+		load(6+j, "BX", "R9", 64*j)
+	}
+	for i := 0; i < mo; i++ {
+		for j := 0; j < np; j++ {
+			dp(i*np+j, 4+i, 6+j)
+		}
+	}
+	p("\tADDQ $%d, AX", 1024*mo)
+	p("\tMOVQ R9, CX")
+	p("\tSHLQ $4, CX")
+	p("\tADDQ CX, BX")
+	p("\tDECQ R14")
+	p("\tJNZ %s_pt", name)
+	p("\tADDQ $4, R12")
+	p("\tDECQ R13")
+	p("\tJNZ %s_tap", name)
+	// The C tiles to an aligned scratch, tile t at t*1024, 64-byte rows.
+	p("\tLEAQ 63(SP), R12")
+	p("\tANDQ $-64, R12")
+	for t := 0; t < mo*np; t++ {
+		store(t, "R12", "R15", 1024*t)
+	}
+	p("\tMOVQ y+72(FP), DI")
+	p("\tMOVLQSX 4(R10), CX")
+	p("\tLEAQ (DI)(CX*2), DI")
+	p("\tKMOVW 8(R10), K1")
+	if np > 1 {
+		p("\tKMOVW 10(R10), K2")
+	}
+	p("\tMOVQ rows+88(FP), R13")
+	p("\tMOVQ ldy+80(FP), R14")
+	p("\tMOVQ bias+96(FP), CX")
+	for i := 0; i < mo; i++ {
+		p("\tLEAQ %d(R12), AX", 1024*np*i)
+		p("\tMOVQ $16, BX")
+		p("%s_row%d:", name, i)
+		p("\tTESTQ R13, R13")
+		p("\tJLE %s_next", name)
+		p("\tVBROADCASTSS (CX), Z31")
+		for j := 0; j < np; j++ {
+			p("\tVADDPS %d(AX), Z31, Z0", 1024*j)
+			roundBF16(p, "Z0", "Z2")
+			p("\tVPMOVDW Z2, K%d, %d(DI)", 1+j, 32*j)
+		}
+		p("\tADDQ $4, CX")
+		p("\tADDQ $64, AX")
+		p("\tADDQ R14, DI")
+		p("\tDECQ R13")
+		p("\tDECQ BX")
+		p("\tJNZ %s_row%d", name, i)
+	}
+	p("%s_next:", name)
+	p("\tADDQ $12, R10")
+	p("\tDECQ R11")
+	p("\tJNZ %s_job", name)
+	emit(tilerelease, "tilerelease")
+	p("%s_ret:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// genAMXConvWgrad writes amxConvWgrad<n>: n C tiles of the BF16 weight
+// gradient on AMX, each 16 input channels (one kernel tap) by 16 output
+// channels, summed over 32-pixel blocks of nimg images: tile c adds, for
+// each block, A (16 channel rows of 32 pixels, the padded source plane
+// read at a + offs[c] + 64*block bytes, rows lda bytes apart) times B (16
+// rows of pixel pairs, each 16 output channels' dwords of dy, ldb bytes
+// apart, at b + 16*ldb*block). The tiles start as acc (16 rows of 64
+// bytes each, tile c at acc + 1024c), or zero when first is not 0, and
+// are stored back there.
+//
+// Tile registers: tmm0-3 C, tmm4-5 A (alternately), tmm6 B. General
+// registers: R8 and SI the image's A and B, R9 lda, R10 ldb, R11 offs,
+// R12 counts blocks, R13 images, R15 is 64, DX and BX walk A and B, CX
+// scratch, AX acc.
+func genAMXConvWgrad(w *bytes.Buffer, n int) {
+	p := printer(w)
+	name := fmt.Sprintf("amxConvWgrad%d", n)
+	load, store, dp, emit := amxEmitters(p)
+	p("")
+	p("// func %s(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *uint32, ldb, nblk, nimg, aImg, bImg, first int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
+	p("\tMOVQ cfg+0(FP), AX")
+	emit(ldtilecfg("AX"), "ldtilecfg [rax]")
+	p("\tMOVQ acc+8(FP), AX")
+	p("\tMOVQ $64, R15")
+	p("\tCMPQ first+88(FP), $0")
+	p("\tJEQ %s_load", name)
+	for c := 0; c < n; c++ {
+		emit(tilezero(c), fmt.Sprintf("tilezero tmm%d", c))
+	}
+	p("\tJMP %s_start", name)
+	p("%s_load:", name)
+	for c := 0; c < n; c++ {
+		load(c, "AX", "R15", 1024*c)
+	}
+	p("%s_start:", name)
+	p("\tMOVQ a+16(FP), R8")
+	p("\tMOVQ lda+24(FP), R9")
+	p("\tMOVQ offs+32(FP), R11")
+	p("\tMOVQ b+40(FP), SI")
+	p("\tMOVQ ldb+48(FP), R10")
+	p("\tMOVQ nimg+64(FP), R13")
+	p("\tTESTQ R13, R13")
+	p("\tJLE %s_store", name)
+	p("%s_img:", name)
+	p("\tMOVQ R8, DX")
+	p("\tMOVQ SI, BX")
+	p("\tMOVQ nblk+56(FP), R12")
+	p("\tTESTQ R12, R12")
+	p("\tJLE %s_nextimg", name)
+	p("%s_blk:", name)
+	load(6, "BX", "R10", 0)
+	for c := 0; c < n; c++ {
+		p("\tMOVQ %d(R11), CX", 8*c)
+		p("\tADDQ DX, CX")
+		load(4+c%2, "CX", "R9", 0)
+		dp(c, 4+c%2, 6)
+	}
+	p("\tADDQ $64, DX")
+	p("\tMOVQ R10, CX")
+	p("\tSHLQ $4, CX")
+	p("\tADDQ CX, BX")
+	p("\tDECQ R12")
+	p("\tJNZ %s_blk", name)
+	p("%s_nextimg:", name)
+	p("\tADDQ aImg+72(FP), R8")
+	p("\tADDQ bImg+80(FP), SI")
+	p("\tDECQ R13")
+	p("\tJNZ %s_img", name)
+	p("%s_store:", name)
+	for c := 0; c < n; c++ {
+		store(c, "AX", "R15", 1024*c)
+	}
+	emit(tilerelease, "tilerelease")
+	p("\tRET")
+}
+
+// genInterleaveRows writes interleaveRows: rows of two bfloat16 planes
+// interleaved into dwords, dst[r*ldd+i] = a[r*lds+i] | b[r*lds+i]<<16 for
+// i < n, r < rows (strides in elements), 32 pixels at a time (VPERMT2W),
+// the last run masked. b may be nil: the high halves are then zero.
+func genInterleaveRows(w *bytes.Buffer) {
+	p := printer(w)
+	const name = "interleaveRows"
+	p("")
+	p("// func %s(dst *uint32, ldd int, a, b *uint16, lds, rows, n int, idx *uint16)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ ldd+8(FP), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ a+16(FP), SI")
+	p("\tMOVQ b+24(FP), DX")
+	p("\tMOVQ lds+32(FP), R9")
+	p("\tSHLQ $1, R9")
+	p("\tMOVQ rows+40(FP), R10")
+	p("\tMOVQ idx+56(FP), AX")
+	// Z30: the words of a's first 16 lanes and b's, alternately; Z31 the
+	// next 16.
+	p("\tVMOVDQU16 (AX), Z30")
+	p("\tVMOVDQU16 64(AX), Z31")
+	p("\tTESTQ R10, R10")
+	p("\tJLE %s_done", name)
+	p("%s_row:", name)
+	p("\tMOVQ n+48(FP), CX")
+	p("\tXORQ R11, R11") // element offset in the row
+	p("%s_run:", name)
+	p("\tCMPQ CX, $32")
+	p("\tJLT %s_tail", name)
+	p("\tVMOVDQU16 (SI)(R11*2), Z0")
+	p("\tVPXORD Z1, Z1, Z1")
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s_nob", name)
+	p("\tVMOVDQU16 (DX)(R11*2), Z1")
+	p("%s_nob:", name)
+	p("\tVMOVDQA64 Z0, Z2")
+	p("\tVPERMT2W Z1, Z30, Z2")
+	p("\tVPERMT2W Z1, Z31, Z0")
+	p("\tVMOVDQU32 Z2, (DI)(R11*4)")
+	p("\tVMOVDQU32 Z0, 64(DI)(R11*4)")
+	p("\tADDQ $32, R11")
+	p("\tSUBQ $32, CX")
+	p("\tJMP %s_run", name)
+	p("%s_tail:", name)
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_endrow", name)
+	// K1: the tail's words; K2 and K3 its dwords, in two halves.
+	p("\tMOVL $1, BX")
+	p("\tSHLL CX, BX")
+	p("\tDECL BX")
+	p("\tKMOVD BX, K1")
+	p("\tKMOVW BX, K2")
+	p("\tSHRL $16, BX")
+	p("\tKMOVW BX, K3")
+	p("\tVMOVDQU16.Z (SI)(R11*2), K1, Z0")
+	p("\tVPXORD Z1, Z1, Z1")
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s_nobt", name)
+	p("\tVMOVDQU16.Z (DX)(R11*2), K1, Z1")
+	p("%s_nobt:", name)
+	p("\tVMOVDQA64 Z0, Z2")
+	p("\tVPERMT2W Z1, Z30, Z2")
+	p("\tVPERMT2W Z1, Z31, Z0")
+	p("\tVMOVDQU32 Z2, K2, (DI)(R11*4)")
+	p("\tVMOVDQU32 Z0, K3, 64(DI)(R11*4)")
+	p("%s_endrow:", name)
+	p("\tADDQ R8, DI")
+	p("\tADDQ R9, SI")
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s_nextrow", name)
+	p("\tADDQ R9, DX")
+	p("%s_nextrow:", name)
+	p("\tDECQ R10")
+	p("\tJNZ %s_row", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// genCopyRows16 writes copyRows16: rows of n 16-bit elements, dst[r*ldd+i]
+// = src[r*lds+i], 32 at a time, the last run masked.
+func genCopyRows16(w *bytes.Buffer) {
+	p := printer(w)
+	const name = "copyRows16"
+	p("")
+	p("// func %s(dst *uint16, ldd int, src *uint16, lds, rows, n int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ ldd+8(FP), R8")
+	p("\tSHLQ $1, R8")
+	p("\tMOVQ src+16(FP), SI")
+	p("\tMOVQ lds+24(FP), R9")
+	p("\tSHLQ $1, R9")
+	p("\tMOVQ rows+32(FP), R10")
+	p("\tMOVQ n+40(FP), DX")
+	// K1: the last run's words.
+	p("\tMOVQ DX, CX")
+	p("\tANDQ $31, CX")
+	p("\tMOVL $1, BX")
+	p("\tSHLL CX, BX")
+	p("\tDECL BX")
+	p("\tKMOVD BX, K1")
+	p("\tTESTQ R10, R10")
+	p("\tJLE %s_done", name)
+	p("%s_row:", name)
+	p("\tXORQ R11, R11")
+	p("\tMOVQ DX, CX")
+	p("%s_run:", name)
+	p("\tCMPQ CX, $32")
+	p("\tJLT %s_tail", name)
+	p("\tVMOVDQU16 (SI)(R11*2), Z0")
+	p("\tVMOVDQU16 Z0, (DI)(R11*2)")
+	p("\tADDQ $32, R11")
+	p("\tSUBQ $32, CX")
+	p("\tJMP %s_run", name)
+	p("%s_tail:", name)
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_endrow", name)
+	p("\tVMOVDQU16.Z (SI)(R11*2), K1, Z0")
+	p("\tVMOVDQU16 Z0, K1, (DI)(R11*2)")
+	p("%s_endrow:", name)
+	p("\tADDQ R8, DI")
+	p("\tADDQ R9, SI")
+	p("\tDECQ R10")
+	p("\tJNZ %s_row", name)
+	p("%s_done:", name)
 	p("\tVZEROUPPER")
 	p("\tRET")
 }
