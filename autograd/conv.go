@@ -2,6 +2,7 @@ package autograd
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -378,25 +379,61 @@ type BatchNormParams struct {
 // keeps x's dtype: what cuDNN does under PyTorch's autocast, and what keeps
 // a low-precision network's activations low-precision.
 func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
-	x.mustLive("BatchNorm")
-	g.computeType(OpBatchNorm, x, gamma, beta) // F32 under autocast: the kernels compute in F32
+	return g.batchNorm(x, gamma, beta, nil, nil, p)
+}
+
+// BatchNormReLU is ReLU(BatchNorm(x, gamma, beta, p) + res), res nil for
+// none: the end of a ResNet block. In training mode, on a device with
+// device.BatchNormActKernels and with res in x's dtype, it is one op: one
+// pass forward after the statistics, computing in F32 and rounding once
+// to x's dtype (the three ops round BatchNorm's output and the sum), and
+// the gradient within BatchNormGrad's two passes, keeping x and the
+// output alone. Otherwise it is the three ops.
+func (g *Graph) BatchNormReLU(x, gamma, beta, res *Var, p BatchNormParams) *Var {
+	x.mustLive("BatchNormReLU")
+	if res != nil {
+		res.mustLive("BatchNormReLU")
+		if !slices.Equal(res.Shape(), x.Shape()) {
+			panic(fmt.Sprintf("autograd.BatchNormReLU: input %v, residual %v; want one shape", x.Shape(), res.Shape()))
+		}
+	}
+	ba, ok := g.dev.(device.BatchNormActKernels)
+	if !ok || !p.Training || (res != nil && res.DType() != x.DType()) {
+		y := g.BatchNorm(x, gamma, beta, p)
+		if res != nil {
+			y = g.Add(y, res)
+		}
+		return g.ReLU(y)
+	}
+	return g.batchNorm(x, gamma, beta, res, ba, p)
+}
+
+// batchNorm is BatchNorm, and with ba BatchNormReLU's fused op (training
+// mode only).
+func (g *Graph) batchNorm(x, gamma, beta, res *Var, ba device.BatchNormActKernels, p BatchNormParams) *Var {
+	op := OpBatchNorm
+	if ba != nil {
+		op = OpBatchNormReLU
+	}
+	x.mustLive(op.name())
+	g.computeType(op, x, gamma, beta) // F32 under autocast: the kernels compute in F32
 	gamma, beta = g.as(gamma, dtype.F32), g.as(beta, dtype.F32)
 	xs := x.Shape()
 	if len(xs) < 2 {
-		panic(fmt.Sprintf("autograd.BatchNorm: input %v; want (N, C, ...)", xs))
+		panic(fmt.Sprintf("autograd.%s: input %v; want (N, C, ...)", op.name(), xs))
 	}
 	n, c := xs[0], xs[1]
 	hw := tensor.Numel(xs[2:])
 	for _, v := range []*Var{gamma, beta} {
 		if v != nil && (len(v.Shape()) != 1 || v.Shape()[0] != c) {
-			panic(fmt.Sprintf("autograd.BatchNorm: input %v with affine parameter %v; want (%d)", xs, v.Shape(), c))
+			panic(fmt.Sprintf("autograd.%s: input %v with affine parameter %v; want (%d)", op.name(), xs, v.Shape(), c))
 		}
 	}
 	mean, invstd := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
 	if p.Training {
 		m := n * hw
 		if m < 2 {
-			panic(fmt.Sprintf("autograd.BatchNorm: training needs more than one value per channel, input %v", xs))
+			panic(fmt.Sprintf("autograd.%s: training needs more than one value per channel, input %v", op.name(), xs))
 		}
 		variance := g.alloc(dtype.F32, c)
 		g.dev.Moments(mean.Buffer(), variance.Buffer(), buf(x), n, c, hw)
@@ -410,7 +447,7 @@ func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
 		variance.Release()
 	} else {
 		if p.RunningMean == nil || p.RunningVar == nil {
-			panic("autograd.BatchNorm: evaluation mode needs running statistics")
+			panic(fmt.Sprintf("autograd.%s: evaluation mode needs running statistics", op.name()))
 		}
 		g.dev.Copy(mean.Buffer(), 0, p.RunningMean.Buffer(), 0, c)
 		g.dev.Unary(device.Rsqrt, invstd.Buffer(), p.RunningVar.Buffer(), p.Eps)
@@ -423,15 +460,45 @@ func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
 		bb = buf(beta)
 	}
 	y := g.alloc(x.DType(), xs...)
-	g.dev.BatchNorm(y.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, bb, n, c, hw)
+	if ba != nil {
+		var rb device.Buffer
+		if res != nil {
+			rb = buf(res)
+		}
+		ba.BatchNormAct(y.Buffer(), buf(x), rb, mean.Buffer(), invstd.Buffer(), gb, bb, n, c, hw, true)
+	} else {
+		g.dev.BatchNorm(y.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, bb, n, c, hw)
+	}
 	out := g.result(y)
-	if !g.recording(x, gamma, beta) {
+	if !g.recording(x, gamma, beta, res) {
 		return out
 	}
 	if !p.Training {
 		// Evaluation mode is an affine map per channel.
 		g.push(OpBatchNorm, out, []*Var{x, gamma, beta}, func(dy *tensor.Tensor) {
 			g.bnEvalGrad(dy, x, gamma, beta, mean, invstd, n, c, hw)
+		})
+		return out
+	}
+	if ba != nil {
+		// ReLU's gradient reads the output, as ReLU's own does.
+		g.save(x.Value, mean, invstd, y)
+		g.push(op, out, []*Var{x, gamma, beta, res}, func(dy *tensor.Tensor) {
+			dx := g.alloc(x.DType(), xs...)
+			dgamma, dbeta := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
+			var dres *tensor.Tensor
+			var drb device.Buffer
+			if res != nil && res.requiresGrad {
+				dres = g.alloc(res.DType(), xs...)
+				drb = dres.Buffer()
+			}
+			ba.BatchNormActGrad(dx.Buffer(), drb, dgamma.Buffer(), dbeta.Buffer(), dy.Buffer(), y.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, n, c, hw, true)
+			g.accum(x, dx)
+			if dres != nil {
+				g.accum(res, dres)
+			}
+			g.accum(gamma, dgamma)
+			g.accum(beta, dbeta)
 		})
 		return out
 	}
@@ -445,6 +512,14 @@ func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
 		g.accum(beta, dbeta)
 	})
 	return out
+}
+
+// name is op's name as the API spells it, for messages.
+func (op Op) name() string {
+	if op == OpBatchNormReLU {
+		return "BatchNormReLU"
+	}
+	return "BatchNorm"
 }
 
 // bnEvalGrad is the backward pass of BatchNorm with fixed statistics:

@@ -166,3 +166,79 @@ func testConvDirectMatchesColumns(t *testing.T, dev device.Device, dt dtype.DTyp
 // different orders; the direct kernels' own test (package gemm) measured
 // at most 3.0e-7 against a float64 reference.
 const sumSlack = 1.0 / (1 << 20)
+
+// TestBatchNormReLUMatchesComposite checks BatchNormReLU, which a device
+// with device.BatchNormActKernels runs as one op, against BatchNorm, Add
+// and ReLU, with and without the residual: in FP32 the output and every
+// gradient (x, the residual, gamma, beta) bit for bit, as the fused loops
+// make the same float32 and float64 operations; under BF16 autocast the
+// fused op rounds BatchNorm's output and the sum once instead of twice,
+// so they agree within BF16's tolerance.
+func TestBatchNormReLUMatchesComposite(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+			for _, withRes := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v/residual=%v", dt, withRes), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(7, 35))
+					xh := tensor.NormalHost(rng, 0.5, 2, 4, 3, 5, 6)
+					rh := tensor.NormalHost(rng, 0, 1, 4, 3, 5, 6)
+					dyh := tensor.NormalHost(rng, 0, 1, 4, 3, 5, 6)
+					gh, bh := tensor.UniformHost(rng, 0.5, 1.5, 3), tensor.UniformHost(rng, -1, 1, 3)
+					run := func(fused bool) [][]float32 {
+						g := autograd.NewGraph(dev)
+						defer g.Release()
+						if dt != dtype.F32 {
+							amp.Autocast(g, dt)
+						}
+						leaf := func(h tensor.Host) *autograd.Var {
+							v := g.Leaf(tensor.FromHost(dev, dtype.F32, device.Temp, h), true)
+							t.Cleanup(v.Value.Release)
+							return v
+						}
+						x0, r0, gamma, beta, dy := leaf(xh), leaf(rh), leaf(gh), leaf(bh), leaf(dyh)
+						// The inputs in the network's dtype, as a block's
+						// convolutions would give them.
+						x, res := g.Cast(x0, dt), g.Cast(r0, dt)
+						if !withRes {
+							res = nil
+						}
+						p := autograd.BatchNormParams{Training: true, Eps: 1e-5}
+						var y *autograd.Var
+						if fused {
+							y = g.BatchNormReLU(x, gamma, beta, res, p)
+						} else {
+							y = g.BatchNorm(x, gamma, beta, p)
+							if res != nil {
+								y = g.Add(y, res)
+							}
+							y = g.ReLU(y)
+						}
+						g.Backward(g.Sum(g.Mul(y, dy)))
+						out := [][]float32{y.Value.ToHost(), x0.Grad.ToHost(), gamma.Grad.ToHost(), beta.Grad.ToHost()}
+						if withRes {
+							out = append(out, r0.Grad.ToHost())
+						}
+						return out
+					}
+					got, want := run(true), run(false)
+					for i, what := range []string{"y", "dx", "dgamma", "dbeta", "dres"}[:len(want)] {
+						for j := range want[i] {
+							g, w := got[i][j], want[i][j]
+							ok := math.Float32bits(g) == math.Float32bits(w)
+							if dt != dtype.F32 {
+								tol := dt
+								if what == "dgamma" || what == "dbeta" {
+									tol = dtype.F32 // F32 sums of the same dz
+								}
+								ok = dtype.Close(tol, float64(g), float64(w), 0)
+							}
+							if !ok {
+								t.Fatalf("%s[%d]: fused %v, composite %v", what, j, g, w)
+							}
+						}
+					}
+				})
+			}
+		}
+	})
+}

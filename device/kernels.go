@@ -136,6 +136,26 @@ type NormKernels interface {
 	BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma Buffer, n, c, hw int)
 }
 
+// BatchNormActKernels is an optional fast path a backend may offer, found
+// by type assertion: batch norm's affine transform with a residual added
+// and ReLU applied in the same pass (a ResNet block's end), and their
+// gradients within BatchNormGrad's passes, where the composite (BatchNorm,
+// Binary Add, Unary ReLU and their gradients) makes three passes each way
+// and keeps two more tensors.
+type BatchNormActKernels interface {
+	// BatchNormAct computes y = relu(x*scale + shift + res) with
+	// BatchNorm's per-channel scale and shift, res (n, c, hw) or nil for
+	// none, and ReLU only when relu; y, x and res in one dtype, computed in
+	// F32 and rounded once.
+	BatchNormAct(y, x, res, mean, invstd, gamma, beta Buffer, n, c, hw int, relu bool)
+	// BatchNormActGrad computes, in training mode, dz = dy times ReLU's
+	// gradient at its output y when relu (dy itself otherwise; y is then
+	// not read), stores dz into dres unless it is nil (the residual's
+	// gradient), and BatchNormGrad of dz: dx, and dgamma and dbeta (c, F32,
+	// overwritten).
+	BatchNormActGrad(dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma Buffer, n, c, hw int, relu bool)
+}
+
 // OptimKernels are the optimisers' fused update steps and GradScaler's
 // fused unscale-and-check, all on F32 buffers.
 type OptimKernels interface {

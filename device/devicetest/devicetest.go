@@ -122,6 +122,8 @@ var tests = []struct {
 	{"Moments", norm, testMoments},
 	{"BatchNorm", norm, testBatchNorm},
 	{"BatchNormGrad", norm, testBatchNormGrad},
+	{"BatchNormAct", norm, testBatchNormAct},
+	{"BatchNormActGrad", norm, testBatchNormActGrad},
 	{"Dropout", elementwise, testDropout},
 	{"Embedding", transformer, testEmbedding},
 	{"EmbeddingGrad", transformer, testEmbeddingGrad},
