@@ -340,32 +340,11 @@ func (c *Conv) SplitLen() int {
 // zero past the image.
 func (c *Conv) Split(dst, x []float32, n int) {
 	g := c.g
-	hw, plane := g.H*g.W, c.hs*c.ws
+	hw := g.H * g.W
 	if len(dst) < c.SplitLen() || len(x) < (n+1)*g.C*hw {
 		panic(fmt.Sprintf("gemm: Split: dst %d and x %d floats, image %d of %+v", len(dst), len(x), n, g))
 	}
-	img := x[n*g.C*hw : (n+1)*g.C*hw]
-	for p, ph := range c.phases {
-		for ch := range g.C {
-			src := img[ch*hw : (ch+1)*hw]
-			out := dst[(p*g.C+ch)*plane : (p*g.C+ch+1)*plane]
-			for i := range c.hs {
-				row := out[i*c.ws : (i+1)*c.ws]
-				r := ph[0] + g.StrideH*i
-				if r >= g.H {
-					clear(row)
-					continue
-				}
-				for j := range row {
-					if s := ph[1] + g.StrideW*j; s < g.W {
-						row[j] = src[r*g.W+s]
-					} else {
-						row[j] = 0
-					}
-				}
-			}
-		}
-	}
+	splitImage(c, dst, x[n*g.C*hw:(n+1)*g.C*hw])
 }
 
 // ForwardScratchLen is the floats of scratch Forward needs.
@@ -413,17 +392,13 @@ func (c *corr) run(out []float32, ldy, rows int, src, panel []float32, nc int, b
 	}
 }
 
-// InputGradScratchLen is the floats of scratch InputGrad needs: one
+// InputGradScratchLen is the floats of scratch InputGrad needs: every
 // phase of dx at strides above 1.
 func (c *Conv) InputGradScratchLen() int {
 	if c.bwd[0].direct {
 		return 0
 	}
-	m := 0
-	for _, p := range c.bwd {
-		m = max(m, p.rows*p.cols)
-	}
-	return c.g.C * m
+	return c.g.C * c.g.H * c.g.W
 }
 
 // InputGrad computes image n of dx (N, C, H, W), overwriting it, from
@@ -439,28 +414,22 @@ func (c *Conv) InputGrad(dx, dy, panel []float32, n int, scratch []float32) {
 	img := dx[n*g.C*hw : (n+1)*g.C*hw]
 	tile := g.KH * g.KW * g.OC * 8
 	var zero [8]float32
-	for _, p := range c.bwd {
-		out, ld := img, hw
-		if !p.direct {
-			out, ld = scratch, p.rows*p.cols
-		}
+	if c.bwd[0].direct {
+		p := c.bwd[0]
 		for t := 0; t < g.C; t += 8 {
-			p.corr.run(out[t*ld:], ld, min(8, g.C-t), src, panel[t/8*tile:], g.OC, &zero)
+			p.corr.run(img[t*hw:], hw, min(8, g.C-t), src, panel[t/8*tile:], g.OC, &zero)
 		}
-		if p.direct {
-			continue
-		}
-		for ch := range g.C {
-			ph := scratch[ch*ld : (ch+1)*ld]
-			plane := img[ch*hw : (ch+1)*hw]
-			for i := range p.rows {
-				row := plane[(p.a+g.StrideH*i)*g.W:]
-				for j, v := range ph[i*p.cols : (i+1)*p.cols] {
-					row[p.b+g.StrideW*j] = v
-				}
-			}
-		}
+		return
 	}
+	off := 0
+	for _, p := range c.bwd {
+		ld := p.rows * p.cols
+		for t := 0; t < g.C; t += 8 {
+			p.corr.run(scratch[off+t*ld:], ld, min(8, g.C-t), src, panel[t/8*tile:], g.OC, &zero)
+		}
+		off += g.C * ld
+	}
+	mergeImage(c, img, scratch)
 }
 
 // WeightGradTiles is how many pieces WeightGrad is cut into: each tap's 4

@@ -4,6 +4,7 @@ package gemm
 
 import (
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 )
@@ -73,3 +74,17 @@ func copyRows16(dst *uint16, ldd int, src *uint16, lds, rows, n int)
 func transposeWords(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
 	asmHelpers{}.transpose(dst, ldd, src, lds, rows, cols)
 }
+
+// The phase loops (genSplitRows, genMergeRows).
+
+//go:noescape
+func splitRowsF32(dst0, dst1 unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, w int)
+
+//go:noescape
+func splitRows16(dst0, dst1 unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, w int)
+
+//go:noescape
+func mergeRowsF32(dst unsafe.Pointer, ldd int, src0, src1 unsafe.Pointer, lds, rows, w int)
+
+//go:noescape
+func mergeRows16(dst unsafe.Pointer, ldd int, src0, src1 unsafe.Pointer, lds, rows, w int)

@@ -1217,3 +1217,269 @@ copyRows16_endrow:
 copyRows16_done:
 	VZEROUPPER
 	RET
+
+DATA convEven<>+0(SB)/8, $0x0000000200000000
+DATA convEven<>+8(SB)/8, $0x0000000600000004
+DATA convEven<>+16(SB)/8, $0x0000000a00000008
+DATA convEven<>+24(SB)/8, $0x0000000e0000000c
+DATA convEven<>+32(SB)/8, $0x0000001200000010
+DATA convEven<>+40(SB)/8, $0x0000001600000014
+DATA convEven<>+48(SB)/8, $0x0000001a00000018
+DATA convEven<>+56(SB)/8, $0x0000001e0000001c
+GLOBL convEven<>(SB), RODATA|NOPTR, $64
+DATA convOdd<>+0(SB)/8, $0x0000000300000001
+DATA convOdd<>+8(SB)/8, $0x0000000700000005
+DATA convOdd<>+16(SB)/8, $0x0000000b00000009
+DATA convOdd<>+24(SB)/8, $0x0000000f0000000d
+DATA convOdd<>+32(SB)/8, $0x0000001300000011
+DATA convOdd<>+40(SB)/8, $0x0000001700000015
+DATA convOdd<>+48(SB)/8, $0x0000001b00000019
+DATA convOdd<>+56(SB)/8, $0x0000001f0000001d
+GLOBL convOdd<>(SB), RODATA|NOPTR, $64
+DATA convLo<>+0(SB)/8, $0x0000001000000000
+DATA convLo<>+8(SB)/8, $0x0000001100000001
+DATA convLo<>+16(SB)/8, $0x0000001200000002
+DATA convLo<>+24(SB)/8, $0x0000001300000003
+DATA convLo<>+32(SB)/8, $0x0000001400000004
+DATA convLo<>+40(SB)/8, $0x0000001500000005
+DATA convLo<>+48(SB)/8, $0x0000001600000006
+DATA convLo<>+56(SB)/8, $0x0000001700000007
+GLOBL convLo<>(SB), RODATA|NOPTR, $64
+DATA convHi<>+0(SB)/8, $0x0000001800000008
+DATA convHi<>+8(SB)/8, $0x0000001900000009
+DATA convHi<>+16(SB)/8, $0x0000001a0000000a
+DATA convHi<>+24(SB)/8, $0x0000001b0000000b
+DATA convHi<>+32(SB)/8, $0x0000001c0000000c
+DATA convHi<>+40(SB)/8, $0x0000001d0000000d
+DATA convHi<>+48(SB)/8, $0x0000001e0000000e
+DATA convHi<>+56(SB)/8, $0x0000001f0000000f
+GLOBL convHi<>(SB), RODATA|NOPTR, $64
+
+// func splitRowsF32(dst0, dst1 unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, w int)
+TEXT ·splitRowsF32(SB), NOSPLIT, $0-56
+	MOVQ dst0+0(FP), DI
+	MOVQ dst1+8(FP), DX
+	MOVQ ldd+16(FP), R8
+	SHLQ $2, R8
+	MOVQ src+24(FP), SI
+	MOVQ lds+32(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+40(FP), R10
+	VMOVDQU32 convEven<>(SB), Z30
+	VMOVDQU32 convOdd<>(SB), Z31
+	TESTQ R10, R10
+	JLE splitRowsF32_done
+splitRowsF32_row:
+	MOVQ w+48(FP), CX
+	XORQ R11, R11
+splitRowsF32_step:
+	TESTQ CX, CX
+	JLE splitRowsF32_endrow
+	MOVQ $32, BX
+	CMPQ CX, BX
+	CMOVQLT CX, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX
+	KMOVD AX, K1
+	ADDQ $1, BX
+	SHRQ $1, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX
+	KMOVW AX, K2
+	MOVQ R11, BX
+	SHRQ $1, BX
+	KMOVW AX, K2
+	MOVQ $-1, AX
+	MOVQ $32, R12
+	CMPQ CX, R12
+	CMOVQLT CX, R12
+	BZHIQ R12, AX, AX
+	KMOVW AX, K3
+	SHRQ $16, AX
+	KMOVW AX, K4
+	VMOVUPS.Z (SI)(R11*4), K3, Z0
+	VMOVUPS.Z 64(SI)(R11*4), K4, Z1
+	VMOVAPS Z0, Z2
+	VPERMT2PS Z1, Z30, Z2
+	VMOVUPS Z2, K2, (DI)(BX*4)
+	TESTQ DX, DX
+	JZ splitRowsF32_next
+	VPERMT2PS Z1, Z31, Z0
+	VMOVUPS Z0, K2, (DX)(BX*4)
+splitRowsF32_next:
+	ADDQ $32, R11
+	SUBQ $32, CX
+	JMP splitRowsF32_step
+splitRowsF32_endrow:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	TESTQ DX, DX
+	JZ splitRowsF32_nodst1
+	ADDQ R8, DX
+splitRowsF32_nodst1:
+	DECQ R10
+	JNZ splitRowsF32_row
+splitRowsF32_done:
+	VZEROUPPER
+	RET
+
+// func splitRows16(dst0, dst1 unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, w int)
+TEXT ·splitRows16(SB), NOSPLIT, $0-56
+	MOVQ dst0+0(FP), DI
+	MOVQ dst1+8(FP), DX
+	MOVQ ldd+16(FP), R8
+	SHLQ $1, R8
+	MOVQ src+24(FP), SI
+	MOVQ lds+32(FP), R9
+	SHLQ $1, R9
+	MOVQ rows+40(FP), R10
+	TESTQ R10, R10
+	JLE splitRows16_done
+splitRows16_row:
+	MOVQ w+48(FP), CX
+	XORQ R11, R11
+splitRows16_step:
+	TESTQ CX, CX
+	JLE splitRows16_endrow
+	MOVQ $32, BX
+	CMPQ CX, BX
+	CMOVQLT CX, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX
+	KMOVD AX, K1
+	ADDQ $1, BX
+	SHRQ $1, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX
+	KMOVW AX, K2
+	MOVQ R11, BX
+	SHRQ $1, BX
+	VMOVDQU16.Z (SI)(R11*2), K1, Z0
+	VPMOVDW Z0, Y1
+	VMOVDQU16 Y1, K2, (DI)(BX*2)
+	TESTQ DX, DX
+	JZ splitRows16_next
+	VPSRLD $16, Z0, Z0
+	VPMOVDW Z0, Y1
+	VMOVDQU16 Y1, K2, (DX)(BX*2)
+splitRows16_next:
+	ADDQ $32, R11
+	SUBQ $32, CX
+	JMP splitRows16_step
+splitRows16_endrow:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	TESTQ DX, DX
+	JZ splitRows16_nodst1
+	ADDQ R8, DX
+splitRows16_nodst1:
+	DECQ R10
+	JNZ splitRows16_row
+splitRows16_done:
+	VZEROUPPER
+	RET
+
+// func mergeRowsF32(dst unsafe.Pointer, ldd int, src0, src1 unsafe.Pointer, lds, rows, w int)
+TEXT ·mergeRowsF32(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src0+16(FP), SI
+	MOVQ src1+24(FP), DX
+	MOVQ lds+32(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+40(FP), R10
+	VMOVDQU32 convLo<>(SB), Z30
+	VMOVDQU32 convHi<>(SB), Z31
+	TESTQ R10, R10
+	JLE mergeRowsF32_done
+mergeRowsF32_row:
+	MOVQ w+48(FP), CX
+	XORQ R11, R11
+mergeRowsF32_step:
+	TESTQ CX, CX
+	JLE mergeRowsF32_endrow
+	MOVQ $32, BX
+	CMPQ CX, BX
+	CMOVQLT CX, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX
+	KMOVD AX, K1
+	ADDQ $1, BX
+	SHRQ $1, BX
+	MOVQ $-1, R12
+	BZHIQ BX, R12, R12
+	KMOVW R12, K2
+	MOVQ R11, BX
+	SHRQ $1, BX
+	VMOVUPS.Z (SI)(BX*4), K2, Z0
+	VMOVUPS.Z (DX)(BX*4), K2, Z1
+	VMOVAPS Z0, Z2
+	VPERMT2PS Z1, Z30, Z2
+	VPERMT2PS Z1, Z31, Z0
+	KMOVW AX, K3
+	SHRQ $16, AX
+	KMOVW AX, K4
+	VMOVUPS Z2, K3, (DI)(R11*4)
+	VMOVUPS Z0, K4, 64(DI)(R11*4)
+	ADDQ $32, R11
+	SUBQ $32, CX
+	JMP mergeRowsF32_step
+mergeRowsF32_endrow:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	ADDQ R9, DX
+	DECQ R10
+	JNZ mergeRowsF32_row
+mergeRowsF32_done:
+	VZEROUPPER
+	RET
+
+// func mergeRows16(dst unsafe.Pointer, ldd int, src0, src1 unsafe.Pointer, lds, rows, w int)
+TEXT ·mergeRows16(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $1, R8
+	MOVQ src0+16(FP), SI
+	MOVQ src1+24(FP), DX
+	MOVQ lds+32(FP), R9
+	SHLQ $1, R9
+	MOVQ rows+40(FP), R10
+	TESTQ R10, R10
+	JLE mergeRows16_done
+mergeRows16_row:
+	MOVQ w+48(FP), CX
+	XORQ R11, R11
+mergeRows16_step:
+	TESTQ CX, CX
+	JLE mergeRows16_endrow
+	MOVQ $32, BX
+	CMPQ CX, BX
+	CMOVQLT CX, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX
+	KMOVD AX, K1
+	ADDQ $1, BX
+	SHRQ $1, BX
+	MOVQ $-1, R12
+	BZHIQ BX, R12, R12
+	KMOVW R12, K2
+	MOVQ R11, BX
+	SHRQ $1, BX
+	VPMOVZXWD.Z (SI)(BX*2), K2, Z0
+	VPMOVZXWD.Z (DX)(BX*2), K2, Z1
+	VPSLLD $16, Z1, Z1
+	VPORD Z1, Z0, Z0
+	VMOVDQU16 Z0, K1, (DI)(R11*2)
+	ADDQ $32, R11
+	SUBQ $32, CX
+	JMP mergeRows16_step
+mergeRows16_endrow:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	ADDQ R9, DX
+	DECQ R10
+	JNZ mergeRows16_row
+mergeRows16_done:
+	VZEROUPPER
+	RET

@@ -2,6 +2,8 @@
 
 package gemm
 
+import "unsafe"
+
 // directConv is false off amd64: the direct convolution's kernels are
 // AVX-512 assembly, and callers take the im2col path instead.
 const directConv = false
@@ -62,4 +64,20 @@ func copyRows16(dst *uint16, ldd int, src *uint16, lds, rows, n int) {
 
 func transposeWords(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
 	transposeGo(dst, ldd, src, lds, rows, cols)
+}
+
+func splitRowsF32(dst0, dst1 unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, w int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func splitRows16(dst0, dst1 unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, w int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func mergeRowsF32(dst unsafe.Pointer, ldd int, src0, src1 unsafe.Pointer, lds, rows, w int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func mergeRows16(dst unsafe.Pointer, ldd int, src0, src1 unsafe.Pointer, lds, rows, w int) {
+	panic("gemm: direct convolution without its kernels")
 }

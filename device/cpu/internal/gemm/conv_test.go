@@ -295,3 +295,113 @@ func TestDirectConvBF16(t *testing.T) {
 		})
 	}
 }
+
+// resnetConvs are ResNet-20's convolution shapes at one image (the
+// benchmarks time one image's work; a step is 128 of them per layer).
+var resnetConvs = []struct {
+	name string
+	g    ConvGeom
+}{
+	{"stage1-16x32x32-k3", convGeom(1, 16, 32, 32, 16, 3, 1, 1)},
+	{"down2-16x32x32-k3s2", convGeom(1, 16, 32, 32, 32, 3, 2, 1)},
+	{"proj2-16x32x32-k1s2", convGeom(1, 16, 32, 32, 32, 1, 2, 0)},
+	{"stage2-32x16x16-k3", convGeom(1, 32, 16, 16, 32, 3, 1, 1)},
+	{"stage3-64x8x8-k3", convGeom(1, 64, 8, 8, 64, 3, 1, 1)},
+}
+
+// BenchmarkDirectConv times the direct kernels on ResNet-20's shapes, one
+// image (weight gradient: 16 images) per operation, F32 and BF16, and
+// reports GFLOP/s (2 flops a multiply-add) per wall and per CPU second.
+func BenchmarkDirectConv(b *testing.B) {
+	for _, rc := range resnetConvs {
+		for _, bf := range []bool{false, true} {
+			if bf && !amxConvOK() || !directConv {
+				continue
+			}
+			dt := "f32"
+			if bf {
+				dt = "bf16"
+			}
+			g := rc.g
+			macs := float64(g.OC * g.C * g.KH * g.KW * g.OH * g.OW)
+			const nw = 16
+			gw := g
+			gw.N = nw
+			c, cw := NewConv(g), NewConv(gw)
+			rng := rand.New(rand.NewPCG(1, 2))
+			x, w, dy := randSlice(rng, nw*g.C*g.H*g.W), randSlice(rng, g.OC*g.C*g.KH*g.KW), randSlice(rng, nw*g.OC*g.OH*g.OW)
+			xb, _ := bf16Slice(x)
+			wb, _ := bf16Slice(w)
+			dyb, _ := bf16Slice(dy)
+			b.Run(rc.name+"/fwd/"+dt, func(b *testing.B) {
+				m := startCPU()
+				if bf {
+					y, panel, scr := make([]uint16, g.OC*g.OH*g.OW), make([]uint16, c.ForwardPanelLenBF16()), make([]float32, c.ForwardScratchLenBF16())
+					c.PackForwardBF16(panel, wb)
+					for b.Loop() {
+						c.ForwardBF16(y, xb, panel, nil, 0, scr)
+					}
+				} else {
+					y, panel, scr := make([]float32, g.OC*g.OH*g.OW), make([]float32, c.ForwardPanelLen()), make([]float32, c.ForwardScratchLen())
+					c.PackForward(panel, w)
+					for b.Loop() {
+						c.Forward(y, x, panel, nil, 0, scr)
+					}
+				}
+				m.report(b, 2*macs)
+				b.ReportMetric(2*macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+			b.Run(rc.name+"/dgrad/"+dt, func(b *testing.B) {
+				m := startCPU()
+				if bf {
+					dx, panel, scr := make([]uint16, g.C*g.H*g.W), make([]uint16, c.InputGradPanelLenBF16()), make([]float32, c.InputGradScratchLenBF16())
+					c.PackInputGradBF16(panel, wb)
+					for b.Loop() {
+						c.InputGradBF16(dx, dyb, panel, 0, scr)
+					}
+				} else {
+					dx, panel, scr := make([]float32, g.C*g.H*g.W), make([]float32, c.InputGradPanelLen()), make([]float32, c.InputGradScratchLen())
+					c.PackInputGrad(panel, w)
+					for b.Loop() {
+						c.InputGrad(dx, dy, panel, 0, scr)
+					}
+				}
+				m.report(b, 2*macs)
+				b.ReportMetric(2*macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+			b.Run(rc.name+"/wgrad16/"+dt, func(b *testing.B) {
+				m := startCPU()
+				dw := make([]float32, g.OC*g.C*g.KH*g.KW)
+				if bf {
+					per := cw.WeightGradPrepLenBF16()
+					src, scr, acc := make([]float32, nw*per), make([]float32, cw.WeightGradScratchLenBF16()), make([]float32, cw.WeightGradAccLenBF16())
+					for b.Loop() {
+						for i := range nw {
+							cw.PrepWeightGradBF16(src[i*per:(i+1)*per], dyb, xb, i, scr)
+						}
+						for p := range cw.WeightGradPiecesBF16() {
+							cw.WeightGradBF16(acc, src, nw, p, true)
+						}
+						cw.FinishWeightGradBF16(dw, acc)
+					}
+				} else {
+					src := make([]float32, nw*cw.SourceLen())
+					for b.Loop() {
+						if cw.SplitLen() > 0 {
+							for i := range nw {
+								cw.Split(src[i*cw.SplitLen():], x, i)
+							}
+						} else {
+							copy(src, x)
+						}
+						for t := range cw.WeightGradTiles() {
+							cw.WeightGrad(dw, dy, src, 0, nw, t, true)
+						}
+					}
+				}
+				m.report(b, 2*macs*nw)
+				b.ReportMetric(2*macs*nw*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -387,18 +387,17 @@ func (c *Conv) ForwardBF16(y, x, panel []uint16, bias []float32, n int, scratch 
 }
 
 // InputGradScratchLenBF16 is the float32 words of scratch InputGradBF16
-// needs per worker, zeroed as for ForwardBF16.
+// needs per worker, zeroed as for ForwardBF16: each phase's padded dy, and
+// every phase of dx at strides above 1.
 func (c *Conv) InputGradScratchLenBF16() int {
-	x := c.amxPlan()
-	n, ph := 0, 0
-	for i, b := range x.bwd {
+	n := 0
+	for _, b := range c.amxPlan().bwd {
 		n += b.srcLen()
-		ph = max(ph, c.bwd[i].rows*c.bwd[i].cols)
 	}
 	if c.bwd[0].direct {
-		ph = 0
+		return n
 	}
-	return n + (c.g.C*ph+1)/2
+	return n + (c.g.C*c.g.H*c.g.W+1)/2
 }
 
 // InputGradBF16 computes image n of dx (N, C, H, W, bfloat16),
@@ -413,15 +412,19 @@ func (c *Conv) InputGradBF16(dx, dy, panel []uint16, n int, scratch []float32) {
 	}
 	img := dx[n*g.C*hw : (n+1)*g.C*hw]
 	src := dy[n*g.OC*ohw : (n+1)*g.OC*ohw]
-	off, poff := 0, 0
+	srcs := 0
 	for _, b := range x.bwd {
-		off += b.srcLen()
+		srcs += b.srcLen()
 	}
-	ph := halves(scratch[off:])
+	var ph []uint16
+	if !c.bwd[0].direct {
+		ph = halves(scratch[srcs:])[:g.C*hw]
+	}
+	soff, poff := 0, 0
 	for i, b := range x.bwd {
 		p := c.bwd[i]
-		s := words(scratch[poff : poff+b.srcLen()])
-		poff += b.srcLen()
+		s := words(scratch[soff : soff+b.srcLen()])
+		soff += b.srcLen()
 		b.layout(s, src, &interleaveIdx)
 		pn := b.panelLen(g.C)
 		if p.direct {
@@ -429,45 +432,12 @@ func (c *Conv) InputGradBF16(dx, dy, panel []uint16, n int, scratch []float32) {
 			continue
 		}
 		ld := p.rows * p.cols
-		b.run(ph, ld, g.C, s, panel[:pn], nil)
+		b.run(ph[poff:], ld, g.C, s, panel[:pn], nil)
+		poff += g.C * ld
 		panel = panel[pn:]
-		for ch := range g.C {
-			pl := ph[ch*ld : (ch+1)*ld]
-			plane := img[ch*hw : (ch+1)*hw]
-			for i := range p.rows {
-				row := plane[(p.a+g.StrideH*i)*g.W:]
-				for j, v := range pl[i*p.cols : (i+1)*p.cols] {
-					row[p.b+g.StrideW*j] = v
-				}
-			}
-		}
 	}
-}
-
-// splitImage is Split for one image of bfloat16 planes.
-func splitImage[T float32 | uint16](c *Conv, dst, img []T) {
-	g := c.g
-	hw, plane := g.H*g.W, c.hs*c.ws
-	for p, ph := range c.phases {
-		for ch := range g.C {
-			src := img[ch*hw : (ch+1)*hw]
-			out := dst[(p*g.C+ch)*plane : (p*g.C+ch+1)*plane]
-			for i := range c.hs {
-				row := out[i*c.ws : (i+1)*c.ws]
-				r := ph[0] + g.StrideH*i
-				if r >= g.H {
-					clear(row)
-					continue
-				}
-				for j := range row {
-					if s := ph[1] + g.StrideW*j; s < g.W {
-						row[j] = src[r*g.W+s]
-					} else {
-						row[j] = 0
-					}
-				}
-			}
-		}
+	if ph != nil {
+		mergeImage(c, img, ph)
 	}
 }
 

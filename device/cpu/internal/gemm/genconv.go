@@ -26,6 +26,10 @@ func genConv(w *bytes.Buffer) {
 	}
 	genInterleaveRows(w)
 	genCopyRows16(w)
+	genSplitRows(w, false)
+	genSplitRows(w, true)
+	genMergeRows(w, false)
+	genMergeRows(w, true)
 }
 
 // genConvFwd writes convFwd8x<16*nv>: an 8 x 16nv block of output pixels
@@ -586,6 +590,200 @@ func genCopyRows16(w *bytes.Buffer) {
 	p("%s_endrow:", name)
 	p("\tADDQ R8, DI")
 	p("\tADDQ R9, SI")
+	p("\tDECQ R10")
+	p("\tJNZ %s_row", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// evenOddIdx writes the VPERMT2PS indexes of the F32 split and merge:
+// convEven picks elements 0, 2, ..., 30 of two registers (a then b),
+// convOdd 1, 3, ..., 31; convLo and convHi interleave the first and last
+// 8 elements of a and b (a0 b0 a1 b1 ...).
+func evenOddIdx(p func(string, ...any)) {
+	table := func(name string, idx func(i int) int) {
+		for q := 0; q < 8; q++ {
+			p("DATA %s<>+%d(SB)/8, $0x%08x%08x", name, 8*q, idx(2*q+1), idx(2*q))
+		}
+		p("GLOBL %s<>(SB), RODATA|NOPTR, $64", name)
+	}
+	p("")
+	table("convEven", func(i int) int { return 2 * i })
+	table("convOdd", func(i int) int { return 2*i + 1 })
+	table("convLo", func(i int) int { return i/2 + 16*(i%2) })
+	table("convHi", func(i int) int { return 8 + i/2 + 16*(i%2) })
+}
+
+// genSplitRows writes splitRowsF32 or splitRows16: the column phases of a
+// stride-2 split, row by row: dst0[r*ldd+j] = src[r*lds+2j] and
+// dst1[r*ldd+j] = src[r*lds+2j+1] for j < (w+1)/2, each zero where it
+// would read past the row's w elements; dst1 may be nil. 32 source
+// elements a step, the last masked.
+func genSplitRows(w *bytes.Buffer, half bool) {
+	p := printer(w)
+	name, size := "splitRowsF32", 4
+	if half {
+		name, size = "splitRows16", 2
+	} else {
+		evenOddIdx(p)
+	}
+	p("")
+	p("// func %s(dst0, dst1 unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, w int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	p("\tMOVQ dst0+0(FP), DI")
+	p("\tMOVQ dst1+8(FP), DX")
+	p("\tMOVQ ldd+16(FP), R8")
+	p("\tSHLQ $%d, R8", map[int]int{4: 2, 2: 1}[size])
+	p("\tMOVQ src+24(FP), SI")
+	p("\tMOVQ lds+32(FP), R9")
+	p("\tSHLQ $%d, R9", map[int]int{4: 2, 2: 1}[size])
+	p("\tMOVQ rows+40(FP), R10")
+	if !half {
+		p("\tVMOVDQU32 convEven<>(SB), Z30")
+		p("\tVMOVDQU32 convOdd<>(SB), Z31")
+	}
+	p("\tTESTQ R10, R10")
+	p("\tJLE %s_done", name)
+	p("%s_row:", name)
+	p("\tMOVQ w+48(FP), CX")
+	p("\tXORQ R11, R11") // source element of the step
+	p("%s_step:", name)
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_endrow", name)
+	// K1: the step's source elements (up to 32); K2: its outputs, half
+	// as many rounded up, for each phase.
+	p("\tMOVQ $32, BX")
+	p("\tCMPQ CX, BX")
+	p("\tCMOVQLT CX, BX")
+	p("\tMOVQ $-1, AX")
+	p("\tBZHIQ BX, AX, AX")
+	p("\tKMOVD AX, K1")
+	p("\tADDQ $1, BX")
+	p("\tSHRQ $1, BX")
+	p("\tMOVQ $-1, AX")
+	p("\tBZHIQ BX, AX, AX")
+	p("\tKMOVW AX, K2")
+	p("\tMOVQ R11, BX")
+	p("\tSHRQ $1, BX") // output element of the step
+	if half {
+		p("\tVMOVDQU16.Z (SI)(R11*2), K1, Z0")
+		p("\tVPMOVDW Z0, Y1")
+		p("\tVMOVDQU16 Y1, K2, (DI)(BX*2)")
+		p("\tTESTQ DX, DX")
+		p("\tJZ %s_next", name)
+		p("\tVPSRLD $16, Z0, Z0")
+		p("\tVPMOVDW Z0, Y1")
+		p("\tVMOVDQU16 Y1, K2, (DX)(BX*2)")
+	} else {
+		p("\tKMOVW AX, K2")
+		p("\tMOVQ $-1, AX")
+		p("\tMOVQ $32, R12")
+		p("\tCMPQ CX, R12")
+		p("\tCMOVQLT CX, R12")
+		p("\tBZHIQ R12, AX, AX")
+		p("\tKMOVW AX, K3")
+		p("\tSHRQ $16, AX")
+		p("\tKMOVW AX, K4")
+		p("\tVMOVUPS.Z (SI)(R11*4), K3, Z0")
+		p("\tVMOVUPS.Z 64(SI)(R11*4), K4, Z1")
+		p("\tVMOVAPS Z0, Z2")
+		p("\tVPERMT2PS Z1, Z30, Z2")
+		p("\tVMOVUPS Z2, K2, (DI)(BX*4)")
+		p("\tTESTQ DX, DX")
+		p("\tJZ %s_next", name)
+		p("\tVPERMT2PS Z1, Z31, Z0")
+		p("\tVMOVUPS Z0, K2, (DX)(BX*4)")
+	}
+	p("%s_next:", name)
+	p("\tADDQ $32, R11")
+	p("\tSUBQ $32, CX")
+	p("\tJMP %s_step", name)
+	p("%s_endrow:", name)
+	p("\tADDQ R8, DI")
+	p("\tADDQ R9, SI")
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s_nodst1", name)
+	p("\tADDQ R8, DX")
+	p("%s_nodst1:", name)
+	p("\tDECQ R10")
+	p("\tJNZ %s_row", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// genMergeRows writes mergeRowsF32 or mergeRows16, the inverse:
+// dst[r*ldd+2j] = src0[r*lds+j] and dst[r*ldd+2j+1] = src1[r*lds+j], for
+// the row's first w elements of dst. 32 elements of dst a step, the last
+// masked.
+func genMergeRows(w *bytes.Buffer, half bool) {
+	p := printer(w)
+	name, shift := "mergeRowsF32", 2
+	if half {
+		name, shift = "mergeRows16", 1
+	}
+	p("")
+	p("// func %s(dst unsafe.Pointer, ldd int, src0, src1 unsafe.Pointer, lds, rows, w int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ ldd+8(FP), R8")
+	p("\tSHLQ $%d, R8", shift)
+	p("\tMOVQ src0+16(FP), SI")
+	p("\tMOVQ src1+24(FP), DX")
+	p("\tMOVQ lds+32(FP), R9")
+	p("\tSHLQ $%d, R9", shift)
+	p("\tMOVQ rows+40(FP), R10")
+	if !half {
+		p("\tVMOVDQU32 convLo<>(SB), Z30")
+		p("\tVMOVDQU32 convHi<>(SB), Z31")
+	}
+	p("\tTESTQ R10, R10")
+	p("\tJLE %s_done", name)
+	p("%s_row:", name)
+	p("\tMOVQ w+48(FP), CX")
+	p("\tXORQ R11, R11") // dst element of the step
+	p("%s_step:", name)
+	p("\tTESTQ CX, CX")
+	p("\tJLE %s_endrow", name)
+	p("\tMOVQ $32, BX")
+	p("\tCMPQ CX, BX")
+	p("\tCMOVQLT CX, BX")
+	p("\tMOVQ $-1, AX")
+	p("\tBZHIQ BX, AX, AX")
+	p("\tKMOVD AX, K1") // the step's dst elements
+	p("\tADDQ $1, BX")
+	p("\tSHRQ $1, BX")
+	p("\tMOVQ $-1, R12")
+	p("\tBZHIQ BX, R12, R12")
+	p("\tKMOVW R12, K2") // its source elements in each phase
+	p("\tMOVQ R11, BX")
+	p("\tSHRQ $1, BX")
+	if half {
+		p("\tVPMOVZXWD.Z (SI)(BX*2), K2, Z0")
+		p("\tVPMOVZXWD.Z (DX)(BX*2), K2, Z1")
+		p("\tVPSLLD $16, Z1, Z1")
+		p("\tVPORD Z1, Z0, Z0")
+		p("\tVMOVDQU16 Z0, K1, (DI)(R11*2)")
+	} else {
+		p("\tVMOVUPS.Z (SI)(BX*4), K2, Z0")
+		p("\tVMOVUPS.Z (DX)(BX*4), K2, Z1")
+		p("\tVMOVAPS Z0, Z2")
+		p("\tVPERMT2PS Z1, Z30, Z2")
+		p("\tVPERMT2PS Z1, Z31, Z0")
+		p("\tKMOVW AX, K3")
+		p("\tSHRQ $16, AX")
+		p("\tKMOVW AX, K4")
+		p("\tVMOVUPS Z2, K3, (DI)(R11*4)")
+		p("\tVMOVUPS Z0, K4, 64(DI)(R11*4)")
+	}
+	p("\tADDQ $32, R11")
+	p("\tSUBQ $32, CX")
+	p("\tJMP %s_step", name)
+	p("%s_endrow:", name)
+	p("\tADDQ R8, DI")
+	p("\tADDQ R9, SI")
+	p("\tADDQ R9, DX")
 	p("\tDECQ R10")
 	p("\tJNZ %s_row", name)
 	p("%s_done:", name)
