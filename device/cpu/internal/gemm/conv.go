@@ -44,14 +44,16 @@ type convTap struct {
 	_      uint32
 }
 
-// convEnt is one vector of 16 output pixels for one tap, as the weight
-// gradient's kernel reads it (12 bytes): the vector's first pixel in a dy
-// plane and its tap's source pixel in the source image (phase included),
-// in elements, and the lanes that read inside the source plane and that
-// exist in dy.
+// convEnt is one vector of 16 output pixels for a group of up to three
+// taps, as the weight gradient's kernels read it (24 bytes): the vector's
+// first pixel in a dy plane; for each tap, its source pixel in the source
+// image (phase included), in elements, and the lanes that read inside the
+// source plane; and the lanes that exist in dy.
 type convEnt struct {
-	dy, x     int32
-	maskX, my uint16
+	dy int32
+	x  [3]int32
+	m  [3]uint16
+	my uint16
 }
 
 // ctap is a tap of a stride-1 correlation: the output pixel (oh, ow)
@@ -75,12 +77,11 @@ type corr struct {
 	oh, ow, hs, ws, plane, phaseLen int
 	taps                            []ctap
 	blocks                          []corrBlock
-	ents                            [][]convEnt // by tap, for the weight gradient
 }
 
 // newCorr plans a correlation. wstride is the bytes between two taps'
-// weights in the panel; forward selects blocks (else entries).
-func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int, forward bool) *corr {
+// weights in the panel.
+func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int) *corr {
 	c := &corr{oh: oh, ow: ow, hs: hs, ws: ws, plane: plane, phaseLen: phaseLen, taps: taps}
 	flat := ws == ow
 	// Output pixel i of a run starting at (oh0, ow0), flat index q0.
@@ -102,32 +103,17 @@ func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int, forw
 		return m
 	}
 	srcOf := func(t ctap, oh0, ow0 int) int { return t.phase*phaseLen + (oh0+t.dh)*ws + ow0 + t.dw }
-	if !forward {
-		c.ents = make([][]convEnt, len(taps))
-	}
 	run := func(oh0, ow0, q0, n int) {
-		if forward {
-			nv := (n + 15) / 16
-			b := corrBlock{q0: q0, nv: nv, ymask: lanes(n)}
-			for _, t := range taps {
-				m := [2]uint16{maskOf(t, oh0, ow0, q0, 0, n), maskOf(t, oh0, ow0, q0, 16, n)}
-				if m == [2]uint16{} {
-					continue
-				}
-				b.taps = append(b.taps, convTap{src: int32(4 * srcOf(t, oh0, ow0)), w: int32(t.k * wstride), mask: m})
+		nv := (n + 15) / 16
+		b := corrBlock{q0: q0, nv: nv, ymask: lanes(n)}
+		for _, t := range taps {
+			m := [2]uint16{maskOf(t, oh0, ow0, q0, 0, n), maskOf(t, oh0, ow0, q0, 16, n)}
+			if m == [2]uint16{} {
+				continue
 			}
-			c.blocks = append(c.blocks, b)
-			return
+			b.taps = append(b.taps, convTap{src: int32(4 * srcOf(t, oh0, ow0)), w: int32(t.k * wstride), mask: m})
 		}
-		for v := 0; v*16 < n; v++ {
-			r, s := pos(oh0, ow0, q0, 16*v)
-			for k, t := range taps {
-				m := maskOf(t, r, s, q0+16*v, 0, n-16*v)
-				if m != 0 {
-					c.ents[k] = append(c.ents[k], convEnt{dy: int32(q0 + 16*v), x: int32(srcOf(t, r, s)), maskX: m, my: uint16(lanes(min(16, n-16*v)))})
-				}
-			}
-		}
+		c.blocks = append(c.blocks, b)
 	}
 	if flat {
 		for q0 := 0; q0 < oh*ow; q0 += 32 {
@@ -141,6 +127,76 @@ func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int, forw
 		}
 	}
 	return c
+}
+
+// wgroup is a group of up to three taps whose weight gradients one
+// kernel call computes together (genConvWgradG): their weight indices,
+// the input channels a tile takes, and the entries of every vector of 16
+// output pixels that any of them reads inside the source.
+type wgroup struct {
+	k    []int
+	nc   int
+	ents []convEnt
+}
+
+// wgradTaps is how many taps a weight-gradient group takes, and nc how
+// many input channels its tiles then have (wgradVariants of genconv.go).
+var wgradNC = [4]int{0, 6, 3, 2}
+
+// newWgroups groups taps (in (kh, kw) order) by kernel row, up to three
+// at a time, and lists each group's entries over the output grid oh x ow
+// and the source planes hs x ws (phases phaseLen apart).
+func newWgroups(oh, ow, hs, ws, phaseLen, kw int, taps []ctap) []wgroup {
+	var gs []wgroup
+	for i := 0; i < len(taps); {
+		row := taps[i].k / kw
+		n := 0
+		for i+n < len(taps) && n < 3 && taps[i+n].k/kw == row {
+			n++
+		}
+		gs = append(gs, wgroup{nc: wgradNC[n]})
+		g := &gs[len(gs)-1]
+		tg := taps[i : i+n]
+		for _, t := range tg {
+			g.k = append(g.k, t.k)
+		}
+		flat := ws == ow
+		vec := func(oh0, ow0, q0, n int) {
+			var e convEnt
+			any := false
+			for j, t := range tg {
+				var m uint16
+				for l := 0; l < n; l++ {
+					r, s := oh0, ow0+l
+					if flat {
+						r, s = (q0+l)/ow, (q0+l)%ow
+					}
+					if r+t.dh >= 0 && r+t.dh < hs && s+t.dw >= 0 && s+t.dw < ws {
+						m |= 1 << l
+					}
+				}
+				e.x[j], e.m[j] = int32(t.phase*phaseLen+(oh0+t.dh)*ws+ow0+t.dw), m
+				any = any || m != 0
+			}
+			if any {
+				e.dy, e.my = int32(q0), uint16(lanes(n))
+				g.ents = append(g.ents, e)
+			}
+		}
+		if flat {
+			for q0 := 0; q0 < oh*ow; q0 += 16 {
+				vec(q0/ow, q0%ow, q0, min(16, oh*ow-q0))
+			}
+		} else {
+			for r := 0; r < oh; r++ {
+				for s := 0; s < ow; s += 16 {
+					vec(r, s, r*ow+s, min(16, ow-s))
+				}
+			}
+		}
+		i += n
+	}
+	return gs
 }
 
 // lanes returns a mask of the first n (at most 32) bits.
@@ -163,7 +219,10 @@ type Conv struct {
 	phases [][2]int
 	hs, ws int // the source planes: the image's, or a phase's
 	fwd    *corr
-	wgt    *corr
+	wgt    []wgroup
+	// wtiles lists the weight gradient's tiles: group, first output and
+	// input channel.
+	wtiles [][3]int
 	// bwd holds dx's phases (one at stride 1): each one's correlation of
 	// dy and where it goes in dx.
 	bwd []bwdPhase
@@ -235,8 +294,15 @@ func NewConv(g ConvGeom) *Conv {
 			taps = append(taps, ctap{phase: i, dh: floorDiv(kh-g.PadH, sh), dw: floorDiv(kw-g.PadW, sw), k: kh*g.KW + kw})
 		}
 	}
-	c.fwd = newCorr(g.OH, g.OW, c.hs, c.ws, plane, g.C*plane, taps, 4*8*g.C, true)
-	c.wgt = newCorr(g.OH, g.OW, c.hs, c.ws, plane, g.C*plane, taps, 0, false)
+	c.fwd = newCorr(g.OH, g.OW, c.hs, c.ws, plane, g.C*plane, taps, 4*8*g.C)
+	c.wgt = newWgroups(g.OH, g.OW, c.hs, c.ws, g.C*plane, g.KW, taps)
+	for i, gr := range c.wgt {
+		for o := 0; o < g.OC; o += 4 {
+			for ch := 0; ch < g.C; ch += gr.nc {
+				c.wtiles = append(c.wtiles, [3]int{i, o, ch})
+			}
+		}
+	}
 	// Input gradient: dx row r = a + sh*i receives dy row oh from tap kh
 	// when oh*sh + kh - PadH = r, that is oh = i + (a + PadH - kh)/sh
 	// where that divides exactly.
@@ -256,7 +322,7 @@ func NewConv(g ConvGeom) *Conv {
 			}
 			rows, cols := (g.H-a+sh-1)/sh, (g.W-b+sw-1)/sw
 			c.bwd = append(c.bwd, bwdPhase{a: a, b: b, rows: rows, cols: cols, direct: !strided,
-				corr: newCorr(rows, cols, g.OH, g.OW, g.OH*g.OW, 0, bt, 4*8*g.OC, true)})
+				corr: newCorr(rows, cols, g.OH, g.OW, g.OH*g.OW, 0, bt, 4*8*g.OC)})
 		}
 	}
 	return c
@@ -432,11 +498,17 @@ func (c *Conv) InputGrad(dx, dy, panel []float32, n int, scratch []float32) {
 	mergeImage(c, img, scratch)
 }
 
-// WeightGradTiles is how many pieces WeightGrad is cut into: each tap's 4
-// x 4 tiles of (output, input) channels.
-func (c *Conv) WeightGradTiles() int {
-	return c.g.KH * c.g.KW * ((c.g.OC + 3) / 4) * ((c.g.C + 3) / 4)
-}
+// wgradOut is where genConvWgradG's trees leave accumulator i's sum.
+var wgradOut = func() (o [24]int) {
+	for a := range o {
+		o[a] = 16*(a/16) + 4*(a%16%4) + a%16/4
+	}
+	return o
+}()
+
+// WeightGradTiles is how many pieces WeightGrad is cut into: each tap
+// group's tiles of 4 output channels by its input channels.
+func (c *Conv) WeightGradTiles() int { return len(c.wtiles) }
 
 // SourceLen is the floats of one image of the weight gradient's source:
 // the image, or its phases (SplitLen).
@@ -456,26 +528,36 @@ func (c *Conv) SourceLen() int {
 func (c *Conv) WeightGrad(dw, dy, src []float32, n0, nb, tile int, first bool) {
 	g := c.g
 	kk, ohw := g.KH*g.KW, g.OH*g.OW
-	nOC, nC := (g.OC+3)/4, (g.C+3)/4
-	if tile < 0 || tile >= c.WeightGradTiles() || n0 < 0 || nb < 1 || n0+nb > g.N || len(dw) < g.OC*g.C*kk ||
+	if tile < 0 || tile >= len(c.wtiles) || n0 < 0 || nb < 1 || n0+nb > g.N || len(dw) < g.OC*g.C*kk ||
 		len(dy) < (n0+nb)*g.OC*ohw || len(src) < nb*c.SourceLen() {
 		panic(fmt.Sprintf("gemm: WeightGrad: tile %d, images [%d, %d), dw %d, dy %d, src %d floats for %+v", tile, n0, n0+nb, len(dw), len(dy), len(src), g))
 	}
-	k, rest := tile/(nOC*nC), tile%(nOC*nC)
-	o0, c0 := rest/nC*4, rest%nC*4
-	ents := c.wgt.ents[k]
-	var out [16]float32
-	if len(ents) > 0 {
-		convWgrad4x4(&out[0], &dy[(n0*g.OC+o0)*ohw], ohw, min(4, g.OC-o0), &src[c0*c.wgt.plane], c.wgt.plane, min(4, g.C-c0),
-			&ents[0], len(ents), nb, g.OC*ohw, c.SourceLen())
+	t := c.wtiles[tile]
+	gr, o0, c0 := &c.wgt[t[0]], t[1], t[2]
+	var out [32]float32
+	if len(gr.ents) > 0 {
+		plane := c.hs * c.ws
+		dyp, xp, ndy, nx := &dy[(n0*g.OC+o0)*ohw], &src[c0*plane], min(4, g.OC-o0), min(gr.nc, g.C-c0)
+		switch len(gr.k) {
+		case 3:
+			convWgrad4x2x3(&out[0], dyp, ohw, ndy, xp, plane, nx, &gr.ents[0], len(gr.ents), nb, g.OC*ohw, c.SourceLen())
+		case 2:
+			convWgrad4x3x2(&out[0], dyp, ohw, ndy, xp, plane, nx, &gr.ents[0], len(gr.ents), nb, g.OC*ohw, c.SourceLen())
+		default:
+			convWgrad4x6x1(&out[0], dyp, ohw, ndy, xp, plane, nx, &gr.ents[0], len(gr.ents), nb, g.OC*ohw, c.SourceLen())
+		}
 	}
+	nt := len(gr.k)
 	for r := 0; r < 4 && o0+r < g.OC; r++ {
-		for q := 0; q < 4 && c0+q < g.C; q++ {
-			i := ((o0+r)*g.C+c0+q)*kk + k
-			if first {
-				dw[i] = out[4*q+r]
-			} else {
-				dw[i] += out[4*q+r]
+		for q := 0; q < gr.nc && c0+q < g.C; q++ {
+			for j, k := range gr.k {
+				v := out[wgradOut[(r*gr.nc+q)*nt+j]]
+				i := ((o0+r)*g.C+c0+q)*kk + k
+				if first {
+					dw[i] = v
+				} else {
+					dw[i] += v
+				}
 			}
 		}
 	}

@@ -23,11 +23,18 @@ func convFwd8x32(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float3
 //go:noescape
 func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint32, bias *float32)
 
-// convWgrad4x4 computes one tap's weight gradient for 4 x 4 (output,
-// input) channels over nimg images into out (see genConvWgrad).
+// convWgrad4x2x3, convWgrad4x3x2 and convWgrad4x6x1 compute the weight
+// gradient of a group of 3, 2 or 1 taps for 4 output channels by 2, 3 or
+// 6 input channels over nimg images into out (see genConvWgradG).
 //
 //go:noescape
-func convWgrad4x4(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
+func convWgrad4x2x3(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
+
+//go:noescape
+func convWgrad4x3x2(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
+
+//go:noescape
+func convWgrad4x6x1(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
 
 // amxConvOK reports whether the BF16 direct kernels run: AMX-BF16 tiles
 // granted by Linux (as for the GEMM's amxImpl), AVX-512BW for the

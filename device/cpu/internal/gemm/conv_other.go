@@ -16,7 +16,15 @@ func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float3
 	panic("gemm: direct convolution without its kernels")
 }
 
-func convWgrad4x4(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
+func convWgrad4x2x3(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func convWgrad4x3x2(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func convWgrad4x6x1(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
 	panic("gemm: direct convolution without its kernels")
 }
 

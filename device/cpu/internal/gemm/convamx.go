@@ -317,7 +317,7 @@ func (c *Conv) amxPlan() *convAMX {
 		for _, p := range c.bwd {
 			x.bwd = append(x.bwd, newAMXFwd(p.rows, p.cols, g.OC, 1, g.OH, g.OW, p.corr.taps))
 		}
-		x.wgt = newAMXWgt(g.OH, g.OW, g.OC, g.C, nph, c.hs, c.ws, c.wgt.taps)
+		x.wgt = newAMXWgt(g.OH, g.OW, g.OC, g.C, nph, c.hs, c.ws, c.fwd.taps)
 		c.amx = x
 	})
 	return c.amx

@@ -15,7 +15,9 @@ import (
 func genConv(w *bytes.Buffer) {
 	genConvFwd(w, 2)
 	genConvFwd(w, 1)
-	genConvWgrad(w)
+	for _, v := range wgradVariants {
+		genConvWgradG(w, v[0], v[1])
+	}
 	for _, mo := range []int{1, 2} {
 		for _, np := range []int{1, 2} {
 			genAMXConvFwd(w, mo, np)
@@ -126,71 +128,80 @@ func genConvFwd(w *bytes.Buffer, nv int) {
 	p("\tRET")
 }
 
-// genConvWgrad writes convWgrad4x4: the weight gradient of one kernel tap
-// for 4 output channels by 4 input channels, over nimg images:
+// wgradVariants are the weight gradient's tiles: (input channels, taps)
+// with 4 output channels, 24 accumulators or fewer.
+var wgradVariants = [][2]int{{2, 3}, {3, 2}, {6, 1}}
+
+// genConvWgradG writes convWgrad4x<nc>x<nt>: the weight gradient of a
+// group of nt kernel taps for 4 output channels by nc input channels,
+// over nimg images:
 //
-//	for each image, for each entry e:
-//	    acc[r][c] += dy_r[e.Dy:e.Dy+16] (masked by e.MaskDy) * x_c[e.X:e.X+16] (masked by e.MaskX)
+//	for each image, for each entry e (one vector of 16 output pixels):
+//	    acc[r][c][t] += dy_r[e.dy:e.dy+16] (masked by e.my) * x_c[e.x[t]:e.x[t]+16] (masked by e.m[t])
 //
-// lane by lane, and then each accumulator's 16 lanes summed by a fixed
-// tree into out: out[4c+r] is acc[r][c]'s sum. Rows past ndy (nx) repeat
+// lane by lane; then each accumulator's 16 lanes are summed by a fixed
+// tree into out: accumulator i = (r*nc+c)*nt+t, the first 16 in out[0:16]
+// and the rest in out[16:32], at 4*(i%4)+i/4 within each. The taps of a
+// group share the dy vectors an entry loads, and their x vectors, a few
+// elements apart, mostly the same cache lines. Rows past ndy (nx) repeat
 // the last valid one, so an edge tile reads only memory it may.
 //
-// Registers: AX, BX, CX, DX point at the four dy rows and SI, DI, R8, R9
-// at the four x rows; R10 walks the entries, R11 counts them, R12 the
-// images; R13 and R14 are an entry's offsets. Z0-Z15 accumulate (Z(4r+c)),
-// Z16-Z19 hold dy's rows, Z20-Z23 x's.
-func genConvWgrad(w *bytes.Buffer) {
+// Registers: AX, BX, CX, DX point at the dy rows and SI, DI, R8-R11 at
+// the x rows; R12 walks the entries, R13 counts them, R14 the images, R15
+// is an entry's offset. Z0-Z23 accumulate, Z24-Z27 hold dy, Z28 an x
+// vector.
+func genConvWgradG(w *bytes.Buffer, nc, nt int) {
 	p := printer(w)
-	const name = "convWgrad4x4"
+	name := fmt.Sprintf("convWgrad4x%dx%d", nc, nt)
+	dyRegs := []string{"AX", "BX", "CX", "DX"}
+	xRegs := []string{"SI", "DI", "R8", "R9", "R10", "R11"}[:nc]
 	p("")
-	p("// func %s(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *ConvEnt, nent, nimg, dyImg, xImg int)", name)
+	p("// func %s(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
-	rows := func(base, ld, n string, regs [4]string) {
+	rows := func(base, ld, n string, regs []string) {
 		p("\tMOVQ %s, %s", base, regs[0])
 		p("\tMOVQ %s, R15", ld)
 		p("\tSHLQ $2, R15")
-		p("\tMOVQ %s, R12", n)
-		for i := 1; i < 4; i++ {
+		p("\tMOVQ %s, R14", n)
+		for i := 1; i < len(regs); i++ {
 			p("\tMOVQ %s, %s", regs[i-1], regs[i])
 			p("\tADDQ R15, %s", regs[i])
-			p("\tCMPQ R12, $%d", i)
+			p("\tCMPQ R14, $%d", i)
 			p("\tCMOVQLE %s, %s", regs[i-1], regs[i])
 		}
 	}
-	dyRegs := [4]string{"AX", "BX", "CX", "DX"}
-	xRegs := [4]string{"SI", "DI", "R8", "R9"}
-	p("\tMOVQ dy+8(FP), AX")
-	rows("AX", "ldy+16(FP)", "ndy+24(FP)", dyRegs)
-	p("\tMOVQ x+32(FP), SI")
-	rows("SI", "ldx+40(FP)", "nx+48(FP)", xRegs)
-	for i := 0; i < 16; i++ {
+	rows("dy+8(FP)", "ldy+16(FP)", "ndy+24(FP)", dyRegs)
+	rows("x+32(FP)", "ldx+40(FP)", "nx+48(FP)", xRegs)
+	for i := 0; i < 24; i++ {
 		p("\tVXORPS Z%d, Z%d, Z%d", i, i, i)
 	}
-	p("\tMOVQ nimg+72(FP), R12")
-	p("\tTESTQ R12, R12")
+	p("\tMOVQ nimg+72(FP), R14")
+	p("\tTESTQ R14, R14")
 	p("\tJZ %s_reduce", name)
 	p("%s_img:", name)
-	p("\tMOVQ ents+56(FP), R10")
-	p("\tMOVQ nent+64(FP), R11")
-	p("\tTESTQ R11, R11")
+	p("\tMOVQ ents+56(FP), R12")
+	p("\tMOVQ nent+64(FP), R13")
+	p("\tTESTQ R13, R13")
 	p("\tJZ %s_next", name)
 	p("%s_ent:", name)
-	p("\tMOVLQSX 0(R10), R13")
-	p("\tMOVLQSX 4(R10), R14")
-	p("\tKMOVW 8(R10), K1")
-	p("\tKMOVW 10(R10), K2")
+	// convEnt: dy int32, x [3]int32, m [3]uint16, my uint16 (24 bytes).
+	p("\tMOVLQSX 0(R12), R15")
+	p("\tKMOVW 22(R12), K4")
 	for r, reg := range dyRegs {
-		p("\tVMOVUPS.Z (%s)(R13*4), K2, Z%d", reg, 16+r)
+		p("\tVMOVUPS.Z (%s)(R15*4), K4, Z%d", reg, 24+r)
 	}
-	for c, reg := range xRegs {
-		p("\tVMOVUPS.Z (%s)(R14*4), K1, Z%d", reg, 20+c)
-		for r := 0; r < 4; r++ {
-			p("\tVFMADD231PS Z%d, Z%d, Z%d", 20+c, 16+r, 4*r+c)
+	for t := 0; t < nt; t++ {
+		p("\tMOVLQSX %d(R12), R15", 4+4*t)
+		p("\tKMOVW %d(R12), K%d", 16+2*t, 1+t)
+		for c, reg := range xRegs {
+			p("\tVMOVUPS.Z (%s)(R15*4), K%d, Z28", reg, 1+t)
+			for r := 0; r < 4; r++ {
+				p("\tVFMADD231PS Z28, Z%d, Z%d", 24+r, (r*nc+c)*nt+t)
+			}
 		}
 	}
-	p("\tADDQ $12, R10")
-	p("\tDECQ R11")
+	p("\tADDQ $24, R12")
+	p("\tDECQ R13")
 	p("\tJNZ %s_ent", name)
 	p("%s_next:", name)
 	p("\tMOVQ dyImg+80(FP), R15")
@@ -203,26 +214,36 @@ func genConvWgrad(w *bytes.Buffer) {
 	for _, reg := range xRegs {
 		p("\tADDQ R15, %s", reg)
 	}
-	p("\tDECQ R12")
+	p("\tDECQ R14")
 	p("\tJNZ %s_img", name)
 	p("%s_reduce:", name)
-	// Four levels, each adding two halves of pairs of registers: 128-bit
-	// lanes across the register (VSHUFF64X2), then 32-bit elements within
-	// lanes (VSHUFPS). Level i leaves 16 >> (i+1) registers.
-	level := func(n int, shuf string, lo, hi int) {
-		for i := 0; i < n; i++ {
-			a, b := 2*i, 2*i+1
-			p("\t%s $0x%02x, Z%d, Z%d, Z24", shuf, lo, b, a)
-			p("\t%s $0x%02x, Z%d, Z%d, Z25", shuf, hi, b, a)
-			p("\tVADDPS Z25, Z24, Z%d", i)
-		}
-	}
-	level(8, "VSHUFF64X2", 0x44, 0xEE)
-	level(4, "VSHUFF64X2", 0x88, 0xDD)
-	level(2, "VSHUFPS", 0x44, 0xEE)
-	level(1, "VSHUFPS", 0x88, 0xDD)
 	p("\tMOVQ out+0(FP), AX")
-	p("\tVMOVUPS Z0, (AX)")
+	// Two trees of four levels, each adding two halves of pairs of
+	// registers: 128-bit lanes across the register (VSHUFF64X2), then
+	// 32-bit elements within lanes (VSHUFPS). The second sums Z16-Z23 and
+	// eight zeros.
+	tree := func(base int, dst string) {
+		level := func(n int, shuf string, lo, hi int) {
+			for i := 0; i < n; i++ {
+				a, b := base+2*i, base+2*i+1
+				p("\t%s $0x%02x, Z%d, Z%d, Z30", shuf, lo, b, a)
+				p("\t%s $0x%02x, Z%d, Z%d, Z31", shuf, hi, b, a)
+				p("\tVADDPS Z31, Z30, Z%d", base+i)
+			}
+		}
+		level(8, "VSHUFF64X2", 0x44, 0xEE)
+		level(4, "VSHUFF64X2", 0x88, 0xDD)
+		level(2, "VSHUFPS", 0x44, 0xEE)
+		level(1, "VSHUFPS", 0x88, 0xDD)
+		p("\tVMOVUPS Z%d, %s", base, dst)
+	}
+	tree(0, "(AX)")
+	// The second: Z16-Z23 moved down to Z0-Z7, and zeros in Z8-Z15.
+	for i := 0; i < 8; i++ {
+		p("\tVMOVAPS Z%d, Z%d", 16+i, i)
+		p("\tVXORPS Z%d, Z%d, Z%d", 8+i, 8+i, 8+i)
+	}
+	tree(0, "64(AX)")
 	p("\tVZEROUPPER")
 	p("\tRET")
 }
