@@ -27,60 +27,42 @@ const (
 	bnReLU             // through ReLU (forward), ReLU's gradient at y (backward)
 )
 
-// bnActGo sets dst = x*scale + shift, plus res when flags&bnRes, through
-// relu when flags&bnReLU, as float32 operations in that order.
-func bnActGo(dst, x, res []float32, scale, shift float32, flags int) {
-	for j, v := range x {
-		t := float32(v*scale) + shift
-		if flags&bnRes != 0 {
-			t += res[j]
-		}
-		if flags&bnReLU != 0 {
-			t = relu(t)
-		}
-		dst[j] = t
+// Elsewhere (AVX2, F16 storage, purego) the fused kernels run batch norm's
+// loops of normsimd.go and ReLU's of relu.go on float32 views, plane by
+// plane while the plane is in cache, with the same operations in the same
+// order as the assembly: x*scale + shift, + res, ReLU; dz = dy & ReLU's
+// mask, then bnGradSums and bnGradOut of dz.
+
+// reluInPlace applies relu to v.
+func reluInPlace(v []float32) {
+	n := reluF32SIMD(v, v)
+	for i := n; i < len(v); i++ {
+		v[i] = relu(v[i])
 	}
 }
 
-// bnDz is the gradient that reaches batch norm's output: dy, or dy where
-// ReLU's output y passes it (reluGradMask) when flags&bnReLU.
-func bnDz(dy, y float32, flags int) float32 {
+// reluGradInto sets dz = dy where ReLU's output y passes it, else +0.
+func reluGradInto(dz, dy, y []float32) {
+	n := reluGradF32SIMD(dz, dy, y)
+	for i := n; i < len(dz); i++ {
+		dz[i] = math.Float32frombits(math.Float32bits(dy[i]) & reluGradMask(y[i]))
+	}
+}
+
+// dzView is the gradient that reaches batch norm's output on elements
+// [lo, lo+n): dy's view, or a scratch with dy through ReLU's gradient at
+// y when flags&bnReLU.
+func dzView(gb, yb *Buffer, lo, n, flags int) view {
+	g := read(gb, lo, lo+n)
 	if flags&bnReLU == 0 {
-		return dy
+		return g
 	}
-	return math.Float32frombits(math.Float32bits(dy) & reluGradMask(y))
-}
-
-// bnActGradSumsGo is bnGradSums over dz, storing dz into dres when
-// flags&bnRes.
-func bnActGradSumsGo(dres, dy, y, x []float32, mu, is float64, flags int) (sdy, sdyx float64) {
-	var a, b [16]float64
-	for j, v := range dy {
-		var yv float32
-		if flags&bnReLU != 0 {
-			yv = y[j]
-		}
-		dz := bnDz(v, yv, flags)
-		if flags&bnRes != 0 {
-			dres[j] = dz
-		}
-		a[j%16] += float64(dz)
-		b[j%16] += float64(float64(float64(dz)*(float64(x[j])-mu)) * is)
-	}
-	return lanes16(&a), lanes16(&b)
-}
-
-// bnActGradOutGo is bnGradOut over dz.
-func bnActGradOutGo(dst, dy, y, x []float32, c *bnGradConsts, flags int) {
-	for j, v := range dy {
-		var yv float32
-		if flags&bnReLU != 0 {
-			yv = y[j]
-		}
-		dz := bnDz(v, yv, flags)
-		xhat := float64((float64(x[j]) - c.mu) * c.is)
-		dst[j] = float32(c.k * (float64(c.m*float64(dz)) - c.sdy - float64(xhat*c.sdyx)))
-	}
+	y := read(yb, lo, lo+n)
+	t := getScratch(n)
+	reluGradInto(*t, g.v, y.v)
+	g.done()
+	y.done()
+	return view{v: *t, tmp: t}
 }
 
 // bnFast reports whether the assembly loops take the buffers: AVX-512,
@@ -112,8 +94,8 @@ func at(b *Buffer, i int) unsafe.Pointer {
 	return unsafe.Pointer(&b.u16[i])
 }
 
-// bnActPlane runs bnActGo on elements [lo, lo+n) of y, x and res (nil
-// unless flags&bnRes).
+// bnActPlane computes y = relu(x*scale + shift + res) on elements [lo,
+// lo+n) (res nil unless flags&bnRes, relu only when flags&bnReLU).
 func bnActPlane(yb, xb, rb *Buffer, lo, n int, scale, shift float32, flags int) {
 	if n == 0 {
 		return
@@ -132,22 +114,22 @@ func bnActPlane(yb, xb, rb *Buffer, lo, n int, scale, shift float32, flags int) 
 		return
 	}
 	in, out := read(xb, lo, lo+n), writeView(yb, lo, lo+n)
-	var r view
-	if rb != nil {
-		r = read(rb, lo, lo+n)
-	}
-	if flags == 0 {
-		scaleShift(out.v, in.v, scale, shift) // the AVX2 loop where there is one
-	} else {
-		bnActGo(out.v, in.v, r.v, scale, shift, flags)
-	}
+	scaleShift(out.v, in.v, scale, shift)
 	in.done()
-	r.done()
+	if flags&bnRes != 0 {
+		r := read(rb, lo, lo+n)
+		binaryRow(device.Add, out.v, out.v, r.v)
+		r.done()
+	}
+	if flags&bnReLU != 0 {
+		reluInPlace(out.v)
+	}
 	commit(yb, lo, out)
 }
 
-// bnActGradSumsPlane runs bnActGradSumsGo on elements [lo, lo+n) (y nil
-// unless flags&bnReLU, dres nil unless flags&bnRes).
+// bnActGradSumsPlane returns bnGradSums of dz on elements [lo, lo+n),
+// storing dz into dres unless it is nil: dz is dy through ReLU's gradient
+// at y when flags&bnReLU (y is nil otherwise).
 func bnActGradSumsPlane(drb, gb, yb, xb *Buffer, lo, n int, mu, is float64, flags int) (sdy, sdyx float64) {
 	if n == 0 {
 		return 0, 0
@@ -163,29 +145,20 @@ func bnActGradSumsPlane(drb, gb, yb, xb *Buffer, lo, n int, mu, is float64, flag
 		}
 		return bnActGradSumsBF16(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
 	}
-	g, in := read(gb, lo, lo+n), read(xb, lo, lo+n)
-	var y, dres view
-	if yb != nil {
-		y = read(yb, lo, lo+n)
-	}
-	if drb != nil {
-		dres = writeView(drb, lo, lo+n)
-	}
-	if flags == 0 {
-		sdy, sdyx = bnGradSums(g.v, in.v, mu, is)
-	} else {
-		sdy, sdyx = bnActGradSumsGo(dres.v, g.v, y.v, in.v, mu, is, flags)
-	}
-	g.done()
+	dz, in := dzView(gb, yb, lo, n, flags), read(xb, lo, lo+n)
+	sdy, sdyx = bnGradSums(dz.v, in.v, mu, is)
 	in.done()
-	y.done()
 	if drb != nil {
-		commit(drb, lo, dres)
+		w := writeView(drb, lo, lo+n)
+		copy(w.v, dz.v)
+		commit(drb, lo, w)
 	}
+	dz.done()
 	return sdy, sdyx
 }
 
-// bnActGradOutPlane runs bnActGradOutGo on elements [lo, lo+n).
+// bnActGradOutPlane writes bnGradOut of dz into dx on elements [lo,
+// lo+n).
 func bnActGradOutPlane(db, gb, yb, xb *Buffer, lo, n int, k *bnGradConsts, flags int) {
 	if n == 0 {
 		return
@@ -203,19 +176,10 @@ func bnActGradOutPlane(db, gb, yb, xb *Buffer, lo, n int, k *bnGradConsts, flags
 		}
 		return
 	}
-	g, in, out := read(gb, lo, lo+n), read(xb, lo, lo+n), writeView(db, lo, lo+n)
-	var y view
-	if yb != nil {
-		y = read(yb, lo, lo+n)
-	}
-	if flags == 0 {
-		bnGradOut(out.v, g.v, in.v, k)
-	} else {
-		bnActGradOutGo(out.v, g.v, y.v, in.v, k, flags)
-	}
-	g.done()
+	dz, in, out := dzView(gb, yb, lo, n, flags), read(xb, lo, lo+n), writeView(db, lo, lo+n)
+	bnGradOut(out.v, dz.v, in.v, k)
+	dz.done()
 	in.done()
-	y.done()
 	commit(db, lo, out)
 }
 
