@@ -36,12 +36,12 @@ type ConvGeom struct {
 // kernels read it (16 bytes): the bytes from the source image's base to
 // the tap's pixel under the block's first lane (negative where that lane
 // reads padding), the bytes from the weight panel's start to the tap's
-// weights, and the lanes of the block's two vectors that read inside the
-// source plane.
+// weights, and the lanes of the block's (up to three) vectors that read
+// inside the source plane.
 type convTap struct {
 	src, w int32
-	mask   [2]uint16
-	_      uint32
+	mask   [3]uint16
+	_      uint16
 }
 
 // convEnt is one vector of 16 output pixels for a group of up to three
@@ -61,13 +61,17 @@ type convEnt struct {
 // + kw).
 type ctap struct{ phase, dh, dw, k int }
 
-// corrBlock is up to 32 output pixels, q0 onwards in the output grid,
+// corrBlock is up to 48 output pixels, q0 onwards in the output grid,
 // with the taps that read any pixel inside the source.
 type corrBlock struct {
 	q0, nv int
-	ymask  uint32
+	ymask  uint64
 	taps   []convTap
 }
+
+// blockPixels is the most output pixels a forward kernel call computes:
+// three vectors of 16 (convFwd8x48).
+const blockPixels = 48
 
 // corr is a stride-1 correlation planned for the kernels: its output grid
 // oh x ow, its source planes hs x ws (plane floats apart; phases phaseLen
@@ -105,10 +109,10 @@ func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int) *cor
 	srcOf := func(t ctap, oh0, ow0 int) int { return t.phase*phaseLen + (oh0+t.dh)*ws + ow0 + t.dw }
 	run := func(oh0, ow0, q0, n int) {
 		nv := (n + 15) / 16
-		b := corrBlock{q0: q0, nv: nv, ymask: lanes(n)}
+		b := corrBlock{q0: q0, nv: nv, ymask: 1<<n - 1}
 		for _, t := range taps {
-			m := [2]uint16{maskOf(t, oh0, ow0, q0, 0, n), maskOf(t, oh0, ow0, q0, 16, n)}
-			if m == [2]uint16{} {
+			m := [3]uint16{maskOf(t, oh0, ow0, q0, 0, n), maskOf(t, oh0, ow0, q0, 16, n), maskOf(t, oh0, ow0, q0, 32, n)}
+			if m == [3]uint16{} {
 				continue
 			}
 			b.taps = append(b.taps, convTap{src: int32(4 * srcOf(t, oh0, ow0)), w: int32(t.k * wstride), mask: m})
@@ -116,13 +120,13 @@ func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int) *cor
 		c.blocks = append(c.blocks, b)
 	}
 	if flat {
-		for q0 := 0; q0 < oh*ow; q0 += 32 {
-			run(q0/ow, q0%ow, q0, min(32, oh*ow-q0))
+		for q0 := 0; q0 < oh*ow; q0 += blockPixels {
+			run(q0/ow, q0%ow, q0, min(blockPixels, oh*ow-q0))
 		}
 	} else {
 		for r := 0; r < oh; r++ {
-			for s := 0; s < ow; s += 32 {
-				run(r, s, r*ow+s, min(32, ow-s))
+			for s := 0; s < ow; s += blockPixels {
+				run(r, s, r*ow+s, min(blockPixels, ow-s))
 			}
 		}
 	}
@@ -450,9 +454,12 @@ func (c *corr) run(out []float32, ldy, rows int, src, panel []float32, nc int, b
 		if len(b.taps) > 0 {
 			tp = &b.taps[0]
 		}
-		if b.nv == 2 {
+		switch b.nv {
+		case 3:
+			convFwd8x48(&panel[0], &src[0], tp, len(b.taps), nc, c.plane, &out[b.q0], ldy, rows, b.ymask, &bias[0])
+		case 2:
 			convFwd8x32(&panel[0], &src[0], tp, len(b.taps), nc, c.plane, &out[b.q0], ldy, rows, b.ymask, &bias[0])
-		} else {
+		default:
 			convFwd8x16(&panel[0], &src[0], tp, len(b.taps), nc, c.plane, &out[b.q0], ldy, rows, b.ymask, &bias[0])
 		}
 	}

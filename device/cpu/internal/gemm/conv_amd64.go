@@ -13,15 +13,18 @@ import (
 // they are AVX-512 (masked loads and stores).
 var directConv = cpu.X86.HasAVX512F
 
-// convFwd8x32 and convFwd8x16 compute an 8 x 32 and an 8 x 16 block of
-// output pixels (see genConvFwd); ymask's low 16 bits are the first
-// vector's lanes to store, the high 16 the second's.
+// convFwd8x48, convFwd8x32 and convFwd8x16 compute an 8 x 48, 8 x 32
+// and 8 x 16 block of output pixels (see genConvFwd); ymask's bits 16v to
+// 16v+15 are vector v's lanes to store.
 //
 //go:noescape
-func convFwd8x32(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint32, bias *float32)
+func convFwd8x48(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32)
 
 //go:noescape
-func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint32, bias *float32)
+func convFwd8x32(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32)
+
+//go:noescape
+func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32)
 
 // convWgrad4x2x3, convWgrad4x3x2 and convWgrad4x6x1 compute the weight
 // gradient of a group of 3, 2 or 1 taps for 4 output channels by 2, 3 or

@@ -8,11 +8,15 @@ import "unsafe"
 // AVX-512 assembly, and callers take the im2col path instead.
 const directConv = false
 
-func convFwd8x32(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint32, bias *float32) {
+func convFwd8x48(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32) {
 	panic("gemm: direct convolution without its kernels")
 }
 
-func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint32, bias *float32) {
+func convFwd8x32(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32) {
 	panic("gemm: direct convolution without its kernels")
 }
 

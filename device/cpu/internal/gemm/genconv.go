@@ -13,6 +13,7 @@ import (
 // genConv writes the direct convolution's kernels: F32 on AVX-512, BF16
 // on AMX, and the BF16 kernels' helpers.
 func genConv(w *bytes.Buffer) {
+	genConvFwd(w, 3)
 	genConvFwd(w, 2)
 	genConvFwd(w, 1)
 	for _, v := range wgradVariants {
@@ -42,21 +43,21 @@ func genConv(w *bytes.Buffer) {
 //	    for c < nc: acc[r][v] += wp[r] * src[16v:16v+16] (masked by tap.Mask[v])
 //	        src += plane floats; wp += 8
 //
-// and then y[r][...] = acc[r] + bias[r] for rows r < rows, each vector
-// stored under its half of ymask. The weights are broadcast (a row's
-// value for all 16 pixels) and the pixels loaded straight from the image
-// planes: a tap's lanes that fall on padding are masked to zero, so no
-// column matrix is ever written.
+// and then y[r][...] = acc[r] + bias[r] for rows r < rows, vector v
+// stored under bits 16v to 16v+15 of ymask. The weights are broadcast (a
+// row's value for all 16 pixels) and the pixels loaded straight from the
+// image planes: a tap's lanes that fall on padding are masked to zero, so
+// no column matrix is ever written.
 //
-// Registers: Z0-Z15 accumulate (row r, vector v in Z(nv*r+v)), Z16-Z17 the
-// pixels, Z18 a weight; SI walks the taps, CX counts them, DI is the image
-// base, R8 the weight panel, DX and R9 walk a tap's pixels and weights, R10
-// counts channels, R11 is the plane's bytes and R12 nc.
+// Registers: Z0-Z23 accumulate (row r, vector v in Z(nv*r+v)), Z24-Z26
+// the pixels, Z27 a weight; SI walks the taps, CX counts them, DI is the
+// image base, R8 the weight panel, DX and R9 walk a tap's pixels and
+// weights, R10 counts channels, R11 is the plane's bytes and R12 nc.
 func genConvFwd(w *bytes.Buffer, nv int) {
 	p := printer(w)
 	name := fmt.Sprintf("convFwd8x%d", 16*nv)
 	p("")
-	p("// func %s(w, src *float32, taps *ConvTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint32, bias *float32)", name)
+	p("// func %s(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-88", name)
 	p("\tMOVQ w+0(FP), R8")
 	p("\tMOVQ src+8(FP), DI")
@@ -77,20 +78,18 @@ func genConvFwd(w *bytes.Buffer, nv int) {
 	p("\tADDQ DI, DX")
 	p("\tMOVLQSX 4(SI), R9")
 	p("\tADDQ R8, R9")
-	p("\tKMOVW 8(SI), K1")
-	if nv > 1 {
-		p("\tKMOVW 10(SI), K2")
+	for v := 0; v < nv; v++ {
+		p("\tKMOVW %d(SI), K%d", 8+2*v, 1+v)
 	}
 	p("\tMOVQ R12, R10")
 	p("%s_ch:", name)
-	p("\tVMOVUPS.Z (DX), K1, Z16")
-	if nv > 1 {
-		p("\tVMOVUPS.Z 64(DX), K2, Z17")
+	for v := 0; v < nv; v++ {
+		p("\tVMOVUPS.Z %d(DX), K%d, Z%d", 64*v, 1+v, 24+v)
 	}
 	for r := 0; r < 8; r++ {
-		p("\tVBROADCASTSS %d(R9), Z18", 4*r)
+		p("\tVBROADCASTSS %d(R9), Z27", 4*r)
 		for v := 0; v < nv; v++ {
-			p("\tVFMADD231PS Z%d, Z18, Z%d", 16+v, nv*r+v)
+			p("\tVFMADD231PS Z%d, Z27, Z%d", 24+v, nv*r+v)
 		}
 	}
 	p("\tADDQ R11, DX")
@@ -106,11 +105,12 @@ func genConvFwd(w *bytes.Buffer, nv int) {
 	p("\tMOVQ ldy+56(FP), R11")
 	p("\tSHLQ $2, R11")
 	p("\tMOVQ rows+64(FP), CX")
-	p("\tMOVL ymask+72(FP), BX")
-	p("\tKMOVW BX, K3")
-	if nv > 1 {
-		p("\tSHRL $16, BX")
-		p("\tKMOVW BX, K4")
+	p("\tMOVQ ymask+72(FP), BX")
+	for v := 0; v < nv; v++ {
+		p("\tKMOVW BX, K%d", 4+v)
+		if v+1 < nv {
+			p("\tSHRQ $16, BX")
+		}
 	}
 	for r := 0; r < 8; r++ {
 		if r > 0 {
@@ -120,7 +120,7 @@ func genConvFwd(w *bytes.Buffer, nv int) {
 		}
 		for v := 0; v < nv; v++ {
 			p("\tVADDPS.BCST %d(AX), Z%d, Z%d", 4*r, nv*r+v, nv*r+v)
-			p("\tVMOVUPS Z%d, K%d, %d(DX)", nv*r+v, 3+v, 64*v)
+			p("\tVMOVUPS Z%d, K%d, %d(DX)", nv*r+v, 4+v, 64*v)
 		}
 	}
 	p("%s_done:", name)
