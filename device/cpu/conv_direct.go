@@ -85,11 +85,10 @@ type directJob struct {
 	bias           []float32
 	out16, in16    []uint16
 	panel16, x16   []uint16
-	// The weight gradient: dw, dy, and the chunk's source images from
-	// image n0 on (nb of them); for BF16, the chunk's prepared images and
-	// the accumulators.
-	dw, dy, src []float32
-	acc         []float32
+	// The weight gradient: the chunk's prepared images (src), from image
+	// n0 on (nb of them), and the accumulators; dy (in, in16) and x (x,
+	// x16).
+	x, src, acc []float32
 	n0, nb      int
 	first       bool
 }
@@ -99,11 +98,11 @@ type directKind uint8
 const (
 	directForward directKind = iota
 	directInputGrad
-	directSplit // split images [n0, n0+nb) of in into src
+	directPrep // lay out images [n0, n0+nb) of x and dy into src
 	directWeightGrad
 	directForward16
 	directInputGrad16
-	directPrep16 // lay out images [n0, n0+nb) of x16 and in16 (dy) into src
+	directPrep16
 	directWeightGrad16
 )
 
@@ -125,14 +124,17 @@ func (j *directJob) runPieces(lo, hi int) {
 			}
 		}
 		putScratch(scr)
-	case directSplit:
-		l := j.c.SplitLen()
+	case directPrep:
+		scr := getScratch(j.c.WeightGradScratchLen())
+		clear(*scr)
+		per := j.c.WeightGradPrepLen()
 		for i := lo; i < hi; i++ {
-			j.c.Split(j.src[i*l:(i+1)*l], j.in, j.n0+i)
+			j.c.PrepWeightGrad(j.src[i*per:(i+1)*per], j.in, j.x, j.n0+i, *scr)
 		}
+		putScratch(scr)
 	case directWeightGrad:
-		for t := lo; t < hi; t++ {
-			j.c.WeightGrad(j.dw, j.dy, j.src, j.n0, j.nb, t, j.first)
+		for p := lo; p < hi; p++ {
+			j.c.WeightGrad(j.acc, j.src, j.nb, p, j.first)
 		}
 	case directForward16, directInputGrad16:
 		// The AMX kernels' padded layouts are zero where no image goes:
@@ -245,14 +247,14 @@ func (d *Device) ConvInputGrad(dx, dy, w device.Buffer, s device.ConvShape, oc i
 	directJobs.Put(j)
 }
 
-// wgradChunkFloats bounds a weight-gradient chunk's images (dy and the
-// source, as the kernels read them), in floats: 256 Ki floats (1 MiB)
-// stay in a core's L2 while every tile of the chunk reads them.
+// wgradChunkFloats bounds a weight-gradient chunk's prepared images, in
+// floats: 256 Ki floats (1 MiB) stay in a core's L2 while every piece of
+// the chunk reads them.
 const wgradChunkFloats = 1 << 18
 
 // ConvWeightGrad overwrites dw with the weight gradient of dy and x,
 // summed over the images a chunk at a time (chunks in order, so the sums
-// do not depend on the number of cores), each chunk's tiles shared out
+// do not depend on the number of cores), each chunk's pieces shared out
 // among the cores.
 func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc int) {
 	wb, gb, xb := d.buf(dw, "ConvWeightGrad"), d.buf(dy, "ConvWeightGrad"), d.buf(x, "ConvWeightGrad")
@@ -265,57 +267,38 @@ func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc 
 	d.checkLen("ConvWeightGrad", s.N*oc*ohw, gb)
 	d.checkLen("ConvWeightGrad", s.N*s.C*s.H*s.W, xb)
 	sameDType("ConvWeightGrad", xb, gb)
-	if xb.dt == dtype.BF16 {
-		d.weightGradBF16(wb.f32, gb.u16, xb.u16, s, c)
-		return
+	// Each chunk's images are laid out for the kernels (in parallel), then
+	// its pieces run (in parallel), adding into F32 accumulators that are
+	// written into dw at the end.
+	bf := xb.dt == dtype.BF16
+	per, accLen, pieces := c.WeightGradPrepLen(), c.WeightGradAccLen(), c.WeightGradPieces()
+	if bf {
+		per, accLen, pieces = c.WeightGradPrepLenBF16(), c.WeightGradAccLenBF16(), c.WeightGradPiecesBF16()
 	}
-	src := c.SourceLen()
-	chunk := max(1, min(s.N, wgradChunkFloats/(oc*ohw+src)))
-	var split *[]float32
-	if c.SplitLen() > 0 {
-		split = getScratch(chunk * src)
-	}
-	j := directJobs.Get().(*directJob)
-	tiles := c.WeightGradTiles()
-	// A tile's work for one chunk, in multiply-adds.
-	tileWork := 16 * chunk * ohw
-	for n0 := 0; n0 < s.N; n0 += chunk {
-		nb := min(chunk, s.N-n0)
-		*j = directJob{kind: directWeightGrad, c: c, dw: wb.f32, dy: gb.f32, n0: n0, nb: nb, first: n0 == 0}
-		if split != nil {
-			j.kind, j.in, j.src = directSplit, xb.f32, *split
-			d.parallelRunner(nb, imageGrain(src), j)
-			j.kind = directWeightGrad
-		} else {
-			j.src = xb.f32[n0*src : (n0+nb)*src]
-		}
-		d.parallelRunner(tiles, imageGrain(tileWork), j)
-	}
-	*j = directJob{}
-	directJobs.Put(j)
-	if split != nil {
-		putScratch(split)
-	}
-}
-
-// weightGradBF16 is ConvWeightGrad on the AMX kernels: each chunk's images
-// are laid out (in parallel), then its pieces run (in parallel), adding
-// into F32 accumulators that are written into dw at the end.
-func (d *Device) weightGradBF16(dw []float32, dy, x []uint16, s device.ConvShape, c *gemm.Conv) {
-	per := c.WeightGradPrepLenBF16()
 	chunk := max(1, min(s.N, wgradChunkFloats/per))
-	src, acc := getScratch(chunk*per), getScratch(c.WeightGradAccLenBF16())
+	src, acc := getScratch(chunk*per), getScratch(accLen)
 	clear(*src)
 	j := directJobs.Get().(*directJob)
-	pieces := c.WeightGradPiecesBF16()
 	for n0 := 0; n0 < s.N; n0 += chunk {
 		nb := min(chunk, s.N-n0)
-		*j = directJob{kind: directPrep16, c: c, in16: dy, x16: x, src: *src, acc: *acc, n0: n0, nb: nb, first: n0 == 0}
+		*j = directJob{kind: directPrep, c: c, src: *src, acc: *acc, n0: n0, nb: nb, first: n0 == 0}
+		if bf {
+			j.kind, j.in16, j.x16 = directPrep16, gb.u16, xb.u16
+		} else {
+			j.in, j.x = gb.f32, xb.f32
+		}
 		d.parallelRunner(nb, 1, j)
-		j.kind = directWeightGrad16
+		j.kind = directWeightGrad
+		if bf {
+			j.kind = directWeightGrad16
+		}
 		d.parallelRunner(pieces, 1, j)
 	}
-	c.FinishWeightGradBF16(dw, *acc)
+	if bf {
+		c.FinishWeightGradBF16(wb.f32, *acc)
+	} else {
+		c.FinishWeightGrad(wb.f32, *acc)
+	}
 	*j = directJob{}
 	directJobs.Put(j)
 	putScratch(src)

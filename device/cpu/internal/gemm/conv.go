@@ -44,18 +44,6 @@ type convTap struct {
 	_      uint16
 }
 
-// convEnt is one vector of 16 output pixels for a group of up to three
-// taps, as the weight gradient's kernels read it (24 bytes): the vector's
-// first pixel in a dy plane; for each tap, its source pixel in the source
-// image (phase included), in elements, and the lanes that read inside the
-// source plane; and the lanes that exist in dy.
-type convEnt struct {
-	dy int32
-	x  [3]int32
-	m  [3]uint16
-	my uint16
-}
-
 // ctap is a tap of a stride-1 correlation: the output pixel (oh, ow)
 // reads (oh+dh, ow+dw) of the source's phase, with weight index k (kh*KW
 // + kw).
@@ -133,76 +121,6 @@ func newCorr(oh, ow, hs, ws, plane, phaseLen int, taps []ctap, wstride int) *cor
 	return c
 }
 
-// wgroup is a group of up to three taps whose weight gradients one
-// kernel call computes together (genConvWgradG): their weight indices,
-// the input channels a tile takes, and the entries of every vector of 16
-// output pixels that any of them reads inside the source.
-type wgroup struct {
-	k    []int
-	nc   int
-	ents []convEnt
-}
-
-// wgradTaps is how many taps a weight-gradient group takes, and nc how
-// many input channels its tiles then have (wgradVariants of genconv.go).
-var wgradNC = [4]int{0, 6, 3, 2}
-
-// newWgroups groups taps (in (kh, kw) order) by kernel row, up to three
-// at a time, and lists each group's entries over the output grid oh x ow
-// and the source planes hs x ws (phases phaseLen apart).
-func newWgroups(oh, ow, hs, ws, phaseLen, kw int, taps []ctap) []wgroup {
-	var gs []wgroup
-	for i := 0; i < len(taps); {
-		row := taps[i].k / kw
-		n := 0
-		for i+n < len(taps) && n < 3 && taps[i+n].k/kw == row {
-			n++
-		}
-		gs = append(gs, wgroup{nc: wgradNC[n]})
-		g := &gs[len(gs)-1]
-		tg := taps[i : i+n]
-		for _, t := range tg {
-			g.k = append(g.k, t.k)
-		}
-		flat := ws == ow
-		vec := func(oh0, ow0, q0, n int) {
-			var e convEnt
-			any := false
-			for j, t := range tg {
-				var m uint16
-				for l := 0; l < n; l++ {
-					r, s := oh0, ow0+l
-					if flat {
-						r, s = (q0+l)/ow, (q0+l)%ow
-					}
-					if r+t.dh >= 0 && r+t.dh < hs && s+t.dw >= 0 && s+t.dw < ws {
-						m |= 1 << l
-					}
-				}
-				e.x[j], e.m[j] = int32(t.phase*phaseLen+(oh0+t.dh)*ws+ow0+t.dw), m
-				any = any || m != 0
-			}
-			if any {
-				e.dy, e.my = int32(q0), uint16(lanes(n))
-				g.ents = append(g.ents, e)
-			}
-		}
-		if flat {
-			for q0 := 0; q0 < oh*ow; q0 += 16 {
-				vec(q0/ow, q0%ow, q0, min(16, oh*ow-q0))
-			}
-		} else {
-			for r := 0; r < oh; r++ {
-				for s := 0; s < ow; s += 16 {
-					vec(r, s, r*ow+s, min(16, ow-s))
-				}
-			}
-		}
-		i += n
-	}
-	return gs
-}
-
 // lanes returns a mask of the first n (at most 32) bits.
 func lanes(n int) uint32 {
 	if n >= 32 {
@@ -223,10 +141,8 @@ type Conv struct {
 	phases [][2]int
 	hs, ws int // the source planes: the image's, or a phase's
 	fwd    *corr
-	wgt    []wgroup
-	// wtiles lists the weight gradient's tiles: group, first output and
-	// input channel.
-	wtiles [][3]int
+	// wgt is the F32 weight gradient's plan (convwgt.go).
+	wgt *fmaWgt
 	// bwd holds dx's phases (one at stride 1): each one's correlation of
 	// dy and where it goes in dx.
 	bwd []bwdPhase
@@ -299,14 +215,7 @@ func NewConv(g ConvGeom) *Conv {
 		}
 	}
 	c.fwd = newCorr(g.OH, g.OW, c.hs, c.ws, plane, g.C*plane, taps, 4*8*g.C)
-	c.wgt = newWgroups(g.OH, g.OW, c.hs, c.ws, g.C*plane, g.KW, taps)
-	for i, gr := range c.wgt {
-		for o := 0; o < g.OC; o += 4 {
-			for ch := 0; ch < g.C; ch += gr.nc {
-				c.wtiles = append(c.wtiles, [3]int{i, o, ch})
-			}
-		}
-	}
+	c.wgt = newFMAWgt(g.OH, g.OW, g.OC, g.C, len(c.phases), c.hs, c.ws, taps)
 	// Input gradient: dx row r = a + sh*i receives dy row oh from tap kh
 	// when oh*sh + kh - PadH = r, that is oh = i + (a + PadH - kh)/sh
 	// where that divides exactly.
@@ -503,69 +412,4 @@ func (c *Conv) InputGrad(dx, dy, panel []float32, n int, scratch []float32) {
 		off += g.C * ld
 	}
 	mergeImage(c, img, scratch)
-}
-
-// wgradOut is where genConvWgradG's trees leave accumulator i's sum.
-var wgradOut = func() (o [24]int) {
-	for a := range o {
-		o[a] = 16*(a/16) + 4*(a%16%4) + a%16/4
-	}
-	return o
-}()
-
-// WeightGradTiles is how many pieces WeightGrad is cut into: each tap
-// group's tiles of 4 output channels by its input channels.
-func (c *Conv) WeightGradTiles() int { return len(c.wtiles) }
-
-// SourceLen is the floats of one image of the weight gradient's source:
-// the image, or its phases (SplitLen).
-func (c *Conv) SourceLen() int {
-	if l := c.SplitLen(); l > 0 {
-		return l
-	}
-	return c.g.C * c.g.H * c.g.W
-}
-
-// WeightGrad adds tile's part of the weight gradient of images [n0,
-// n0+nb) to dw (OC, C, KH, KW), or sets it when first: dy holds every
-// image, src the nb images from n0 on, each SourceLen floats (x itself at
-// stride 1, else the images' phases, Split). Tiles write disjoint parts of
-// dw, so they can run at once; a tile's images add in the order of the
-// calls.
-func (c *Conv) WeightGrad(dw, dy, src []float32, n0, nb, tile int, first bool) {
-	g := c.g
-	kk, ohw := g.KH*g.KW, g.OH*g.OW
-	if tile < 0 || tile >= len(c.wtiles) || n0 < 0 || nb < 1 || n0+nb > g.N || len(dw) < g.OC*g.C*kk ||
-		len(dy) < (n0+nb)*g.OC*ohw || len(src) < nb*c.SourceLen() {
-		panic(fmt.Sprintf("gemm: WeightGrad: tile %d, images [%d, %d), dw %d, dy %d, src %d floats for %+v", tile, n0, n0+nb, len(dw), len(dy), len(src), g))
-	}
-	t := c.wtiles[tile]
-	gr, o0, c0 := &c.wgt[t[0]], t[1], t[2]
-	var out [32]float32
-	if len(gr.ents) > 0 {
-		plane := c.hs * c.ws
-		dyp, xp, ndy, nx := &dy[(n0*g.OC+o0)*ohw], &src[c0*plane], min(4, g.OC-o0), min(gr.nc, g.C-c0)
-		switch len(gr.k) {
-		case 3:
-			convWgrad4x2x3(&out[0], dyp, ohw, ndy, xp, plane, nx, &gr.ents[0], len(gr.ents), nb, g.OC*ohw, c.SourceLen())
-		case 2:
-			convWgrad4x3x2(&out[0], dyp, ohw, ndy, xp, plane, nx, &gr.ents[0], len(gr.ents), nb, g.OC*ohw, c.SourceLen())
-		default:
-			convWgrad4x6x1(&out[0], dyp, ohw, ndy, xp, plane, nx, &gr.ents[0], len(gr.ents), nb, g.OC*ohw, c.SourceLen())
-		}
-	}
-	nt := len(gr.k)
-	for r := 0; r < 4 && o0+r < g.OC; r++ {
-		for q := 0; q < gr.nc && c0+q < g.C; q++ {
-			for j, k := range gr.k {
-				v := out[wgradOut[(r*gr.nc+q)*nt+j]]
-				i := ((o0+r)*g.C+c0+q)*kk + k
-				if first {
-					dw[i] = v
-				} else {
-					dw[i] += v
-				}
-			}
-		}
-	}
 }

@@ -26,18 +26,27 @@ func convFwd8x32(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float3
 //go:noescape
 func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float32, ldy, rows int, ymask uint64, bias *float32)
 
-// convWgrad4x2x3, convWgrad4x3x2 and convWgrad4x6x1 compute the weight
-// gradient of a group of 3, 2 or 1 taps for 4 output channels by 2, 3 or
-// 6 input channels over nimg images into out (see genConvWgradG).
+// convWgrad<O>x<C> computes one tap's F32 weight gradient for O output
+// channels by C input channels over nimg prepared images (see
+// genConvWgradF).
 //
 //go:noescape
-func convWgrad4x2x3(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
+func convWgrad32x12(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int)
 
 //go:noescape
-func convWgrad4x3x2(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
+func convWgrad32x8(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int)
 
 //go:noescape
-func convWgrad4x6x1(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)
+func convWgrad32x4(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int)
+
+//go:noescape
+func convWgrad16x16(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int)
+
+//go:noescape
+func convWgrad16x8(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int)
+
+//go:noescape
+func convWgrad16x4(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int)
 
 // amxConvOK reports whether the BF16 direct kernels run: AMX-BF16 tiles
 // granted by Linux (as for the GEMM's amxImpl), AVX-512BW for the
@@ -77,7 +86,10 @@ func amxConvWgrad4(cfg *byte, acc *float32, a *uint16, lda int, offs *int, b *ui
 func interleaveRows(dst *uint32, ldd int, a, b *uint16, lds, rows, n int, idx *uint16)
 
 //go:noescape
-func copyRows16(dst *uint16, ldd int, src *uint16, lds, rows, n int)
+func copyRows16(dst unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, n int)
+
+//go:noescape
+func copyRows32(dst unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, n int)
 
 // transposeWords is the packing transpose of 32-bit words for the BF16
 // weight gradient's dy (see PrepWeightGradBF16).

@@ -20,15 +20,27 @@ func convFwd8x16(w, src *float32, taps *convTap, ntaps, nc, plane int, y *float3
 	panic("gemm: direct convolution without its kernels")
 }
 
-func convWgrad4x2x3(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
+func convWgrad32x12(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int) {
 	panic("gemm: direct convolution without its kernels")
 }
 
-func convWgrad4x3x2(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
+func convWgrad32x8(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int) {
 	panic("gemm: direct convolution without its kernels")
 }
 
-func convWgrad4x6x1(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int) {
+func convWgrad32x4(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func convWgrad16x16(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func convWgrad16x8(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func convWgrad16x4(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int) {
 	panic("gemm: direct convolution without its kernels")
 }
 
@@ -70,7 +82,11 @@ func interleaveRows(dst *uint32, ldd int, a, b *uint16, lds, rows, n int, idx *u
 	panic("gemm: direct convolution without its kernels")
 }
 
-func copyRows16(dst *uint16, ldd int, src *uint16, lds, rows, n int) {
+func copyRows16(dst unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, n int) {
+	panic("gemm: direct convolution without its kernels")
+}
+
+func copyRows32(dst unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, n int) {
 	panic("gemm: direct convolution without its kernels")
 }
 

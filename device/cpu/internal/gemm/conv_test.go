@@ -175,20 +175,20 @@ func TestDirectConv(t *testing.T) {
 				for j := range dw {
 					dw[j] = float32(math.NaN())
 				}
-				src := make([]float32, chunk*c.SourceLen())
+				per := c.WeightGradPrepLen()
+				src := make([]float32, chunk*per)
+				scr := make([]float32, c.WeightGradScratchLen())
+				acc := make([]float32, c.WeightGradAccLen())
 				for n0 := 0; n0 < g.N; n0 += chunk {
 					nb := min(chunk, g.N-n0)
-					if c.SplitLen() > 0 {
-						for i := range nb {
-							c.Split(src[i*c.SplitLen():], x, n0+i)
-						}
-					} else {
-						copy(src, x[n0*c.SourceLen():(n0+nb)*c.SourceLen()])
+					for i := range nb {
+						c.PrepWeightGrad(src[i*per:(i+1)*per], dy, x, n0+i, scr)
 					}
-					for tile := range c.WeightGradTiles() {
-						c.WeightGrad(dw, dy, src, n0, nb, tile, n0 == 0)
+					for p := range c.WeightGradPieces() {
+						c.WeightGrad(acc, src, nb, p, n0 == 0)
 					}
 				}
+				c.FinishWeightGrad(dw, acc)
 				checkClose(t, fmt.Sprintf("dw (chunks of %d)", chunk), dw, wantDW, magDW)
 			}
 		})
@@ -385,18 +385,16 @@ func BenchmarkDirectConv(b *testing.B) {
 						cw.FinishWeightGradBF16(dw, acc)
 					}
 				} else {
-					src := make([]float32, nw*cw.SourceLen())
+					per := cw.WeightGradPrepLen()
+					src, scr, acc := make([]float32, nw*per), make([]float32, cw.WeightGradScratchLen()), make([]float32, cw.WeightGradAccLen())
 					for b.Loop() {
-						if cw.SplitLen() > 0 {
-							for i := range nw {
-								cw.Split(src[i*cw.SplitLen():], x, i)
-							}
-						} else {
-							copy(src, x)
+						for i := range nw {
+							cw.PrepWeightGrad(src[i*per:(i+1)*per], dy, x, i, scr)
 						}
-						for t := range cw.WeightGradTiles() {
-							cw.WeightGrad(dw, dy, src, 0, nw, t, true)
+						for p := range cw.WeightGradPieces() {
+							cw.WeightGrad(acc, src, nw, p, true)
 						}
+						cw.FinishWeightGrad(dw, acc)
 					}
 				}
 				m.report(b, 2*macs*nw)

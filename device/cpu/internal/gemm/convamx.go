@@ -478,7 +478,7 @@ func (c *Conv) PrepWeightGradBF16(dst []float32, dy, x []uint16, n int, scratch 
 	for p := 0; p < w.nph; p++ {
 		for ch := 0; ch < g.C; ch++ {
 			o := (p*w.cp+ch)*w.plane + w.mt*w.wq + w.ml
-			copyRows16(&src[o], w.wq, &img[(p*g.C+ch)*plane], w.ws, w.hs, w.ws)
+			copyRows16(ptr(src, o), w.wq, ptr(img, (p*g.C+ch)*plane), w.ws, w.hs, w.ws)
 		}
 	}
 	// dy onto the grid (zero past each row's ow columns), then its pixel
@@ -486,7 +486,7 @@ func (c *Conv) PrepWeightGradBF16(dst []float32, dy, x []uint16, n int, scratch 
 	// of every output channel.
 	pad := halves(scratch)[:w.ocp*w.g]
 	for o := 0; o < g.OC; o++ {
-		copyRows16(&pad[o*w.g], w.wq, &dy[(n*g.OC+o)*ohw], g.OW, g.OH, g.OW)
+		copyRows16(ptr(pad, o*w.g), w.wq, ptr(dy, (n*g.OC+o)*ohw), g.OW, g.OH, g.OW)
 	}
 	transposeWords(dst[w.srcLen():w.srcLen()+w.dyLen()], w.ocp, wordsAsF32(pad), w.g/2, w.ocp, w.g/2)
 }

@@ -16,8 +16,8 @@ func genConv(w *bytes.Buffer) {
 	genConvFwd(w, 3)
 	genConvFwd(w, 2)
 	genConvFwd(w, 1)
-	for _, v := range wgradVariants {
-		genConvWgradG(w, v[0], v[1])
+	for _, v := range wgradFVariants {
+		genConvWgradF(w, v[0], v[1])
 	}
 	for _, mo := range []int{1, 2} {
 		for _, np := range []int{1, 2} {
@@ -28,7 +28,8 @@ func genConv(w *bytes.Buffer) {
 		genAMXConvWgrad(w, n)
 	}
 	genInterleaveRows(w)
-	genCopyRows16(w)
+	genCopyRows(w, 2)
+	genCopyRows(w, 4)
 	genSplitRows(w, false)
 	genSplitRows(w, true)
 	genMergeRows(w, false)
@@ -128,122 +129,115 @@ func genConvFwd(w *bytes.Buffer, nv int) {
 	p("\tRET")
 }
 
-// wgradVariants are the weight gradient's tiles: (input channels, taps)
-// with 4 output channels, 24 accumulators or fewer.
-var wgradVariants = [][2]int{{2, 3}, {3, 2}, {6, 1}}
+// wgradFVariants are genConvWgradF's (cols, nv): 24 accumulators or
+// fewer.
+var wgradFVariants = [][2]int{{3, 2}, {2, 2}, {1, 2}, {4, 1}, {2, 1}, {1, 1}}
 
-// genConvWgradG writes convWgrad4x<nc>x<nt>: the weight gradient of a
-// group of nt kernel taps for 4 output channels by nc input channels,
-// over nimg images:
+// genConvWgradF writes convWgrad<nv*16>x<4*cols>: the F32 weight
+// gradient of one tap for 16nv output channels by 4*cols input channels,
+// an FMA micro-kernel whose k is the pixels of the images:
 //
-//	for each image, for each entry e (one vector of 16 output pixels):
-//	    acc[r][c][t] += dy_r[e.dy:e.dy+16] (masked by e.my) * x_c[e.x[t]:e.x[t]+16] (masked by e.m[t])
+//	for each image, for each pixel q of its grid:
+//	    acc[i][v] += dyT[q][16v:16v+16] * x_i[q]   (i = col*4 + j)
 //
-// lane by lane; then each accumulator's 16 lanes are summed by a fixed
-// tree into out: accumulator i = (r*nc+c)*nt+t, the first 16 in out[0:16]
-// and the rest in out[16:32], at 4*(i%4)+i/4 within each. The taps of a
-// group share the dy vectors an entry loads, and their x vectors, a few
-// elements apart, mostly the same cache lines. Rows past ndy (nx) repeat
-// the last valid one, so an edge tile reads only memory it may.
+// where dyT is dy transposed (a row of output channels per pixel, ldq
+// bytes apart) and x_i the tap's pixel of input channel plane j + 4*col,
+// broadcast: base j (four of them, plane bytes apart) plus col times
+// colStride. Both are laid out by PrepWeightGrad on the padded source's
+// grid, dy zero where the grid is not the image, so no lane is masked.
+// The accumulators start at acc (zero when first is not 0) and are
+// stored back there; images are imgStride bytes apart.
 //
-// Registers: AX, BX, CX, DX point at the dy rows and SI, DI, R8-R11 at
-// the x rows; R12 walks the entries, R13 counts them, R14 the images, R15
-// is an entry's offset. Z0-Z23 accumulate, Z24-Z27 hold dy, Z28 an x
-// vector.
-func genConvWgradG(w *bytes.Buffer, nc, nt int) {
+// Registers: Z0-Z23 accumulate (Z(i*nv+v)), Z24-Z25 dy, Z26 x; AX, BX,
+// CX, DX the bases, SI dyT, R8 colStride (R13 three of them), R9 counts
+// pixels, R10 images, R11 ldq, R12 scratch.
+func genConvWgradF(w *bytes.Buffer, cols, nv int) {
 	p := printer(w)
-	name := fmt.Sprintf("convWgrad4x%dx%d", nc, nt)
-	dyRegs := []string{"AX", "BX", "CX", "DX"}
-	xRegs := []string{"SI", "DI", "R8", "R9", "R10", "R11"}[:nc]
+	name := fmt.Sprintf("convWgrad%dx%d", 16*nv, 4*cols)
+	nacc := 4 * cols * nv
+	bases := []string{"AX", "BX", "CX", "DX"}
 	p("")
-	p("// func %s(out, dy *float32, ldy, ndy int, x *float32, ldx, nx int, ents *convEnt, nent, nimg, dyImg, xImg int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
-	rows := func(base, ld, n string, regs []string) {
-		p("\tMOVQ %s, %s", base, regs[0])
-		p("\tMOVQ %s, R15", ld)
-		p("\tSHLQ $2, R15")
-		p("\tMOVQ %s, R14", n)
-		for i := 1; i < len(regs); i++ {
-			p("\tMOVQ %s, %s", regs[i-1], regs[i])
-			p("\tADDQ R15, %s", regs[i])
-			p("\tCMPQ R14, $%d", i)
-			p("\tCMOVQLE %s, %s", regs[i-1], regs[i])
-		}
-	}
-	rows("dy+8(FP)", "ldy+16(FP)", "ndy+24(FP)", dyRegs)
-	rows("x+32(FP)", "ldx+40(FP)", "nx+48(FP)", xRegs)
-	for i := 0; i < 24; i++ {
+	p("// func %s(acc, dyT *float32, ldq int, x *float32, planeB, colStride, npix, nimg, imgStride, first int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-80", name)
+	p("\tMOVQ acc+0(FP), R12")
+	p("\tCMPQ first+72(FP), $0")
+	p("\tJEQ %s_load", name)
+	for i := 0; i < nacc; i++ {
 		p("\tVXORPS Z%d, Z%d, Z%d", i, i, i)
 	}
-	p("\tMOVQ nimg+72(FP), R14")
-	p("\tTESTQ R14, R14")
-	p("\tJZ %s_reduce", name)
+	p("\tJMP %s_start", name)
+	p("%s_load:", name)
+	for i := 0; i < nacc; i++ {
+		p("\tVMOVUPS %d(R12), Z%d", 64*i, i)
+	}
+	p("%s_start:", name)
+	p("\tMOVQ dyT+8(FP), SI")
+	p("\tMOVQ ldq+16(FP), R11")
+	p("\tMOVQ x+24(FP), AX")
+	p("\tMOVQ planeB+32(FP), R12")
+	for j := 1; j < 4; j++ {
+		p("\tLEAQ (%s)(R12*1), %s", bases[j-1], bases[j])
+	}
+	p("\tMOVQ colStride+40(FP), R8")
+	if cols > 3 {
+		p("\tLEAQ (R8)(R8*2), R13")
+	}
+	p("\tMOVQ nimg+56(FP), R10")
+	p("\tTESTQ R10, R10")
+	p("\tJLE %s_store", name)
 	p("%s_img:", name)
-	p("\tMOVQ ents+56(FP), R12")
-	p("\tMOVQ nent+64(FP), R13")
-	p("\tTESTQ R13, R13")
-	p("\tJZ %s_next", name)
-	p("%s_ent:", name)
-	// convEnt: dy int32, x [3]int32, m [3]uint16, my uint16 (24 bytes).
-	p("\tMOVLQSX 0(R12), R15")
-	p("\tKMOVW 22(R12), K4")
-	for r, reg := range dyRegs {
-		p("\tVMOVUPS.Z (%s)(R15*4), K4, Z%d", reg, 24+r)
+	p("\tMOVQ npix+48(FP), R9")
+	p("\tTESTQ R9, R9")
+	p("\tJLE %s_next", name)
+	p("%s_pix:", name)
+	for v := 0; v < nv; v++ {
+		p("\tVMOVUPS %d(SI), Z%d", 64*v, 24+v)
 	}
-	for t := 0; t < nt; t++ {
-		p("\tMOVLQSX %d(R12), R15", 4+4*t)
-		p("\tKMOVW %d(R12), K%d", 16+2*t, 1+t)
-		for c, reg := range xRegs {
-			p("\tVMOVUPS.Z (%s)(R15*4), K%d, Z28", reg, 1+t)
-			for r := 0; r < 4; r++ {
-				p("\tVFMADD231PS Z28, Z%d, Z%d", 24+r, (r*nc+c)*nt+t)
+	for col := 0; col < cols; col++ {
+		for j, b := range bases {
+			addr := fmt.Sprintf("(%s)", b)
+			switch col {
+			case 1:
+				addr = fmt.Sprintf("(%s)(R8*1)", b)
+			case 2:
+				addr = fmt.Sprintf("(%s)(R8*2)", b)
+			case 3:
+				addr = fmt.Sprintf("(%s)(R13*1)", b)
+			}
+			p("\tVBROADCASTSS %s, Z26", addr)
+			i := col*4 + j
+			for v := 0; v < nv; v++ {
+				p("\tVFMADD231PS Z%d, Z26, Z%d", 24+v, i*nv+v)
 			}
 		}
 	}
-	p("\tADDQ $24, R12")
-	p("\tDECQ R13")
-	p("\tJNZ %s_ent", name)
+	for _, b := range bases {
+		p("\tADDQ $4, %s", b)
+	}
+	p("\tADDQ R11, SI")
+	p("\tDECQ R9")
+	p("\tJNZ %s_pix", name)
 	p("%s_next:", name)
-	p("\tMOVQ dyImg+80(FP), R15")
-	p("\tSHLQ $2, R15")
-	for _, reg := range dyRegs {
-		p("\tADDQ R15, %s", reg)
+	// On to the next image: imgStride on from this one's start.
+	p("\tMOVQ npix+48(FP), R12")
+	p("\tMOVQ R12, R9")
+	p("\tSHLQ $2, R12")
+	p("\tNEGQ R12")
+	p("\tADDQ imgStride+64(FP), R12")
+	for _, b := range bases {
+		p("\tADDQ R12, %s", b)
 	}
-	p("\tMOVQ xImg+88(FP), R15")
-	p("\tSHLQ $2, R15")
-	for _, reg := range xRegs {
-		p("\tADDQ R15, %s", reg)
-	}
-	p("\tDECQ R14")
+	p("\tIMULQ R11, R9")
+	p("\tNEGQ R9")
+	p("\tADDQ imgStride+64(FP), R9")
+	p("\tADDQ R9, SI")
+	p("\tDECQ R10")
 	p("\tJNZ %s_img", name)
-	p("%s_reduce:", name)
-	p("\tMOVQ out+0(FP), AX")
-	// Two trees of four levels, each adding two halves of pairs of
-	// registers: 128-bit lanes across the register (VSHUFF64X2), then
-	// 32-bit elements within lanes (VSHUFPS). The second sums Z16-Z23 and
-	// eight zeros.
-	tree := func(base int, dst string) {
-		level := func(n int, shuf string, lo, hi int) {
-			for i := 0; i < n; i++ {
-				a, b := base+2*i, base+2*i+1
-				p("\t%s $0x%02x, Z%d, Z%d, Z30", shuf, lo, b, a)
-				p("\t%s $0x%02x, Z%d, Z%d, Z31", shuf, hi, b, a)
-				p("\tVADDPS Z31, Z30, Z%d", base+i)
-			}
-		}
-		level(8, "VSHUFF64X2", 0x44, 0xEE)
-		level(4, "VSHUFF64X2", 0x88, 0xDD)
-		level(2, "VSHUFPS", 0x44, 0xEE)
-		level(1, "VSHUFPS", 0x88, 0xDD)
-		p("\tVMOVUPS Z%d, %s", base, dst)
+	p("%s_store:", name)
+	p("\tMOVQ acc+0(FP), R12")
+	for i := 0; i < nacc; i++ {
+		p("\tVMOVUPS Z%d, %d(R12)", i, 64*i)
 	}
-	tree(0, "(AX)")
-	// The second: Z16-Z23 moved down to Z0-Z7, and zeros in Z8-Z15.
-	for i := 0; i < 8; i++ {
-		p("\tVMOVAPS Z%d, Z%d", 16+i, i)
-		p("\tVXORPS Z%d, Z%d, Z%d", 8+i, 8+i, 8+i)
-	}
-	tree(0, "64(AX)")
 	p("\tVZEROUPPER")
 	p("\tRET")
 }
@@ -567,47 +561,51 @@ func genInterleaveRows(w *bytes.Buffer) {
 	p("\tRET")
 }
 
-// genCopyRows16 writes copyRows16: rows of n 16-bit elements, dst[r*ldd+i]
-// = src[r*lds+i], 32 at a time, the last run masked.
-func genCopyRows16(w *bytes.Buffer) {
+// genCopyRows writes copyRows16 (size 2) or copyRows32 (size 4): rows of
+// n elements, dst[r*ldd+i] = src[r*lds+i], 64 bytes at a time, the last
+// run masked.
+func genCopyRows(w *bytes.Buffer, size int) {
 	p := printer(w)
-	const name = "copyRows16"
+	name, shift, per, mov, kmov := "copyRows16", 1, 32, "VMOVDQU16", "KMOVD"
+	if size == 4 {
+		name, shift, per, mov, kmov = "copyRows32", 2, 16, "VMOVDQU32", "KMOVW"
+	}
 	p("")
-	p("// func %s(dst *uint16, ldd int, src *uint16, lds, rows, n int)", name)
+	p("// func %s(dst unsafe.Pointer, ldd int, src unsafe.Pointer, lds, rows, n int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
 	p("\tMOVQ dst+0(FP), DI")
 	p("\tMOVQ ldd+8(FP), R8")
-	p("\tSHLQ $1, R8")
+	p("\tSHLQ $%d, R8", shift)
 	p("\tMOVQ src+16(FP), SI")
 	p("\tMOVQ lds+24(FP), R9")
-	p("\tSHLQ $1, R9")
+	p("\tSHLQ $%d, R9", shift)
 	p("\tMOVQ rows+32(FP), R10")
 	p("\tMOVQ n+40(FP), DX")
-	// K1: the last run's words.
+	// K1: the last run's elements.
 	p("\tMOVQ DX, CX")
-	p("\tANDQ $31, CX")
+	p("\tANDQ $%d, CX", per-1)
 	p("\tMOVL $1, BX")
 	p("\tSHLL CX, BX")
 	p("\tDECL BX")
-	p("\tKMOVD BX, K1")
+	p("\t%s BX, K1", kmov)
 	p("\tTESTQ R10, R10")
 	p("\tJLE %s_done", name)
 	p("%s_row:", name)
 	p("\tXORQ R11, R11")
 	p("\tMOVQ DX, CX")
 	p("%s_run:", name)
-	p("\tCMPQ CX, $32")
+	p("\tCMPQ CX, $%d", per)
 	p("\tJLT %s_tail", name)
-	p("\tVMOVDQU16 (SI)(R11*2), Z0")
-	p("\tVMOVDQU16 Z0, (DI)(R11*2)")
-	p("\tADDQ $32, R11")
-	p("\tSUBQ $32, CX")
+	p("\t%s (SI)(R11*%d), Z0", mov, size)
+	p("\t%s Z0, (DI)(R11*%d)", mov, size)
+	p("\tADDQ $%d, R11", per)
+	p("\tSUBQ $%d, CX", per)
 	p("\tJMP %s_run", name)
 	p("%s_tail:", name)
 	p("\tTESTQ CX, CX")
 	p("\tJLE %s_endrow", name)
-	p("\tVMOVDQU16.Z (SI)(R11*2), K1, Z0")
-	p("\tVMOVDQU16 Z0, K1, (DI)(R11*2)")
+	p("\t%s.Z (SI)(R11*%d), K1, Z0", mov, size)
+	p("\t%s Z0, K1, (DI)(R11*%d)", mov, size)
 	p("%s_endrow:", name)
 	p("\tADDQ R8, DI")
 	p("\tADDQ R9, SI")
