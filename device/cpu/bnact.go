@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/mixprec/mixprec/device"
@@ -244,20 +245,30 @@ func (d *Device) BatchNormActGrad(dx, dres, dgamma, dbeta, dy, y, x, mean, invst
 	d.batchNormGrad("BatchNormActGrad", dx, drb, dgamma, dbeta, dy, yb, x, mean, invstd, gamma, n, c, hw, flags)
 }
 
-// batchNormGrad is BatchNormGrad and BatchNormActGrad.
+// batchNormGrad is BatchNormGrad and BatchNormActGrad. Its passes go
+// plane by plane in memory order, each plane's sums into a partial that
+// the channel's total then adds in image order: the sums of a
+// channel-by-channel loop, without its jumps from one image's plane to
+// the next.
 func (d *Device) batchNormGrad(op string, dx device.Buffer, drb *Buffer, dgamma, dbeta, dy device.Buffer, yb *Buffer, x, mean, invstd, gamma device.Buffer, n, c, hw, flags int) {
 	db, gb, xb := d.buf(dx, op), d.buf(dy, op), d.buf(x, op)
 	ps := d.f32(op, mean, invstd, gamma, dgamma, dbeta)
 	d.checkLen(op, n*c*hw, db, gb, xb)
 	d.checkLen(op, c, ps[0])
 	m := float64(n * hw)
-	d.forPlanes(c, n*hw, func(ch int) {
+	part := getF64(2 * n * c)
+	pa, pb := (*part)[:n*c], (*part)[n*c:]
+	d.forPlanes(n*c, hw, func(i int) {
+		ch := i % c
+		pa[i], pb[i] = bnActGradSumsPlane(drb, gb, yb, xb, i*hw, hw, float64(ps[0].f32[ch]), float64(ps[1].f32[ch]), flags)
+	})
+	ks := make([]bnGradConsts, c)
+	for ch := range c {
 		mu, is := float64(ps[0].f32[ch]), float64(ps[1].f32[ch])
 		var sdy, sdyx float64
 		for i := range n {
-			a, b := bnActGradSumsPlane(drb, gb, yb, xb, (i*c+ch)*hw, hw, mu, is, flags)
-			sdy += a
-			sdyx += b
+			sdy += pa[i*c+ch]
+			sdyx += pb[i*c+ch]
 		}
 		gam, _ := affine(ps[2], nil, ch)
 		if ps[3] != nil {
@@ -266,12 +277,27 @@ func (d *Device) batchNormGrad(op string, dx device.Buffer, drb *Buffer, dgamma,
 		if ps[4] != nil {
 			ps[4].f32[ch] = float32(sdy)
 		}
-		k := &bnGradConsts{mu: mu, is: is, m: m, sdy: sdy, sdyx: sdyx, k: float64(gam) * is / m}
-		for i := range n {
-			bnActGradOutPlane(db, gb, yb, xb, (i*c+ch)*hw, hw, k, flags&bnReLU)
-		}
+		ks[ch] = bnGradConsts{mu: mu, is: is, m: m, sdy: sdy, sdyx: sdyx, k: float64(gam) * is / m}
+	}
+	putF64(part)
+	d.forPlanes(n*c, hw, func(i int) {
+		bnActGradOutPlane(db, gb, yb, xb, i*hw, hw, &ks[i%c], flags&bnReLU)
 	})
 }
+
+// f64s holds float64 scratch for the planes' partial sums.
+var f64s = sync.Pool{New: func() any { return new([]float64) }}
+
+func getF64(n int) *[]float64 {
+	p := f64s.Get().(*[]float64)
+	if cap(*p) < n {
+		*p = make([]float64, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+func putF64(p *[]float64) { f64s.Put(p) }
 
 // sumPlane is the float64 sum of elements [lo, lo+n) of x, bfloat16 read
 // where it lies.

@@ -783,26 +783,35 @@ func (d *Device) AvgPoolGrad(dx, dy device.Buffer, s device.PoolShape) {
 
 // Moments computes per-channel mean and biased variance over n and hw, in
 // float64: each plane's sum in sixteen lanes (sum64), the planes' sums in
-// order.
+// image order. The planes are read in memory order, each plane's sum kept
+// apart until its channel's are added.
 func (d *Device) Moments(mean, variance, x device.Buffer, n, c, hw int) {
 	bs := d.f32("Moments", mean, variance)
 	xb := d.buf(x, "Moments")
 	d.checkLen("Moments", n*c*hw, xb)
 	d.checkLen("Moments", c, bs[0])
 	m := float64(n * hw)
-	d.forPlanes(c, n*hw, func(ch int) {
+	part, mus := getF64(n*c), getF64(c)
+	p, mu := *part, *mus
+	d.forPlanes(n*c, hw, func(i int) { p[i] = sumPlane(xb, i*hw, hw) })
+	for ch := range c {
 		var s float64
 		for i := range n {
-			s += sumPlane(xb, (i*c+ch)*hw, hw)
+			s += p[i*c+ch]
 		}
-		mu := s / m
+		mu[ch] = s / m
+	}
+	d.forPlanes(n*c, hw, func(i int) { p[i] = sumSqDevPlane(xb, i*hw, hw, mu[i%c]) })
+	for ch := range c {
 		var q float64
 		for i := range n {
-			q += sumSqDevPlane(xb, (i*c+ch)*hw, hw, mu)
+			q += p[i*c+ch]
 		}
-		bs[0].f32[ch] = float32(mu)
+		bs[0].f32[ch] = float32(mu[ch])
 		bs[1].f32[ch] = float32(q / m)
-	})
+	}
+	putF64(part)
+	putF64(mus)
 }
 
 // affine returns gamma[ch] and beta[ch], 1 and 0 where the buffers are nil.
