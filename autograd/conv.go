@@ -429,29 +429,7 @@ func (g *Graph) batchNorm(x, gamma, beta, res *Var, ba device.BatchNormActKernel
 			panic(fmt.Sprintf("autograd.%s: input %v with affine parameter %v; want (%d)", op.name(), xs, v.Shape(), c))
 		}
 	}
-	mean, invstd := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
-	if p.Training {
-		m := n * hw
-		if m < 2 {
-			panic(fmt.Sprintf("autograd.%s: training needs more than one value per channel, input %v", op.name(), xs))
-		}
-		variance := g.alloc(dtype.F32, c)
-		g.dev.Moments(mean.Buffer(), variance.Buffer(), buf(x), n, c, hw)
-		if p.RunningMean != nil && !g.replay {
-			g.dev.Axpby(p.RunningMean.Buffer(), p.RunningMean.Buffer(), mean.Buffer(), 1-p.Momentum, p.Momentum)
-		}
-		if p.RunningVar != nil && !g.replay {
-			g.dev.Axpby(p.RunningVar.Buffer(), p.RunningVar.Buffer(), variance.Buffer(), 1-p.Momentum, p.Momentum*float32(m)/float32(m-1))
-		}
-		g.dev.Unary(device.Rsqrt, invstd.Buffer(), variance.Buffer(), p.Eps)
-		variance.Release()
-	} else {
-		if p.RunningMean == nil || p.RunningVar == nil {
-			panic(fmt.Sprintf("autograd.%s: evaluation mode needs running statistics", op.name()))
-		}
-		g.dev.Copy(mean.Buffer(), 0, p.RunningMean.Buffer(), 0, c)
-		g.dev.Unary(device.Rsqrt, invstd.Buffer(), p.RunningVar.Buffer(), p.Eps)
-	}
+	mean, invstd := g.bnStats(op, x, n, c, hw, p)
 	var gb, bb device.Buffer
 	if gamma != nil {
 		gb = buf(gamma)
@@ -512,6 +490,36 @@ func (g *Graph) batchNorm(x, gamma, beta, res *Var, ba device.BatchNormActKernel
 		g.accum(beta, dbeta)
 	})
 	return out
+}
+
+// bnStats returns the mean and 1/sqrt(variance + eps) of each of x's c
+// channels (n, c, hw): the batch's in training mode, updating the running
+// ones, else the running ones.
+func (g *Graph) bnStats(op Op, x *Var, n, c, hw int, p BatchNormParams) (mean, invstd *tensor.Tensor) {
+	mean, invstd = g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
+	if !p.Training {
+		if p.RunningMean == nil || p.RunningVar == nil {
+			panic(fmt.Sprintf("autograd.%s: evaluation mode needs running statistics", op.name()))
+		}
+		g.dev.Copy(mean.Buffer(), 0, p.RunningMean.Buffer(), 0, c)
+		g.dev.Unary(device.Rsqrt, invstd.Buffer(), p.RunningVar.Buffer(), p.Eps)
+		return mean, invstd
+	}
+	m := n * hw
+	if m < 2 {
+		panic(fmt.Sprintf("autograd.%s: training needs more than one value per channel, input %v", op.name(), x.Shape()))
+	}
+	variance := g.alloc(dtype.F32, c)
+	g.dev.Moments(mean.Buffer(), variance.Buffer(), buf(x), n, c, hw)
+	if p.RunningMean != nil && !g.replay {
+		g.dev.Axpby(p.RunningMean.Buffer(), p.RunningMean.Buffer(), mean.Buffer(), 1-p.Momentum, p.Momentum)
+	}
+	if p.RunningVar != nil && !g.replay {
+		g.dev.Axpby(p.RunningVar.Buffer(), p.RunningVar.Buffer(), variance.Buffer(), 1-p.Momentum, p.Momentum*float32(m)/float32(m-1))
+	}
+	g.dev.Unary(device.Rsqrt, invstd.Buffer(), variance.Buffer(), p.Eps)
+	variance.Release()
+	return mean, invstd
 }
 
 // name is op's name as the API spells it, for messages.
