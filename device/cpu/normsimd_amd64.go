@@ -115,3 +115,9 @@ func bnSum64BF16(x *uint16, n int) float64
 
 //go:noescape
 func bnSumSqDev64BF16(x *uint16, n int, mu float64) float64
+
+//go:noescape
+func addF32(dst, x, y unsafe.Pointer, n int)
+
+//go:noescape
+func addBF16(dst, x, y unsafe.Pointer, n int)

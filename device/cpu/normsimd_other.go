@@ -35,3 +35,5 @@ func bnActGradOutBF16(dst, dy, y, x unsafe.Pointer, n int, c *bnGradConsts, flag
 }
 func bnSum64BF16(x *uint16, n int) float64                  { panic("no assembly") }
 func bnSumSqDev64BF16(x *uint16, n int, mu float64) float64 { panic("no assembly") }
+func addF32(dst, x, y unsafe.Pointer, n int)                { panic("no assembly") }
+func addBF16(dst, x, y unsafe.Pointer, n int)               { panic("no assembly") }
