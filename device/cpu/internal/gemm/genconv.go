@@ -82,21 +82,34 @@ func genConvFwd(w *bytes.Buffer, nv int) {
 	for v := 0; v < nv; v++ {
 		p("\tKMOVW %d(SI), K%d", 8+2*v, 1+v)
 	}
-	p("\tMOVQ R12, R10")
-	p("%s_ch:", name)
-	for v := 0; v < nv; v++ {
-		p("\tVMOVUPS.Z %d(DX), K%d, Z%d", 64*v, 1+v, 24+v)
-	}
-	for r := 0; r < 8; r++ {
-		p("\tVBROADCASTSS %d(R9), Z27", 4*r)
+	// Channels two at a time (the second's pixels from R11 further on,
+	// its weights 32 bytes), then the odd one left.
+	step := func(pix, w string) {
 		for v := 0; v < nv; v++ {
-			p("\tVFMADD231PS Z%d, Z27, Z%d", 24+v, nv*r+v)
+			p("\tVMOVUPS.Z %d%s, K%d, Z%d", 64*v, pix, 1+v, 24+v)
+		}
+		for r := 0; r < 8; r++ {
+			p("\tVBROADCASTSS %d%s, Z27", 4*r+map[bool]int{true: 32, false: 0}[w == "second"], "(R9)")
+			for v := 0; v < nv; v++ {
+				p("\tVFMADD231PS Z%d, Z27, Z%d", 24+v, nv*r+v)
+			}
 		}
 	}
-	p("\tADDQ R11, DX")
-	p("\tADDQ $32, R9")
+	p("\tMOVQ R12, R10")
+	p("\tSHRQ $1, R10")
+	p("\tJZ %s_odd", name)
+	p("%s_ch:", name)
+	step("(DX)", "first")
+	step("(DX)(R11*1)", "second")
+	p("\tLEAQ (DX)(R11*2), DX")
+	p("\tADDQ $64, R9")
 	p("\tDECQ R10")
 	p("\tJNZ %s_ch", name)
+	p("%s_odd:", name)
+	p("\tTESTQ $1, R12")
+	p("\tJZ %s_nexttap", name)
+	step("(DX)", "first")
+	p("%s_nexttap:", name)
 	p("\tADDQ $16, SI")
 	p("\tDECQ CX")
 	p("\tJNZ %s_tap", name)
