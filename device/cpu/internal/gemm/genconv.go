@@ -202,34 +202,54 @@ func genConvWgradF(w *bytes.Buffer, cols, nv int) {
 	p("\tMOVQ npix+48(FP), R9")
 	p("\tTESTQ R9, R9")
 	p("\tJLE %s_next", name)
-	p("%s_pix:", name)
-	for v := 0; v < nv; v++ {
-		p("\tVMOVUPS %d(SI), Z%d", 64*v, 24+v)
-	}
-	for col := 0; col < cols; col++ {
-		for j, b := range bases {
-			addr := fmt.Sprintf("(%s)", b)
-			switch col {
-			case 1:
-				addr = fmt.Sprintf("(%s)(R8*1)", b)
-			case 2:
-				addr = fmt.Sprintf("(%s)(R8*2)", b)
-			case 3:
-				addr = fmt.Sprintf("(%s)(R13*1)", b)
-			}
-			p("\tVBROADCASTSS %s, Z26", addr)
-			i := col*4 + j
-			for v := 0; v < nv; v++ {
-				p("\tVFMADD231PS Z%d, Z26, Z%d", 24+v, i*nv+v)
+	// Pixels two at a time (the second's dy row ldq bytes on, its x
+	// pixels 4 bytes), then the odd one left.
+	pixel := func(second bool) {
+		dy, disp := "(SI)", 0
+		if second {
+			dy, disp = "(SI)(R11*1)", 4
+		}
+		for v := 0; v < nv; v++ {
+			p("\tVMOVUPS %d%s, Z%d", 64*v, dy, 24+v)
+		}
+		for col := 0; col < cols; col++ {
+			for j, b := range bases {
+				addr := fmt.Sprintf("%d(%s)", disp, b)
+				switch col {
+				case 1:
+					addr = fmt.Sprintf("%d(%s)(R8*1)", disp, b)
+				case 2:
+					addr = fmt.Sprintf("%d(%s)(R8*2)", disp, b)
+				case 3:
+					addr = fmt.Sprintf("%d(%s)(R13*1)", disp, b)
+				}
+				p("\tVBROADCASTSS %s, Z26", addr)
+				i := col*4 + j
+				for v := 0; v < nv; v++ {
+					p("\tVFMADD231PS Z%d, Z26, Z%d", 24+v, i*nv+v)
+				}
 			}
 		}
 	}
+	p("\tSHRQ $1, R9")
+	p("\tJZ %s_odd", name)
+	p("%s_pix:", name)
+	pixel(false)
+	pixel(true)
+	for _, b := range bases {
+		p("\tADDQ $8, %s", b)
+	}
+	p("\tLEAQ (SI)(R11*2), SI")
+	p("\tDECQ R9")
+	p("\tJNZ %s_pix", name)
+	p("%s_odd:", name)
+	p("\tTESTQ $1, npix+48(FP)")
+	p("\tJZ %s_next", name)
+	pixel(false)
 	for _, b := range bases {
 		p("\tADDQ $4, %s", b)
 	}
 	p("\tADDQ R11, SI")
-	p("\tDECQ R9")
-	p("\tJNZ %s_pix", name)
 	p("%s_next:", name)
 	// On to the next image: imgStride on from this one's start.
 	p("\tMOVQ npix+48(FP), R12")
