@@ -211,34 +211,16 @@ func (a *amxFwd) run(out []uint16, ldo, m int, src []uint32, panel []uint16, bia
 		if bias != nil {
 			copy(b[:], bias[g:min(g+32, m)])
 		}
-		args := amxFwdArgs{cfg: &a.cfg[0], a: &panel[g/16*per], b: &src[0], taps: &a.taps[0], ntaps: len(a.taps), npt: a.npt,
-			pstride: 4 * a.plane, jobs: &a.jobs[0], njobs: len(a.jobs), y: &out[g*ldo], ldy: 2 * ldo, rows: min(32, m-g), bias: &b[0]}
-		switch {
-		case mo == 2 && a.np == 2:
-			amxConvFwd2x2(args.cfg, args.a, args.b, args.taps, args.ntaps, args.npt, args.pstride, args.jobs, args.njobs, args.y, args.ldy, args.rows, args.bias)
-		case mo == 2:
-			amxConvFwd2x1(args.cfg, args.a, args.b, args.taps, args.ntaps, args.npt, args.pstride, args.jobs, args.njobs, args.y, args.ldy, args.rows, args.bias)
-		case a.np == 2:
-			amxConvFwd1x2(args.cfg, args.a, args.b, args.taps, args.ntaps, args.npt, args.pstride, args.jobs, args.njobs, args.y, args.ldy, args.rows, args.bias)
-		default:
-			amxConvFwd1x1(args.cfg, args.a, args.b, args.taps, args.ntaps, args.npt, args.pstride, args.jobs, args.njobs, args.y, args.ldy, args.rows, args.bias)
-		}
+		amxFwdKernels[mo-1][a.np-1](&a.cfg[0], &panel[g/16*per], &src[0], &a.taps[0], len(a.taps), a.npt, 4*a.plane,
+			&a.jobs[0], len(a.jobs), &out[g*ldo], 2*ldo, min(32, m-g), &b[0])
 	}
 }
 
-// amxFwdArgs are an AMX forward kernel's arguments (see genAMXConvFwd).
-type amxFwdArgs struct {
-	cfg        *byte
-	a          *uint16
-	b          *uint32
-	taps       *int32
-	ntaps, npt int
-	pstride    int
-	jobs       *amxJob
-	njobs      int
-	y          *uint16
-	ldy, rows  int
-	bias       *float32
+// amxFwdKernels are genAMXConvFwd's kernels by tiles of output channels
+// (mo-1) and of pixels (np-1).
+var amxFwdKernels = [2][2]func(cfg *byte, a *uint16, b *uint32, taps *int32, ntaps, npt, pstride int, jobs *amxJob, njobs int, y *uint16, ldy, rows int, bias *float32){
+	{amxConvFwd1x1, amxConvFwd1x2},
+	{amxConvFwd2x1, amxConvFwd2x2},
 }
 
 // amxWgt is the weight gradient planned for the AMX kernels: outputs on
