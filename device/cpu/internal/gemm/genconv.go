@@ -146,6 +146,38 @@ func genConvFwd(w *bytes.Buffer, nv int) {
 // fewer.
 var wgradFVariants = [][2]int{{3, 2}, {2, 2}, {1, 2}, {4, 1}, {2, 1}, {1, 1}}
 
+// wgradPixel writes one pixel's step of genConvWgradF's loop: dy's row
+// (the next one when second) times each input channel's pixel (the next
+// one when second), broadcast.
+func wgradPixel(p func(string, ...any), cols, nv int, second bool) {
+	bases := []string{"AX", "BX", "CX", "DX"}
+	dy, disp := "(SI)", 0
+	if second {
+		dy, disp = "(SI)(R11*1)", 4
+	}
+	for v := 0; v < nv; v++ {
+		p("\tVMOVUPS %d%s, Z%d", 64*v, dy, 24+v)
+	}
+	for col := 0; col < cols; col++ {
+		for j, b := range bases {
+			addr := fmt.Sprintf("%d(%s)", disp, b)
+			switch col {
+			case 1:
+				addr = fmt.Sprintf("%d(%s)(R8*1)", disp, b)
+			case 2:
+				addr = fmt.Sprintf("%d(%s)(R8*2)", disp, b)
+			case 3:
+				addr = fmt.Sprintf("%d(%s)(R13*1)", disp, b)
+			}
+			p("\tVBROADCASTSS %s, Z26", addr)
+			i := col*4 + j
+			for v := 0; v < nv; v++ {
+				p("\tVFMADD231PS Z%d, Z26, Z%d", 24+v, i*nv+v)
+			}
+		}
+	}
+}
+
 // genConvWgradF writes convWgrad<nv*16>x<4*cols>: the F32 weight
 // gradient of one tap for 16nv output channels by 4*cols input channels,
 // an FMA micro-kernel whose k is the pixels of the images:
@@ -204,33 +236,7 @@ func genConvWgradF(w *bytes.Buffer, cols, nv int) {
 	p("\tJLE %s_next", name)
 	// Pixels two at a time (the second's dy row ldq bytes on, its x
 	// pixels 4 bytes), then the odd one left.
-	pixel := func(second bool) {
-		dy, disp := "(SI)", 0
-		if second {
-			dy, disp = "(SI)(R11*1)", 4
-		}
-		for v := 0; v < nv; v++ {
-			p("\tVMOVUPS %d%s, Z%d", 64*v, dy, 24+v)
-		}
-		for col := 0; col < cols; col++ {
-			for j, b := range bases {
-				addr := fmt.Sprintf("%d(%s)", disp, b)
-				switch col {
-				case 1:
-					addr = fmt.Sprintf("%d(%s)(R8*1)", disp, b)
-				case 2:
-					addr = fmt.Sprintf("%d(%s)(R8*2)", disp, b)
-				case 3:
-					addr = fmt.Sprintf("%d(%s)(R13*1)", disp, b)
-				}
-				p("\tVBROADCASTSS %s, Z26", addr)
-				i := col*4 + j
-				for v := 0; v < nv; v++ {
-					p("\tVFMADD231PS Z%d, Z26, Z%d", 24+v, i*nv+v)
-				}
-			}
-		}
-	}
+	pixel := func(second bool) { wgradPixel(p, cols, nv, second) }
 	p("\tSHRQ $1, R9")
 	p("\tJZ %s_odd", name)
 	p("%s_pix:", name)
