@@ -78,6 +78,9 @@ var classes = map[autograd.Op]Class{
 	autograd.OpMSE:          F32,
 	autograd.OpLayerNorm:    F32,
 	autograd.OpBatchNorm:    F32,
+	// BatchNorm with its residual add and ReLU fused in: F32 arithmetic,
+	// the output in the input's dtype, as BatchNorm.
+	autograd.OpBatchNormReLU: F32,
 
 	// Pooling, dropout and reshapes run in their inputs' dtype, as on
 	// PyTorch's promote list or on none.

@@ -23,6 +23,7 @@ func TestClassTable(t *testing.T) {
 		autograd.OpSum: amp.F32, autograd.OpMean: amp.F32, autograd.OpExp: amp.F32,
 		autograd.OpLog: amp.F32, autograd.OpPow: amp.F32, autograd.OpRsqrt: amp.F32, autograd.OpRecip: amp.F32,
 		autograd.OpMSE: amp.F32, autograd.OpLayerNorm: amp.F32, autograd.OpBatchNorm: amp.F32,
+		autograd.OpBatchNormReLU: amp.F32, // batch_norm's class: F32 arithmetic, output in the input's dtype
 	}
 	for _, op := range autograd.Ops() {
 		w, ok := want[op]

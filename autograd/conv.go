@@ -2,6 +2,7 @@ package autograd
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -16,7 +17,9 @@ var colBudget = 1 << 22
 
 // ConvColumnBudget lets the graph keep up to bytes of unrolled input
 // (im2col columns) from its convolutions' forward passes for their weight
-// gradients; by default it keeps none. A convolution whose whole batch of
+// gradients; by default it keeps none. It applies to the convolutions
+// that take the column path: a device's direct convolutions
+// (device.DirectConvKernels) have no columns. A convolution whose whole batch of
 // columns fits in what is left of the budget unrolls the batch once, in
 // the forward pass, and its backward reads those columns instead of
 // unrolling the input again; the others unroll chunk by chunk in both
@@ -34,6 +37,11 @@ var colBudget = 1 << 22
 func ConvColumnBudget(bytes int64) Option {
 	return func(g *Graph) { g.colKeep = max(bytes, 0) }
 }
+
+// Im2Col has the graph run every convolution as im2col and GEMMs, as on a
+// device without direct convolutions (device.DirectConvKernels): the
+// reference path, for tests and for comparisons of speed and memory.
+func Im2Col() Option { return func(g *Graph) { g.im2col = true } }
 
 // keepColumns reports whether the graph keeps the columns of a
 // convolution, bytes of them, and counts them against the budget if so.
@@ -59,9 +67,11 @@ func (g *Graph) chunkImages(dt dtype.DType, s device.ConvShape, oc int) int {
 
 // Conv2d is a 2-D convolution (cross-correlation, as in PyTorch) of x
 // (N, C, H, W) with w (OC, C, KH, KW), plus b (OC) or nil, with equal stride
-// and zero padding in both dimensions. It runs as im2col followed by a GEMM
-// per chunk of images; the weight gradient reads the forward pass's columns
-// where the graph keeps them (ConvColumnBudget), else unrolls them again.
+// and zero padding in both dimensions. Where the device runs it directly
+// (device.DirectConvKernels) it does, with no columns in either pass;
+// otherwise it runs as im2col followed by a GEMM per chunk of images, and
+// the weight gradient reads the forward pass's columns where the graph
+// keeps them (ConvColumnBudget), else unrolls them again.
 func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	dt := g.computeType(OpConv, x, w, b)
 	x, w, b = g.as(x, dt), g.as(w, dt), g.as(b, dt)
@@ -79,10 +89,13 @@ func (g *Graph) Conv2d(x, w, b *Var, stride, pad int) *Var {
 	}
 	c := &conv{g: g, x: x, w: w, b: b, dt: dt, s: s, oc: ws[0], chunk: g.chunkImages(dt, s, ws[0])}
 	c.biasSt = device.Strides{Shape: []int{s.N, c.oc, s.OH * s.OW}, A: []int{0, 1, 0}}
+	if dc, ok := g.dev.(device.DirectConvKernels); ok && !g.im2col && dc.DirectConv(s, c.oc, dt) {
+		c.direct = dc
+	}
 	rec := g.recording(x, w, b)
 	// kept holds the whole batch's columns, for the weight gradient, when
 	// the graph's budget allows (ConvColumnBudget).
-	if rec && w.requiresGrad && g.keepColumns(device.Bytes(dt, s.N*s.C*s.KH*s.KW*s.OH*s.OW)) {
+	if c.direct == nil && rec && w.requiresGrad && g.keepColumns(device.Bytes(dt, s.N*s.C*s.KH*s.KW*s.OH*s.OW)) {
 		c.kept = g.alloc(dt, s.N, s.C*s.KH*s.KW, s.OH*s.OW)
 		g.dev.Im2Col(c.kept.Buffer(), buf(x), s)
 	}
@@ -104,6 +117,9 @@ type conv struct {
 	oc, chunk int
 	biasSt    device.Strides // the bias broadcast over y (N, OC, OH*OW)
 	kept      *tensor.Tensor
+	// direct is the device's direct convolution where it runs this one:
+	// no columns, in either pass.
+	direct device.DirectConvKernels
 }
 
 // forward returns y (N, OC, OH, OW). A 16-bit y is written by the GEMMs
@@ -116,6 +132,14 @@ func (c *conv) forward() *tensor.Tensor {
 	g, s, oc := c.g, c.s, c.oc
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
 	y := g.alloc(c.dt, s.N, oc, s.OH, s.OW)
+	if c.direct != nil {
+		var bb device.Buffer
+		if c.b != nil {
+			bb = buf(c.b)
+		}
+		c.direct.ConvForward(y.Buffer(), buf(c.x), buf(c.w), bb, s, oc)
+		return y
+	}
 	var ones *tensor.Tensor
 	if c.b != nil {
 		ones = tensor.New(g.dev, c.dt, device.Workspace, ohw)
@@ -160,6 +184,17 @@ func (c *conv) backward(dy *tensor.Tensor) {
 		dx = g.alloc(c.dt, c.x.Shape()...)
 	}
 	if dw == nil && dx == nil {
+		return
+	}
+	if c.direct != nil {
+		if dw != nil {
+			c.direct.ConvWeightGrad(dw.Buffer(), dy.Buffer(), buf(c.x), s, oc)
+			g.accum(c.w, dw)
+		}
+		if dx != nil {
+			c.direct.ConvInputGrad(dx.Buffer(), dy.Buffer(), buf(c.w), s, oc)
+			g.accum(c.x, dx)
+		}
 		return
 	}
 	ckk, ohw := s.C*s.KH*s.KW, s.OH*s.OW
@@ -344,43 +379,57 @@ type BatchNormParams struct {
 // keeps x's dtype: what cuDNN does under PyTorch's autocast, and what keeps
 // a low-precision network's activations low-precision.
 func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
-	x.mustLive("BatchNorm")
-	g.computeType(OpBatchNorm, x, gamma, beta) // F32 under autocast: the kernels compute in F32
+	return g.batchNorm(x, gamma, beta, nil, nil, p)
+}
+
+// BatchNormReLU is ReLU(BatchNorm(x, gamma, beta, p) + res), res nil for
+// none: the end of a ResNet block. In training mode, on a device with
+// device.BatchNormActKernels and with res in x's dtype, it is one op: one
+// pass forward after the statistics, computing in F32 and rounding once
+// to x's dtype (the three ops round BatchNorm's output and the sum), and
+// the gradient within BatchNormGrad's two passes, keeping x and the
+// output alone. Otherwise it is the three ops.
+func (g *Graph) BatchNormReLU(x, gamma, beta, res *Var, p BatchNormParams) *Var {
+	x.mustLive("BatchNormReLU")
+	if res != nil {
+		res.mustLive("BatchNormReLU")
+		if !slices.Equal(res.Shape(), x.Shape()) {
+			panic(fmt.Sprintf("autograd.BatchNormReLU: input %v, residual %v; want one shape", x.Shape(), res.Shape()))
+		}
+	}
+	ba, ok := g.dev.(device.BatchNormActKernels)
+	if !ok || !p.Training || (res != nil && res.DType() != x.DType()) {
+		y := g.BatchNorm(x, gamma, beta, p)
+		if res != nil {
+			y = g.Add(y, res)
+		}
+		return g.ReLU(y)
+	}
+	return g.batchNorm(x, gamma, beta, res, ba, p)
+}
+
+// batchNorm is BatchNorm, and with ba BatchNormReLU's fused op (training
+// mode only).
+func (g *Graph) batchNorm(x, gamma, beta, res *Var, ba device.BatchNormActKernels, p BatchNormParams) *Var {
+	op := OpBatchNorm
+	if ba != nil {
+		op = OpBatchNormReLU
+	}
+	x.mustLive(op.name())
+	g.computeType(op, x, gamma, beta) // F32 under autocast: the kernels compute in F32
 	gamma, beta = g.as(gamma, dtype.F32), g.as(beta, dtype.F32)
 	xs := x.Shape()
 	if len(xs) < 2 {
-		panic(fmt.Sprintf("autograd.BatchNorm: input %v; want (N, C, ...)", xs))
+		panic(fmt.Sprintf("autograd.%s: input %v; want (N, C, ...)", op.name(), xs))
 	}
 	n, c := xs[0], xs[1]
 	hw := tensor.Numel(xs[2:])
 	for _, v := range []*Var{gamma, beta} {
 		if v != nil && (len(v.Shape()) != 1 || v.Shape()[0] != c) {
-			panic(fmt.Sprintf("autograd.BatchNorm: input %v with affine parameter %v; want (%d)", xs, v.Shape(), c))
+			panic(fmt.Sprintf("autograd.%s: input %v with affine parameter %v; want (%d)", op.name(), xs, v.Shape(), c))
 		}
 	}
-	mean, invstd := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
-	if p.Training {
-		m := n * hw
-		if m < 2 {
-			panic(fmt.Sprintf("autograd.BatchNorm: training needs more than one value per channel, input %v", xs))
-		}
-		variance := g.alloc(dtype.F32, c)
-		g.dev.Moments(mean.Buffer(), variance.Buffer(), buf(x), n, c, hw)
-		if p.RunningMean != nil && !g.replay {
-			g.dev.Axpby(p.RunningMean.Buffer(), p.RunningMean.Buffer(), mean.Buffer(), 1-p.Momentum, p.Momentum)
-		}
-		if p.RunningVar != nil && !g.replay {
-			g.dev.Axpby(p.RunningVar.Buffer(), p.RunningVar.Buffer(), variance.Buffer(), 1-p.Momentum, p.Momentum*float32(m)/float32(m-1))
-		}
-		g.dev.Unary(device.Rsqrt, invstd.Buffer(), variance.Buffer(), p.Eps)
-		variance.Release()
-	} else {
-		if p.RunningMean == nil || p.RunningVar == nil {
-			panic("autograd.BatchNorm: evaluation mode needs running statistics")
-		}
-		g.dev.Copy(mean.Buffer(), 0, p.RunningMean.Buffer(), 0, c)
-		g.dev.Unary(device.Rsqrt, invstd.Buffer(), p.RunningVar.Buffer(), p.Eps)
-	}
+	mean, invstd := g.bnStats(op, x, n, c, hw, p)
 	var gb, bb device.Buffer
 	if gamma != nil {
 		gb = buf(gamma)
@@ -389,15 +438,45 @@ func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
 		bb = buf(beta)
 	}
 	y := g.alloc(x.DType(), xs...)
-	g.dev.BatchNorm(y.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, bb, n, c, hw)
+	if ba != nil {
+		var rb device.Buffer
+		if res != nil {
+			rb = buf(res)
+		}
+		ba.BatchNormAct(y.Buffer(), buf(x), rb, mean.Buffer(), invstd.Buffer(), gb, bb, n, c, hw, true)
+	} else {
+		g.dev.BatchNorm(y.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, bb, n, c, hw)
+	}
 	out := g.result(y)
-	if !g.recording(x, gamma, beta) {
+	if !g.recording(x, gamma, beta, res) {
 		return out
 	}
 	if !p.Training {
 		// Evaluation mode is an affine map per channel.
 		g.push(OpBatchNorm, out, []*Var{x, gamma, beta}, func(dy *tensor.Tensor) {
 			g.bnEvalGrad(dy, x, gamma, beta, mean, invstd, n, c, hw)
+		})
+		return out
+	}
+	if ba != nil {
+		// ReLU's gradient reads the output, as ReLU's own does.
+		g.save(x.Value, mean, invstd, y)
+		g.push(op, out, []*Var{x, gamma, beta, res}, func(dy *tensor.Tensor) {
+			dx := g.alloc(x.DType(), xs...)
+			dgamma, dbeta := g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
+			var dres *tensor.Tensor
+			var drb device.Buffer
+			if res != nil && res.requiresGrad {
+				dres = g.alloc(res.DType(), xs...)
+				drb = dres.Buffer()
+			}
+			ba.BatchNormActGrad(dx.Buffer(), drb, dgamma.Buffer(), dbeta.Buffer(), dy.Buffer(), y.Buffer(), buf(x), mean.Buffer(), invstd.Buffer(), gb, n, c, hw, true)
+			g.accum(x, dx)
+			if dres != nil {
+				g.accum(res, dres)
+			}
+			g.accum(gamma, dgamma)
+			g.accum(beta, dbeta)
 		})
 		return out
 	}
@@ -411,6 +490,44 @@ func (g *Graph) BatchNorm(x, gamma, beta *Var, p BatchNormParams) *Var {
 		g.accum(beta, dbeta)
 	})
 	return out
+}
+
+// bnStats returns the mean and 1/sqrt(variance + eps) of each of x's c
+// channels (n, c, hw): the batch's in training mode, updating the running
+// ones, else the running ones.
+func (g *Graph) bnStats(op Op, x *Var, n, c, hw int, p BatchNormParams) (mean, invstd *tensor.Tensor) {
+	mean, invstd = g.alloc(dtype.F32, c), g.alloc(dtype.F32, c)
+	if !p.Training {
+		if p.RunningMean == nil || p.RunningVar == nil {
+			panic(fmt.Sprintf("autograd.%s: evaluation mode needs running statistics", op.name()))
+		}
+		g.dev.Copy(mean.Buffer(), 0, p.RunningMean.Buffer(), 0, c)
+		g.dev.Unary(device.Rsqrt, invstd.Buffer(), p.RunningVar.Buffer(), p.Eps)
+		return mean, invstd
+	}
+	m := n * hw
+	if m < 2 {
+		panic(fmt.Sprintf("autograd.%s: training needs more than one value per channel, input %v", op.name(), x.Shape()))
+	}
+	variance := g.alloc(dtype.F32, c)
+	g.dev.Moments(mean.Buffer(), variance.Buffer(), buf(x), n, c, hw)
+	if p.RunningMean != nil && !g.replay {
+		g.dev.Axpby(p.RunningMean.Buffer(), p.RunningMean.Buffer(), mean.Buffer(), 1-p.Momentum, p.Momentum)
+	}
+	if p.RunningVar != nil && !g.replay {
+		g.dev.Axpby(p.RunningVar.Buffer(), p.RunningVar.Buffer(), variance.Buffer(), 1-p.Momentum, p.Momentum*float32(m)/float32(m-1))
+	}
+	g.dev.Unary(device.Rsqrt, invstd.Buffer(), variance.Buffer(), p.Eps)
+	variance.Release()
+	return mean, invstd
+}
+
+// name is op's name as the API spells it, for messages.
+func (op Op) name() string {
+	if op == OpBatchNormReLU {
+		return "BatchNormReLU"
+	}
+	return "BatchNorm"
 }
 
 // bnEvalGrad is the backward pass of BatchNorm with fixed statistics:

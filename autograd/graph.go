@@ -219,6 +219,7 @@ type Graph struct {
 	saveCat  device.Category
 	keptCols int64 // bytes of convolution columns kept for backward, within colKeep
 	colKeep  int64 // ConvColumnBudget
+	im2col   bool  // Im2Col: convolutions take the column path
 	sawGrad  bool
 	replay   bool // a checkpointed segment's recomputation: state updates already happened
 	segment  bool // a checkpointed segment's graph: parameters' casts are its own (see as)

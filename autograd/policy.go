@@ -41,6 +41,7 @@ const (
 	OpAttention
 	OpPermute
 	OpSplit
+	OpBatchNormReLU
 
 	// opUnary is the first unary elementwise op.
 	opUnary
@@ -49,7 +50,8 @@ const (
 
 var opNames = [opUnary]string{"cast", "matmul", "linear", "conv", "bmm", "add", "sub", "mul", "div",
 	"sum", "mean", "softmax", "log_softmax", "cross_entropy", "mse", "batch_norm", "layer_norm",
-	"max_pool", "avg_pool", "dropout", "reshape", "checkpoint", "embedding", "attention", "permute", "split"}
+	"max_pool", "avg_pool", "dropout", "reshape", "checkpoint", "embedding", "attention", "permute", "split",
+	"batch_norm_relu"}
 
 func (op Op) String() string {
 	if k, ok := op.Unary(); ok {

@@ -136,6 +136,26 @@ type NormKernels interface {
 	BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma Buffer, n, c, hw int)
 }
 
+// BatchNormActKernels is an optional fast path a backend may offer, found
+// by type assertion: batch norm's affine transform with a residual added
+// and ReLU applied in the same pass (a ResNet block's end), and their
+// gradients within BatchNormGrad's passes, where the composite (BatchNorm,
+// Binary Add, Unary ReLU and their gradients) makes three passes each way
+// and keeps two more tensors.
+type BatchNormActKernels interface {
+	// BatchNormAct computes y = relu(x*scale + shift + res) with
+	// BatchNorm's per-channel scale and shift, res (n, c, hw) or nil for
+	// none, and ReLU only when relu; y, x and res in one dtype, computed in
+	// F32 and rounded once.
+	BatchNormAct(y, x, res, mean, invstd, gamma, beta Buffer, n, c, hw int, relu bool)
+	// BatchNormActGrad computes, in training mode, dz = dy times ReLU's
+	// gradient at its output y when relu (dy itself otherwise; y is then
+	// not read), stores dz into dres unless it is nil (the residual's
+	// gradient), and BatchNormGrad of dz: dx, and dgamma and dbeta (c, F32,
+	// overwritten).
+	BatchNormActGrad(dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma Buffer, n, c, hw int, relu bool)
+}
+
 // OptimKernels are the optimisers' fused update steps and GradScaler's
 // fused unscale-and-check, all on F32 buffers.
 type OptimKernels interface {
@@ -281,6 +301,30 @@ func NewConvShape(n, c, h, w, kh, kw, stride, pad int) ConvShape {
 // it a chunk is the caller's default, large enough for few launches.
 type ConvChunker interface {
 	ConvChunkBytes() int
+}
+
+// DirectConvKernels is an optional fast path a backend may offer, found by
+// type assertion: whole convolutions computed from the images themselves,
+// without the im2col columns that Im2Col, Gemm and Col2Im go through. A
+// caller asks DirectConv first and takes the column path where it says
+// no; both give the same values within the dtype's tolerance (their sums
+// run in different orders). s covers all N images (N0 0, NB N).
+type DirectConvKernels interface {
+	// DirectConv reports whether the three kernels below run convolutions
+	// of shape s with oc output channels, every operand in dt (the weight
+	// gradient in F32).
+	DirectConv(s ConvShape, oc int, dt dtype.DType) bool
+	// ConvForward computes y = x ⋆ w + b: y (N, oc, OH, OW), x (N, C, H,
+	// W), w (oc, C, KH, KW), b (oc) or nil, accumulated in F32 and
+	// rounded once.
+	ConvForward(y, x, w, b Buffer, s ConvShape, oc int)
+	// ConvInputGrad overwrites dx (N, C, H, W) with the gradient of x ⋆ w
+	// for dy (N, oc, OH, OW): Col2Im of wᵀ·dy, accumulated in F32 and
+	// rounded once.
+	ConvInputGrad(dx, dy, w Buffer, s ConvShape, oc int)
+	// ConvWeightGrad overwrites dw (oc, C, KH, KW), F32, with the gradient
+	// of x ⋆ w for dy summed over the N images.
+	ConvWeightGrad(dw, dy, x Buffer, s ConvShape, oc int)
 }
 
 // PoolShape describes a 2-D pooling's geometry: input (N, C, H, W), window

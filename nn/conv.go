@@ -90,6 +90,13 @@ func (b *BatchNorm2d) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var 
 		RunningMean: b.RunningMean.Value, RunningVar: b.RunningVar.Value, Momentum: b.Momentum, Eps: b.Eps})
 }
 
+// ForwardReLU is ReLU(Forward(x) + res), res nil for none: one op where
+// the device fuses them (autograd.BatchNormReLU).
+func (b *BatchNorm2d) ForwardReLU(g *autograd.Graph, x, res *autograd.Var) *autograd.Var {
+	return g.BatchNormReLU(x, b.Weight, b.Bias, res, autograd.BatchNormParams{Training: b.training,
+		RunningMean: b.RunningMean.Value, RunningVar: b.RunningVar.Value, Momentum: b.Momentum, Eps: b.Eps})
+}
+
 // Params are γ and β.
 func (b *BatchNorm2d) Params() []*autograd.Var { return []*autograd.Var{b.Weight, b.Bias} }
 
@@ -155,15 +162,16 @@ func NewBasicBlock(in, out, stride int, rng *rand.Rand) *BasicBlock {
 	return b
 }
 
-// Forward applies the block.
+// Forward applies the block, each batch norm with what follows it (the
+// ReLU, and the residual add) as one op (BatchNorm2d.ForwardReLU).
 func (b *BasicBlock) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	h := g.ReLU(b.BN1.Forward(g, b.Conv1.Forward(g, x)))
-	h = b.BN2.Forward(g, b.Conv2.Forward(g, h))
+	h := b.BN1.ForwardReLU(g, b.Conv1.Forward(g, x), nil)
+	h = b.Conv2.Forward(g, h)
 	sc := x
 	if b.Shortcut != nil {
 		sc = b.Shortcut.Forward(g, x)
 	}
-	return g.ReLU(g.Add(h, sc))
+	return b.BN2.ForwardReLU(g, h, sc)
 }
 
 // Children are the layers, for To, State and SetTraining.

@@ -783,30 +783,35 @@ func (d *Device) AvgPoolGrad(dx, dy device.Buffer, s device.PoolShape) {
 
 // Moments computes per-channel mean and biased variance over n and hw, in
 // float64: each plane's sum in sixteen lanes (sum64), the planes' sums in
-// order.
+// image order. The planes are read in memory order, each plane's sum kept
+// apart until its channel's are added.
 func (d *Device) Moments(mean, variance, x device.Buffer, n, c, hw int) {
 	bs := d.f32("Moments", mean, variance)
 	xb := d.buf(x, "Moments")
 	d.checkLen("Moments", n*c*hw, xb)
 	d.checkLen("Moments", c, bs[0])
 	m := float64(n * hw)
-	d.forPlanes(c, n*hw, func(ch int) {
+	part, mus := getF64(n*c), getF64(c)
+	p, mu := *part, *mus
+	d.forPlanes(n*c, hw, func(i int) { p[i] = sumPlane(xb, i*hw, hw) })
+	for ch := range c {
 		var s float64
 		for i := range n {
-			v := read(xb, (i*c+ch)*hw, (i*c+ch+1)*hw)
-			s += sum64(v.v)
-			v.done()
+			s += p[i*c+ch]
 		}
-		mu := s / m
+		mu[ch] = s / m
+	}
+	d.forPlanes(n*c, hw, func(i int) { p[i] = sumSqDevPlane(xb, i*hw, hw, mu[i%c]) })
+	for ch := range c {
 		var q float64
 		for i := range n {
-			v := read(xb, (i*c+ch)*hw, (i*c+ch+1)*hw)
-			q += sumSqDev64(v.v, mu)
-			v.done()
+			q += p[i*c+ch]
 		}
-		bs[0].f32[ch] = float32(mu)
+		bs[0].f32[ch] = float32(mu[ch])
 		bs[1].f32[ch] = float32(q / m)
-	})
+	}
+	putF64(part)
+	putF64(mus)
 }
 
 // affine returns gamma[ch] and beta[ch], 1 and 0 where the buffers are nil.
@@ -824,57 +829,11 @@ func affine(gamma, beta *Buffer, ch int) (float32, float32) {
 // BatchNorm computes y = (x - mean) * invstd * gamma + beta per channel,
 // as x*scale + shift.
 func (d *Device) BatchNorm(y, x, mean, invstd, gamma, beta device.Buffer, n, c, hw int) {
-	yb, xb := d.buf(y, "BatchNorm"), d.buf(x, "BatchNorm")
-	ps := d.f32("BatchNorm", mean, invstd, gamma, beta)
-	d.checkLen("BatchNorm", n*c*hw, yb, xb)
-	d.checkLen("BatchNorm", c, ps[0])
-	d.forPlanes(n*c, hw, func(i int) {
-		ch := i % c
-		g, b := affine(ps[2], ps[3], ch)
-		scale := ps[1].f32[ch] * g
-		shift := b - ps[0].f32[ch]*scale
-		in, out := read(xb, i*hw, (i+1)*hw), writeView(yb, i*hw, (i+1)*hw)
-		scaleShift(out.v, in.v, scale, shift)
-		in.done()
-		commit(yb, i*hw, out)
-	})
+	d.batchNorm("BatchNorm", d.buf(y, "BatchNorm"), d.buf(x, "BatchNorm"), nil, mean, invstd, gamma, beta, n, c, hw, 0)
 }
 
 // BatchNormGrad computes dx, dgamma and dbeta of training-mode BatchNorm,
 // its sums in float64 as Moments makes them.
 func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma device.Buffer, n, c, hw int) {
-	db, gb, xb := d.buf(dx, "BatchNormGrad"), d.buf(dy, "BatchNormGrad"), d.buf(x, "BatchNormGrad")
-	ps := d.f32("BatchNormGrad", mean, invstd, gamma, dgamma, dbeta)
-	d.checkLen("BatchNormGrad", n*c*hw, db, gb, xb)
-	d.checkLen("BatchNormGrad", c, ps[0])
-	m := float64(n * hw)
-	d.forPlanes(c, n*hw, func(ch int) {
-		mu, is := float64(ps[0].f32[ch]), float64(ps[1].f32[ch])
-		var sdy, sdyx float64
-		for i := range n {
-			off := (i*c + ch) * hw
-			g, in := read(gb, off, off+hw), read(xb, off, off+hw)
-			a, b := bnGradSums(g.v, in.v, mu, is)
-			sdy += a
-			sdyx += b
-			g.done()
-			in.done()
-		}
-		gam, _ := affine(ps[2], nil, ch)
-		if ps[3] != nil {
-			ps[3].f32[ch] = float32(sdyx)
-		}
-		if ps[4] != nil {
-			ps[4].f32[ch] = float32(sdy)
-		}
-		k := &bnGradConsts{mu: mu, is: is, m: m, sdy: sdy, sdyx: sdyx, k: float64(gam) * is / m}
-		for i := range n {
-			off := (i*c + ch) * hw
-			g, in, out := read(gb, off, off+hw), read(xb, off, off+hw), writeView(db, off, off+hw)
-			bnGradOut(out.v, g.v, in.v, k)
-			g.done()
-			in.done()
-			commit(db, off, out)
-		}
-	})
+	d.batchNormGrad("BatchNormGrad", dx, nil, dgamma, dbeta, dy, nil, x, mean, invstd, gamma, n, c, hw, 0)
 }

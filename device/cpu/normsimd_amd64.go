@@ -2,7 +2,11 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // simdNormLevel selects the batch-norm loops: AVX-512 (with AVX512DQ and
 // BMI2), else AVX2, else Go. Tests lower it to check each against the Go
@@ -83,3 +87,37 @@ func bnGradOutAVX512(dst, dy, x *float32, n int, c *bnGradConsts) {
 		bnGradOut32AVX2(dst, dy, x, n, c)
 	}
 }
+
+// The loops of bnact_amd64.s (see bnact.go).
+
+//go:generate go run bnact_gen.go
+
+//go:noescape
+func bnActF32(dst, x, res unsafe.Pointer, n int, scale, shift float32, flags int)
+
+//go:noescape
+func bnActBF16(dst, x, res unsafe.Pointer, n int, scale, shift float32, flags int)
+
+//go:noescape
+func bnActGradSumsF32(dres, dy, y, x unsafe.Pointer, n int, mu, is float64, flags int) (sdy, sdyx float64)
+
+//go:noescape
+func bnActGradSumsBF16(dres, dy, y, x unsafe.Pointer, n int, mu, is float64, flags int) (sdy, sdyx float64)
+
+//go:noescape
+func bnActGradOutF32(dst, dy, y, x unsafe.Pointer, n int, c *bnGradConsts, flags int)
+
+//go:noescape
+func bnActGradOutBF16(dst, dy, y, x unsafe.Pointer, n int, c *bnGradConsts, flags int)
+
+//go:noescape
+func bnSum64BF16(x *uint16, n int) float64
+
+//go:noescape
+func bnSumSqDev64BF16(x *uint16, n int, mu float64) float64
+
+//go:noescape
+func addF32(dst, x, y unsafe.Pointer, n int)
+
+//go:noescape
+func addBF16(dst, x, y unsafe.Pointer, n int)

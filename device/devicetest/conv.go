@@ -2,6 +2,7 @@ package devicetest
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/mixprec/mixprec/device"
@@ -153,6 +154,112 @@ func testIm2ColAdjoint(t *testing.T, dev device.Device) {
 			e.checkAdjoint("Im2Col, Col2Im", e.get(cx), y, x, e.get(dy))
 		})
 	}
+}
+
+// testDirectConv checks device.DirectConvKernels where a backend has it,
+// in every dtype it says it runs: ConvForward, ConvInputGrad and
+// ConvWeightGrad against a float64 reference on each whole-batch shape of
+// convCases and a few with more channels (odd sizes, one image, strides
+// 1 and 2, 1x1 and 3x3 kernels, 5 output channels for partial tiles),
+// each output pre-filled with NaN and then with another value, so that
+// every element must be written.
+func testDirectConv(t *testing.T, dev device.Device) {
+	dc, ok := optional[device.DirectConvKernels](dev)
+	if !ok {
+		t.Skip("the backend does not implement the optional device.DirectConvKernels")
+	}
+	type dcase struct {
+		name string
+		s    device.ConvShape
+		oc   int
+	}
+	var cases []dcase
+	for _, c := range convCases() {
+		if c.s.N0 == 0 && c.s.NB == c.s.N {
+			cases = append(cases, dcase{c.name, c.s, 5})
+		}
+	}
+	cases = append(cases,
+		dcase{"resnet-stage/2x16x8x8-oc16", device.NewConvShape(2, 16, 8, 8, 3, 3, 1, 1), 16},
+		dcase{"resnet-down/2x16x9x9-oc32", device.NewConvShape(2, 16, 9, 9, 3, 3, 2, 1), 32},
+		dcase{"resnet-proj/1x16x8x8-oc32", device.NewConvShape(1, 16, 8, 8, 1, 1, 2, 0), 32},
+		dcase{"wide-row/1x3x3x37-oc9", device.NewConvShape(1, 3, 3, 37, 3, 3, 1, 1), 9})
+	ran := false
+	for _, dt := range dtype.All {
+		for _, c := range cases {
+			if !dc.DirectConv(c.s, c.oc, dt) {
+				continue
+			}
+			ran = true
+			run(t, dev, fmt.Sprintf("%v/%s", dt, c.name), func(e *env) { checkDirectConv(e, dc, dt, c.s, c.oc) })
+		}
+	}
+	if !ran {
+		t.Skip("DirectConv runs none of the cases on this machine")
+	}
+}
+
+func checkDirectConv(e *env, dc device.DirectConvKernels, dt dtype.DType, s device.ConvShape, oc int) {
+	kk, hw, ohw := s.KH*s.KW, s.H*s.W, s.OH*s.OW
+	x, w, b := e.uniform(s.N*s.C*hw, -1, 1), e.uniform(oc*s.C*kk, -1, 1), e.uniform(oc, -1, 1)
+	dy := e.uniform(s.N*oc*ohw, -1, 1)
+	xb, wb, bb, dyb := e.put(dt, x), e.put(dt, w), e.put(dt, b), e.put(dt, dy)
+	// The float64 reference and, per element, the sum of its terms'
+	// magnitudes for the slack of a float32 sum.
+	y, dx, dw := make([]float64, s.N*oc*ohw), make([]float64, s.N*s.C*hw), make([]float64, oc*s.C*kk)
+	my, mdx, mdw := make([]float64, len(y)), make([]float64, len(dx)), make([]float64, len(dw))
+	for n := range s.N {
+		for o := range oc {
+			for oh := range s.OH {
+				for ow := range s.OW {
+					yi := (n*oc+o)*ohw + oh*s.OW + ow
+					y[yi], my[yi] = float64(b[o]), math.Abs(float64(b[o]))
+					for c := range s.C {
+						for kh := range s.KH {
+							for kw := range s.KW {
+								r, q := oh*s.StrideH+kh-s.PadH, ow*s.StrideW+kw-s.PadW
+								if r < 0 || r >= s.H || q < 0 || q >= s.W {
+									continue
+								}
+								xi, wi := (n*s.C+c)*hw+r*s.W+q, (o*s.C+c)*kk+kh*s.KW+kw
+								xv, wv, gv := float64(x[xi]), float64(w[wi]), float64(dy[yi])
+								y[yi] += wv * xv
+								my[yi] += math.Abs(wv * xv)
+								dx[xi] += wv * gv
+								mdx[xi] += math.Abs(wv * gv)
+								dw[wi] += gv * xv
+								mdw[wi] += math.Abs(gv * xv)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	slack := func(m []float64, n int) []float64 {
+		out := make([]float64, len(m))
+		for i, v := range m {
+			out[i] = sumSlack(n, v)
+		}
+		return out
+	}
+	got := e.twice(func(fill float32) [][]float32 {
+		yb, dxb, dwb := e.full(dt, len(y), fill), e.full(dt, len(dx), fill), e.full(dtype.F32, len(dw), fill)
+		dc.ConvForward(yb, xb, wb, bb, s, oc)
+		dc.ConvInputGrad(dxb, dyb, wb, s, oc)
+		dc.ConvWeightGrad(dwb, dyb, xb, s, oc)
+		return [][]float32{e.get(yb), e.get(dxb), e.get(dwb)}
+	})
+	e.near("y", dt, got[0], y, slack(my, s.C*kk+1))
+	e.near("dx", dt, got[1], dx, slack(mdx, oc*kk))
+	e.near("dw", dtype.F32, got[2], dw, slack(mdw, s.N*ohw))
+	// Without a bias, y is the product alone.
+	yb := e.full(dt, len(y), nan)
+	dc.ConvForward(yb, xb, wb, nil, s, oc)
+	for i := range y {
+		y[i] -= float64(b[i/ohw%oc])
+	}
+	e.near("y without bias", dt, e.get(yb), y, slack(my, s.C*kk+1))
 }
 
 func poolCases() []struct {

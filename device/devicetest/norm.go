@@ -263,3 +263,127 @@ func testBatchNormGrad(t *testing.T, dev device.Device) {
 		}
 	}
 }
+
+// testBatchNormAct checks device.BatchNormActKernels' forward where a
+// backend has it: y = relu(BatchNorm(x) + res) in every dtype, with and
+// without the residual and the ReLU, against the float64 reference, with
+// testBatchNorm's slack for the folded affine map plus a rounding of the
+// residual.
+func testBatchNormAct(t *testing.T, dev device.Device) {
+	ba, ok := optional[device.BatchNormActKernels](dev)
+	if !ok {
+		t.Skip("the backend does not implement the optional device.BatchNormActKernels")
+	}
+	for _, dt := range dtype.All {
+		for _, c := range normCases {
+			for _, v := range []struct {
+				name      string
+				res, relu bool
+			}{{"plain", false, false}, {"relu", false, true}, {"res", true, false}, {"res+relu", true, true}} {
+				run(t, dev, fmt.Sprintf("%v/%s/%s", dt, v.name, c.name), func(e *env) {
+					x, r := e.normInput(c), e.uniform(c.n*c.c*c.hw, -2, 2)
+					xb, rb := e.put(dt, x), e.put(dt, r)
+					var res device.Buffer
+					if v.res {
+						res = rb
+					}
+					mean, invstd, gamma, beta := e.bnParams(x, c)
+					mb, ib, gb, bb := e.put(dtype.F32, mean), e.put(dtype.F32, invstd), e.put(dtype.F32, gamma), e.put(dtype.F32, beta)
+					got := e.twice(func(fill float32) [][]float32 {
+						yb := e.full(dt, len(x), fill)
+						ba.BatchNormAct(yb, xb, res, mb, ib, gb, bb, c.n, c.c, c.hw, v.relu)
+						return [][]float32{e.get(yb)}
+					})[0]
+					want, slack := make([]float64, len(x)), make([]float64, len(x))
+					for i, xv := range x {
+						ch := i / c.hw % c.c
+						s := float64(invstd[ch]) * float64(gamma[ch])
+						z := (float64(xv)-float64(mean[ch]))*s + float64(beta[ch])
+						slack[i] = 2 * u32 * (math.Abs(float64(mean[ch])*s) + math.Abs(float64(beta[ch])))
+						if v.res {
+							z += float64(r[i])
+							slack[i] += 2 * u32 * math.Abs(float64(r[i]))
+						}
+						if v.relu && z < 0 {
+							z = 0
+						}
+						want[i] = z
+					}
+					e.near("y", dt, got, want, slack)
+				})
+			}
+		}
+	}
+}
+
+// testBatchNormActGrad checks device.BatchNormActKernels' gradient where a
+// backend has it: dz = dy where ReLU's output y is positive (zero
+// elsewhere) when relu, stored exactly into dres when it is given, and
+// BatchNormGrad of dz against bnGradRef with testBatchNormGrad's slack.
+func testBatchNormActGrad(t *testing.T, dev device.Device) {
+	ba, ok := optional[device.BatchNormActKernels](dev)
+	if !ok {
+		t.Skip("the backend does not implement the optional device.BatchNormActKernels")
+	}
+	for _, dt := range dtype.All {
+		for _, c := range normCases {
+			for _, v := range []struct {
+				name      string
+				res, relu bool
+			}{{"plain", false, false}, {"relu", false, true}, {"res", true, false}, {"res+relu", true, true}} {
+				run(t, dev, fmt.Sprintf("%v/%s/%s", dt, v.name, c.name), func(e *env) {
+					x, dy, y := e.normInput(c), e.uniform(c.n*c.c*c.hw, -1, 1), e.uniform(c.n*c.c*c.hw, -1, 1)
+					roundTo(dt, dy)
+					xb, dyb, yb := e.put(dt, x), e.put(dt, dy), e.put(dt, y)
+					mean, invstd, gamma, _ := e.bnParams(x, c)
+					mb, ib, gb := e.put(dtype.F32, mean), e.put(dtype.F32, invstd), e.put(dtype.F32, gamma)
+					got := e.twice(func(fill float32) [][]float32 {
+						db, drb := e.full(dt, len(x), fill), e.full(dt, len(x), fill)
+						dgb, dbb := e.full(dtype.F32, c.c, fill), e.full(dtype.F32, c.c, fill)
+						var dres device.Buffer
+						if v.res {
+							dres = drb
+						}
+						ba.BatchNormActGrad(db, dres, dgb, dbb, dyb, yb, xb, mb, ib, gb, c.n, c.c, c.hw, v.relu)
+						out := [][]float32{e.get(db), e.get(dgb), e.get(dbb)}
+						if v.res {
+							out = append(out, e.get(drb))
+						}
+						return out
+					})
+					dz := make([]float32, len(dy))
+					for i := range dy {
+						if !v.relu || y[i] > 0 {
+							dz[i] = dy[i]
+						}
+					}
+					if v.res {
+						e.exact("dres", got[3], dz)
+					}
+					dx, dgamma, dbeta := bnGradRef(widen(dz), widen(x), widen(mean), widen(invstd), widen(gamma), c.n, c.c, c.hw)
+					m := c.n * c.hw
+					absDy, absDyx := make([]float64, c.c), make([]float64, c.c)
+					for i := range x {
+						ch := i / c.hw % c.c
+						absDy[ch] += math.Abs(float64(dz[i]))
+						absDyx[ch] += math.Abs(float64(dz[i]) * (float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
+					}
+					sg, sb := make([]float64, c.c), make([]float64, c.c)
+					for ch := range c.c {
+						sg[ch], sb[ch] = sumSlack(m, absDyx[ch]), sumSlack(m, absDy[ch])
+					}
+					sx := make([]float64, len(x))
+					for i := range x {
+						ch := i / c.hw % c.c
+						xhat := math.Abs((float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
+						k := float64(gamma[ch]) * float64(invstd[ch]) / float64(m)
+						sx[i] = k * (sb[ch] + xhat*sg[ch] + 2*u32*(float64(m)*math.Abs(float64(dz[i]))+absDy[ch]+xhat*absDyx[ch]))
+					}
+					e.near("dx", dt, got[0], dx, sx)
+					e.near("dgamma", dtype.F32, got[1], dgamma, sg)
+					e.near("dbeta", dtype.F32, got[2], dbeta, sb)
+				})
+			}
+		}
+	}
+}

@@ -15,22 +15,26 @@ import (
 	"testing"
 )
 
-// byteLine matches a line of kernel_amd64.s that carries an instruction Go's
+// byteLine matches a line of kernel_amd64.s or conv_amd64.s that carries an instruction Go's
 // assembler has no mnemonic for: BYTE directives, then the instruction in
 // Intel syntax as a comment.
 var byteLine = regexp.MustCompile(`^\s*((?:BYTE \$0x[0-9a-f]{2}(?:; )?)+)\s*// (.+)$`)
 
 // TestByteEncodings assembles the comment of every BYTE line in
-// kernel_amd64.s with GNU as and checks that it gives the line's bytes:
+// kernel_amd64.s and conv_amd64.s with GNU as and checks that it gives the line's bytes:
 // the VDPBF16PS and AMX encodings gen.go derives by hand.
 func TestByteEncodings(t *testing.T) {
 	as, err := exec.LookPath("as")
 	if err != nil {
 		t.Skip("GNU as is not installed (Debian's binutils)")
 	}
-	src, err := os.ReadFile("kernel_amd64.s")
-	if err != nil {
-		t.Fatal(err)
+	var src []byte
+	for _, f := range []string{"kernel_amd64.s", "conv_amd64.s"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	type insn struct {
 		code  []byte
@@ -60,7 +64,7 @@ func TestByteEncodings(t *testing.T) {
 		list = append(list, insn{code, m[2]})
 	}
 	if len(list) < 10 {
-		t.Fatalf("found %d distinct BYTE-encoded instructions in kernel_amd64.s; the pattern is broken", len(list))
+		t.Fatalf("found %d distinct BYTE-encoded instructions in kernel_amd64.s and conv_amd64.s; the pattern is broken", len(list))
 	}
 	dir := t.TempDir()
 	// One instruction per section, so that each is compared on its own.

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-//go:generate go run gen.go
+//go:generate go run gen.go genconv.go
 
 // The assembly in kernel_amd64.s takes raw pointers; the wrappers below are
 // where the bounds are checked, once per call, before a pointer is taken.

@@ -1,0 +1,324 @@
+package cpu
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/cpu/internal/gemm"
+	"github.com/mixprec/mixprec/dtype"
+)
+
+// The direct convolution (device.DirectConvKernels): the kernels of
+// package gemm read the image planes in place, so a convolution costs no
+// im2col columns, no packing of them and no Col2Im. Where they do not run
+// (no AVX-512, a dtype they do not take) DirectConv says no and autograd
+// takes the column path, which stays the reference the direct one is
+// tested against.
+
+var _ device.DirectConvKernels = (*Device)(nil)
+
+// directConvOff turns the direct convolution off for the process
+// (MIXPREC_IM2COL=1), to compare it with the column path in one binary.
+var directConvOff = os.Getenv("MIXPREC_IM2COL") == "1"
+
+// convGeom is s with oc output channels as gemm's geometry.
+func convGeom(s device.ConvShape, oc int) gemm.ConvGeom {
+	return gemm.ConvGeom{N: s.N, C: s.C, H: s.H, W: s.W, OC: oc, KH: s.KH, KW: s.KW, StrideH: s.StrideH, StrideW: s.StrideW,
+		PadH: s.PadH, PadW: s.PadW, OH: s.OH, OW: s.OW}
+}
+
+// DirectConv reports whether the direct kernels run s: F32 operands on a
+// CPU with AVX-512, BF16 ones where it has AMX-BF16 too.
+func (d *Device) DirectConv(s device.ConvShape, oc int, dt dtype.DType) bool {
+	if directConvOff || !s.Valid() || s.N0 != 0 || s.NB != s.N {
+		return false
+	}
+	switch dt {
+	case dtype.F32:
+		return gemm.ConvSupported(convGeom(s, oc))
+	case dtype.BF16:
+		return gemm.ConvSupportedBF16(convGeom(s, oc))
+	}
+	return false
+}
+
+// directPlans caches gemm's plans by geometry, as c2iPlans does Col2Im's:
+// a network has a few shapes and calls each once per step.
+var directPlans struct {
+	sync.Mutex
+	m map[gemm.ConvGeom]*gemm.Conv
+}
+
+// directPlan returns the plan for s with oc output channels, panicking
+// for a shape DirectConv refuses.
+func (d *Device) directPlan(op string, s device.ConvShape, oc int, dt dtype.DType) *gemm.Conv {
+	if !d.DirectConv(s, oc, dt) {
+		panic(fmt.Sprintf("cpu: %s: shape %+v with %d output channels in %v does not run directly", op, s, oc, dt))
+	}
+	g := convGeom(s, oc)
+	directPlans.Lock()
+	defer directPlans.Unlock()
+	if c := directPlans.m[g]; c != nil {
+		return c
+	}
+	c := gemm.NewConv(g)
+	if directPlans.m == nil {
+		directPlans.m = map[gemm.ConvGeom]*gemm.Conv{}
+	}
+	if len(directPlans.m) < maxC2IPlans {
+		directPlans.m[g] = c
+	}
+	return c
+}
+
+// directJob is one direct convolution call's images or tiles, run by the
+// device's parallel pieces from a pool (as convJob is). The F32 kernels
+// read and write float32 slices, the BF16 ones bfloat16 bits (out16,
+// in16, panel16, x16).
+type directJob struct {
+	kind           directKind
+	c              *gemm.Conv
+	out, in, panel []float32
+	bias           []float32
+	out16, in16    []uint16
+	panel16, x16   []uint16
+	// The weight gradient: the chunk's prepared images (src), from image
+	// n0 on (nb of them), and the accumulators; dy (in, in16) and x (x,
+	// x16).
+	x, src, acc []float32
+	n0, nb      int
+	first       bool
+}
+
+type directKind uint8
+
+const (
+	directForward directKind = iota
+	directInputGrad
+	directPrep // lay out images [n0, n0+nb) of x and dy into src
+	directWeightGrad
+	directForward16
+	directInputGrad16
+	directPrep16
+	directWeightGrad16
+)
+
+var directJobs = sync.Pool{New: func() any { return new(directJob) }}
+
+func (j *directJob) runPieces(lo, hi int) {
+	switch j.kind {
+	case directForward, directInputGrad:
+		n := j.c.ForwardScratchLen()
+		if j.kind == directInputGrad {
+			n = j.c.InputGradScratchLen()
+		}
+		scr := getScratch(n)
+		for i := lo; i < hi; i++ {
+			if j.kind == directForward {
+				j.c.Forward(j.out, j.in, j.panel, j.bias, i, *scr)
+			} else {
+				j.c.InputGrad(j.out, j.in, j.panel, i, *scr)
+			}
+		}
+		putScratch(scr)
+	case directPrep:
+		scr := getScratch(j.c.WeightGradScratchLen())
+		clear(*scr)
+		per := j.c.WeightGradPrepLen()
+		for i := lo; i < hi; i++ {
+			j.c.PrepWeightGrad(j.src[i*per:(i+1)*per], j.in, j.x, j.n0+i, *scr)
+		}
+		putScratch(scr)
+	case directWeightGrad:
+		for p := lo; p < hi; p++ {
+			j.c.WeightGrad(j.acc, j.src, j.nb, p, j.first)
+		}
+	case directForward16, directInputGrad16:
+		// The AMX kernels' padded layouts are zero where no image goes:
+		// the scratch is cleared once, and each image rewrites the rest.
+		n := j.c.ForwardScratchLenBF16()
+		if j.kind == directInputGrad16 {
+			n = j.c.InputGradScratchLenBF16()
+		}
+		scr := getScratch(n)
+		clear(*scr)
+		for i := lo; i < hi; i++ {
+			if j.kind == directForward16 {
+				j.c.ForwardBF16(j.out16, j.in16, j.panel16, j.bias, i, *scr)
+			} else {
+				j.c.InputGradBF16(j.out16, j.in16, j.panel16, i, *scr)
+			}
+		}
+		putScratch(scr)
+	case directPrep16:
+		scr := getScratch(j.c.WeightGradScratchLenBF16())
+		clear(*scr)
+		per := j.c.WeightGradPrepLenBF16()
+		for i := lo; i < hi; i++ {
+			j.c.PrepWeightGradBF16(j.src[i*per:(i+1)*per], j.in16, j.x16, j.n0+i, *scr)
+		}
+		putScratch(scr)
+	case directWeightGrad16:
+		for p := lo; p < hi; p++ {
+			j.c.WeightGradBF16(j.acc, j.src, j.nb, p, j.first)
+		}
+	}
+}
+
+// imageGrain is how many images make a parallel piece of work per image
+// (multiply-adds): about 64K multiply-adds or more, so that a piece costs
+// far more than claiming it.
+func imageGrain(work int) int { return max(1, (1<<16)/max(work, 1)) }
+
+// ConvForward computes y = x ⋆ w + b with the direct kernels, images
+// shared out among the cores.
+func (d *Device) ConvForward(y, x, w, b device.Buffer, s device.ConvShape, oc int) {
+	yb, xb, wb := d.buf(y, "ConvForward"), d.buf(x, "ConvForward"), d.buf(w, "ConvForward")
+	c := d.directPlan("ConvForward", s, oc, xb.dt)
+	kk, ohw := s.KH*s.KW, s.OH*s.OW
+	d.checkLen("ConvForward", s.N*oc*ohw, yb)
+	d.checkLen("ConvForward", s.N*s.C*s.H*s.W, xb)
+	d.checkLen("ConvForward", oc*s.C*kk, wb)
+	sameDType("ConvForward", xb, yb, wb)
+	j := directJobs.Get().(*directJob)
+	*j = directJob{c: c}
+	var bias *[]float32
+	if b != nil {
+		bb := d.buf(b, "ConvForward")
+		d.checkLen("ConvForward", oc, bb)
+		sameDType("ConvForward", xb, bb)
+		bias = getScratch(oc)
+		get := read(bb, 0, oc)
+		copy(*bias, get.v)
+		get.done()
+		j.bias = *bias
+	}
+	var panel *[]float32
+	if xb.dt == dtype.BF16 {
+		j.kind, j.out16, j.in16 = directForward16, yb.u16, xb.u16
+		panel = getScratch((c.ForwardPanelLenBF16() + 1) / 2)
+		j.panel16 = halves(*panel)
+		c.PackForwardBF16(j.panel16, wb.u16)
+	} else {
+		j.kind, j.out, j.in = directForward, yb.f32, xb.f32
+		panel = getScratch(c.ForwardPanelLen())
+		c.PackForward(*panel, wb.f32)
+		j.panel = *panel
+	}
+	d.parallelRunner(s.N, imageGrain(oc*s.C*kk*ohw), j)
+	putScratch(panel)
+	if bias != nil {
+		putScratch(bias)
+	}
+	*j = directJob{}
+	directJobs.Put(j)
+}
+
+// ConvInputGrad overwrites dx with the input gradient of dy through w,
+// images shared out among the cores.
+func (d *Device) ConvInputGrad(dx, dy, w device.Buffer, s device.ConvShape, oc int) {
+	db, gb, wb := d.buf(dx, "ConvInputGrad"), d.buf(dy, "ConvInputGrad"), d.buf(w, "ConvInputGrad")
+	c := d.directPlan("ConvInputGrad", s, oc, gb.dt)
+	kk, ohw := s.KH*s.KW, s.OH*s.OW
+	d.checkLen("ConvInputGrad", s.N*s.C*s.H*s.W, db)
+	d.checkLen("ConvInputGrad", s.N*oc*ohw, gb)
+	d.checkLen("ConvInputGrad", oc*s.C*kk, wb)
+	sameDType("ConvInputGrad", gb, db, wb)
+	j := directJobs.Get().(*directJob)
+	*j = directJob{c: c}
+	var panel *[]float32
+	if gb.dt == dtype.BF16 {
+		j.kind, j.out16, j.in16 = directInputGrad16, db.u16, gb.u16
+		panel = getScratch((c.InputGradPanelLenBF16() + 1) / 2)
+		j.panel16 = halves(*panel)
+		c.PackInputGradBF16(j.panel16, wb.u16)
+	} else {
+		j.kind, j.out, j.in = directInputGrad, db.f32, gb.f32
+		panel = getScratch(c.InputGradPanelLen())
+		c.PackInputGrad(*panel, wb.f32)
+		j.panel = *panel
+	}
+	d.parallelRunner(s.N, imageGrain(oc*s.C*kk*ohw), j)
+	putScratch(panel)
+	*j = directJob{}
+	directJobs.Put(j)
+}
+
+// wgradChunkFloats bounds a weight-gradient chunk's prepared images, in
+// floats: 256 Ki floats (1 MiB) stay in a core's L2 while every piece of
+// the chunk reads them.
+const wgradChunkFloats = 1 << 18
+
+// ConvWeightGrad overwrites dw with the weight gradient of dy and x,
+// summed over the images a chunk at a time (chunks in order, so the sums
+// do not depend on the number of cores), each chunk's pieces shared out
+// among the cores.
+func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc int) {
+	wb, gb, xb := d.buf(dw, "ConvWeightGrad"), d.buf(dy, "ConvWeightGrad"), d.buf(x, "ConvWeightGrad")
+	c := d.directPlan("ConvWeightGrad", s, oc, xb.dt)
+	kk, ohw := s.KH*s.KW, s.OH*s.OW
+	if wb.dt != dtype.F32 {
+		panic(fmt.Sprintf("cpu: ConvWeightGrad into %v; want f32", wb.dt))
+	}
+	d.checkLen("ConvWeightGrad", oc*s.C*kk, wb)
+	d.checkLen("ConvWeightGrad", s.N*oc*ohw, gb)
+	d.checkLen("ConvWeightGrad", s.N*s.C*s.H*s.W, xb)
+	sameDType("ConvWeightGrad", xb, gb)
+	// Each chunk's images are laid out for the kernels (in parallel), then
+	// its pieces run (in parallel), adding into F32 accumulators that are
+	// written into dw at the end.
+	bf := xb.dt == dtype.BF16
+	per, accLen, pieces := c.WeightGradPrepLen(), c.WeightGradAccLen(), c.WeightGradPieces()
+	if bf {
+		per, accLen, pieces = c.WeightGradPrepLenBF16(), c.WeightGradAccLenBF16(), c.WeightGradPiecesBF16()
+	}
+	chunk := max(1, min(s.N, wgradChunkFloats/per))
+	src, acc := getScratch(chunk*per), getScratch(accLen)
+	clear(*src)
+	j := directJobs.Get().(*directJob)
+	for n0 := 0; n0 < s.N; n0 += chunk {
+		nb := min(chunk, s.N-n0)
+		*j = directJob{kind: directPrep, c: c, src: *src, acc: *acc, n0: n0, nb: nb, first: n0 == 0}
+		if bf {
+			j.kind, j.in16, j.x16 = directPrep16, gb.u16, xb.u16
+		} else {
+			j.in, j.x = gb.f32, xb.f32
+		}
+		d.parallelRunner(nb, 1, j)
+		j.kind = directWeightGrad
+		if bf {
+			j.kind = directWeightGrad16
+		}
+		d.parallelRunner(pieces, 1, j)
+	}
+	if bf {
+		c.FinishWeightGradBF16(wb.f32, *acc)
+	} else {
+		c.FinishWeightGrad(wb.f32, *acc)
+	}
+	*j = directJob{}
+	directJobs.Put(j)
+	putScratch(src)
+	putScratch(acc)
+}
+
+// sameDType panics unless every buffer has a's dtype: the direct kernels
+// take one dtype for all their operands.
+func sameDType(op string, a *Buffer, bs ...*Buffer) {
+	for _, b := range bs {
+		if b.dt != a.dt {
+			panic(fmt.Sprintf("cpu: %s: operands in %v and %v; want one dtype", op, a.dt, b.dt))
+		}
+	}
+}
+
+// halves views a float32 scratch as bfloat16 bits, two to a word.
+func halves(f []float32) []uint16 {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&f[0])), 2*len(f))
+}
