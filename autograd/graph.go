@@ -220,6 +220,7 @@ type Graph struct {
 	keptCols int64 // bytes of convolution columns kept for backward, within colKeep
 	colKeep  int64 // ConvColumnBudget
 	im2col   bool  // Im2Col: convolutions take the column path
+	colChunk int   // ConvChunk; 0: the device's
 	sawGrad  bool
 	replay   bool // a checkpointed segment's recomputation: state updates already happened
 	segment  bool // a checkpointed segment's graph: parameters' casts are its own (see as)
