@@ -1,0 +1,167 @@
+package memplan
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mixprec/mixprec/nn"
+)
+
+// synthetic is a profile of n units with figures drawn from rng, shaped
+// like measured ones (a unit's output is part of what it keeps, its peaks
+// at least what it keeps) but otherwise arbitrary.
+func synthetic(rng *rand.Rand, n int) *Profile {
+	p := &Profile{Units: make([]UnitCost, n), Step: time.Second}
+	mb := func(lo, hi int) int64 { return int64(lo+rng.IntN(hi-lo+1)) << 20 }
+	p.fwdBase = mb(10, 20)
+	base := p.fwdBase + mb(0, 5)
+	for i := range p.Units {
+		u := &p.Units[i]
+		u.Kept = mb(0, 40)
+		u.Output = min(u.Kept, mb(0, 10))
+		if rng.IntN(5) == 0 {
+			u.Output = mb(1, 10) // a view, cloned when a span ends with it
+		}
+		u.fwdPeak = u.Kept + mb(0, 10)
+		u.firstKept = u.Kept - mb(0, 1)/2
+		u.firstPeak = max(u.firstKept, u.fwdPeak-mb(0, 2))
+		u.backBase = base + mb(0, 10)
+		u.backPeak = u.Kept + mb(0, 20)
+		u.Recompute = time.Duration(1+rng.IntN(1000)) * time.Microsecond
+	}
+	p.postBase, p.postPeak, p.preBase = base, mb(0, 30), base+mb(0, 20)
+	return p
+}
+
+// allPlans calls fn with every choice of spans over n units.
+func allPlans(n int, fn func(spans []nn.Span)) {
+	var walk func(i int, spans []nn.Span)
+	walk = func(i int, spans []nn.Span) {
+		if i == n {
+			fn(spans)
+			return
+		}
+		walk(i+1, spans)
+		for h := i + 1; h <= n; h++ {
+			walk(h, append(spans, nn.Span{Lo: i, Hi: h}))
+		}
+	}
+	walk(0, nil)
+}
+
+// quantaOf is the search's cost of spans.
+func quantaOf(p *Profile, spans []nn.Span) int64 {
+	q := p.quanta()
+	var c int64
+	for _, s := range spans {
+		for i := s.Lo; i < s.Hi; i++ {
+			c += q[i]
+		}
+	}
+	return c
+}
+
+// TestSearchExhaustive checks the search against every plan of small
+// random chains: at each budget it finds a plan exactly when one fits,
+// the plan fits, no fitting plan costs less, and of those as cheap none
+// has a lower peak; the smallest budget is the least peak of any plan.
+func TestSearchExhaustive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 36))
+	for trial := range 60 {
+		n := 1 + trial%8
+		p := synthetic(rng, n)
+		type option struct {
+			spans []nn.Span
+			peak  int64
+			cost  int64
+		}
+		var all []option
+		least := int64(1 << 62)
+		allPlans(n, func(spans []nn.Span) {
+			o := option{slices.Clone(spans), p.Predict(spans), quantaOf(p, spans)}
+			all = append(all, o)
+			least = min(least, o.peak)
+		})
+		if got := p.minimum().Budget; got != least {
+			t.Errorf("trial %d (%d units): smallest budget %d, want %d", trial, n, got, least)
+		}
+		for _, o := range all {
+			budget := o.peak
+			var best *option
+			for i := range all {
+				c := &all[i]
+				if c.peak <= budget && (best == nil || c.cost < best.cost || (c.cost == best.cost && c.peak < best.peak)) {
+					best = c
+				}
+			}
+			spans, peak, ok := p.search(budget, false)
+			if !ok {
+				t.Fatalf("trial %d (%d units): budget %d: no plan; %v fits (peak %d, cost %d)", trial, n, budget, best.spans, best.peak, best.cost)
+			}
+			if peak != p.Predict(spans) || peak > budget {
+				t.Fatalf("trial %d: budget %d: plan %v has peak %d (predicted %d)", trial, budget, spans, peak, p.Predict(spans))
+			}
+			if c := quantaOf(p, spans); c != best.cost || peak != best.peak {
+				t.Fatalf("trial %d (%d units): budget %d: plan %v costs %d with peak %d; %v costs %d with peak %d",
+					trial, n, budget, spans, c, peak, best.spans, best.cost, best.peak)
+			}
+			if _, _, ok := p.search(least-1, false); ok {
+				t.Fatalf("trial %d: a plan fits %d, below every plan's peak", trial, least-1)
+			}
+		}
+	}
+}
+
+// TestStair checks the dominance staircase against a plain list.
+func TestStair(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 36))
+	for trial := range 200 {
+		var s stair
+		var kept []point
+		for range 1 + trial%40 {
+			k, kq := int64(rng.IntN(20)), int64(rng.IntN(20))
+			want := !slices.ContainsFunc(kept, func(p point) bool { return p.k <= k && p.kq <= kq })
+			if got := s.add(k, kq); got != want {
+				t.Fatalf("trial %d: add(%d, %d) = %v after %v; want %v", trial, k, kq, got, kept, want)
+			}
+			if want {
+				kept = append(kept, point{k, kq})
+			}
+			for i := 1; i < len(s); i++ {
+				if s[i-1].k >= s[i].k || s[i-1].kq <= s[i].kq {
+					t.Fatalf("trial %d: stair %v out of order", trial, s)
+				}
+			}
+		}
+	}
+}
+
+// TestQueue checks that the heap gives entries back cheapest first, the
+// lower K + Q first among equals.
+func TestQueue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 36))
+	var q queue
+	var want []entry
+	for i := range 500 {
+		e := entry{k: int64(rng.IntN(10)), q: int64(rng.IntN(10)), cost: int64(rng.IntN(30)), prev: int32(i)}
+		q.push(e)
+		want = append(want, e)
+	}
+	slices.SortStableFunc(want, func(a, b entry) int {
+		switch {
+		case a.less(&b):
+			return -1
+		case b.less(&a):
+			return 1
+		}
+		return 0
+	})
+	for i := range want {
+		got := q.pop()
+		if got.cost != want[i].cost || got.k+got.q != want[i].k+want[i].q {
+			t.Fatalf("pop %d: cost %d, K+Q %d; want %d, %d", i, got.cost, got.k+got.q, want[i].cost, want[i].k+want[i].q)
+		}
+	}
+}
