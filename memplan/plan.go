@@ -160,9 +160,9 @@ func (pl *Plan) Apply(m nn.Chain) {
 
 // Options are the graph options a training step must be made with for the
 // plan to hold (autograd.ConvChunk when it bounds scratch); none
-// otherwise.
+// otherwise, and none for a nil plan (no budget).
 func (pl *Plan) Options() []autograd.Option {
-	if pl.ConvChunk == 0 {
+	if pl == nil || pl.ConvChunk == 0 {
 		return nil
 	}
 	return []autograd.Option{autograd.ConvChunk(pl.ConvChunk)}
@@ -246,7 +246,7 @@ func (b Breakdown) String() string {
 }
 
 func (e *InfeasibleError) Error() string {
-	return fmt.Sprintf("memory budget %s is too small: the smallest that fits is %s", device.FormatBytes(e.Budget), e.Minimum)
+	return fmt.Sprintf("a budget of %s is too small: the smallest that fits is %s", device.FormatBytes(e.Budget), e.Minimum)
 }
 
 // Minimum is the plan for the smallest budget any plan fits, and what that
