@@ -87,12 +87,19 @@ func (p *Profile) Plan(budget int64) (*Plan, error) {
 // Bounded is the profile of the same step with convolutions' scratch at
 // its least (autograd.ConvChunk of one image), measured by a second dry
 // step the first time it is asked for; nil when the first dry step used
-// no workspace or already bounded it.
+// no workspace or already bounded it. That step runs the Config's model
+// and loss again, so Plan and Minimum, which may ask for it, are called
+// while the model lives and between training steps.
 func (p *Profile) Bounded() (*Profile, error) {
 	if p.Workspace == 0 || p.ConvChunk != 0 || p.cfg.Model == nil {
 		return nil, nil
 	}
 	if p.bounded == nil {
+		for _, v := range p.cfg.Model.Params() {
+			if v.Value == nil || v.Value.Released() {
+				return nil, fmt.Errorf("memplan: bounding convolutions' scratch takes a second dry step, and the model measured has been released")
+			}
+		}
 		c := p.cfg
 		c.Options = append(append([]autograd.Option(nil), c.Options...), autograd.ConvChunk(minChunk))
 		b, err := measure(c, minChunk)

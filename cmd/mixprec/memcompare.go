@@ -65,7 +65,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	ckpt := cli.CheckpointAuto
 	fs.Var(notOff{&ckpt}, "checkpoint", "segments for the checkpointed columns: auto (about the square root of the number of layers; the gpt's blocks one each) or N")
 	low := cli.AMPTo(dtype.F16)
-	fs.Var(lowAMP{&low}, "amp", "low dtype of the AMP + checkpointing column")
+	fs.Var(lowAMP{&low}, "amp", "low dtype of the AMP + checkpointing column; with -budget-sweep or -verify, the precision\n(default off there)")
 	devName := "auto"
 	fs.Var(cli.NewChoice(&devName, "auto", "cpu", "cuda"), "device", "backend: auto takes CUDA when a GPU opens, else the CPU")
 	png := fs.String("png", "", "also draw the table as a grouped bar chart into the PNG `file`")
@@ -73,8 +73,45 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	var seed uint64
 	cli.SeedVar(fs, &seed, 0, "random seed")
 	prof := fs.Bool("profile", false, "time every op by phase, the optimiser and the host's overhead in each configuration's\ntimed steps; print a table per configuration on standard error (and a \"profile\" object\nper configuration with -json)")
+	sweep := fs.Bool("budget-sweep", false, "instead of the comparison: plan for memory budgets from the smallest any plan fits\n"+
+		"to the peak without one (-points of them), train each plan, and compare peak memory\n"+
+		"and step time, beside checkpointing every √n units; -amp is the precision (default off)")
+	var dropout float64
+	cli.FloatVar(fs, &dropout, "dropout", 0, "dropout", true, "the gpt's dropout probability, below 1 (examples/gpt's -dropout)")
+	var points int
+	cli.IntVar(fs, &points, "points", 8, 2, 64, "budgets in -budget-sweep")
+	var budget cli.MemBudget
+	fs.Var(&budget, "mem-budget", "with -verify: the budget to check (512MiB, 1.5GiB, 800MB, 0.8 of free memory,\n0.6x of the unconstrained peak)")
+	var verify int
+	cli.IntVar(fs, &verify, "verify", 0, 0, 1<<20, "instead of the comparison: train N steps without a plan and N under -mem-budget's,\n"+
+		"and print the acceptance check (measured peak against the budget and the prediction,\n"+
+		"bitwise equality, step time ratio); exits 1 when it fails; -amp is the precision (default off)")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
+	}
+	budgetMode := *sweep || verify > 0
+	switch {
+	case *sweep && (verify > 0 || budget.On()):
+		return cli.Usagef("-budget-sweep chooses its own budgets: it takes neither -verify nor -mem-budget")
+	case verify > 0 && !budget.On():
+		return cli.Usagef("-verify %d needs -mem-budget, the budget to check", verify)
+	case budget.On() && verify == 0:
+		return cli.Usagef("-mem-budget %v needs -verify N (or use -budget-sweep)", budget)
+	case budgetMode && isSet(fs, "checkpoint"):
+		return cli.Usagef("-checkpoint is the comparison's: the budget modes plan the checkpointing themselves")
+	case budgetMode && *prof:
+		return cli.Usagef("-profile is the comparison's: the budget modes take none")
+	case verify > 0 && *png != "":
+		return cli.Usagef("-png draws the comparison or -budget-sweep, not -verify")
+	case dropout >= 1 || (isSet(fs, "dropout") && model != "gpt"):
+		return cli.Usagef("-dropout %v: the gpt's dropout, a probability below 1", dropout)
+	case !budgetMode && isSet(fs, "points"):
+		return cli.Usagef("-points is -budget-sweep's")
+	case !budgetMode && !low.On():
+		return cli.Usagef("-amp %v: the comparison's AMP + checkpointing column needs f16 or bf16", low)
+	}
+	if budgetMode && !isSet(fs, "amp") {
+		low = cli.AMPOff
 	}
 	if *png != "" {
 		// Find out now, not after minutes of measuring, that the chart
@@ -85,7 +122,9 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	}
 	var w workload
 	if model == "gpt" {
-		w = newGPTWorkload(batch, isSet(fs, "batch"), ckpt, seed)
+		gw := newGPTWorkload(batch, isSet(fs, "batch"), ckpt, seed)
+		gw.cfg.Dropout = float32(dropout)
+		w = gw
 	} else {
 		spec, err := models.Lookup(model)
 		if err != nil {
@@ -101,6 +140,9 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	dev, note, err := cli.OpenDevice(devName)
 	if err != nil {
 		return err
+	}
+	if budgetMode {
+		return budgetModes(w.(budgeted), model, low, budget, verify, steps, points, *sweep, *png, *asJSON, dev, note, stdout, stderr)
 	}
 	if w := cli.DeviceWarning(dev); w != "" {
 		fmt.Fprintf(stderr, "mixprec memcompare: %s: %s\n", dev.Name(), w)
@@ -186,19 +228,20 @@ func (v notOff) Set(s string) error {
 func (notOff) Arg() string { return "auto|N" }
 
 // lowAMP is memcompare's -amp: the dtype of its AMP + checkpointing
-// column, so off is refused.
+// column, which off cannot be (refused after parsing), or the precision
+// of -budget-sweep and -verify.
 type lowAMP struct{ *cli.AMP }
 
 func (v lowAMP) Set(s string) error {
 	var a cli.AMP
-	if err := a.Set(s); err != nil || !a.On() {
-		return errors.New("want f16 or bf16")
+	if err := a.Set(s); err != nil {
+		return errors.New("want f16 or bf16 (or, for -budget-sweep and -verify, off)")
 	}
 	*v.AMP = a
 	return nil
 }
 
-func (lowAMP) Arg() string { return "f16|bf16" }
+func (lowAMP) Arg() string { return "f16|bf16|off" }
 
 // workload is what memcompare measures: a model it builds afresh for each
 // configuration, with its optimiser and a training step on synthetic data.
