@@ -20,8 +20,8 @@ type Budget struct {
 	// program: what it holds already (MemStats' Reserved) and what is
 	// still free (device.MemInfo), when the budget is resolved.
 	OfFree float64
-	// OfPeak is a fraction (0, 1] of the predicted peak of a step that
-	// recomputes nothing: "fit in 60% of what it takes now".
+	// OfPeak is a fraction (0, 1] of the peak of a step that recomputes
+	// nothing (Profile.Unconstrained): "fit in 60% of what it takes now".
 	OfPeak float64
 }
 
@@ -117,7 +117,7 @@ func (b *Budget) Set(s string) error {
 
 // Resolve is the budget in bytes for a step whose profile is p on dev: a
 // fraction of free memory is taken of dev's (device.MemInfo), a fraction
-// of the peak of p's prediction without recomputation.
+// of the peak of p's step without recomputation.
 func (b Budget) Resolve(dev device.Device, p *Profile) (int64, error) {
 	switch {
 	case b.OfFree > 0:
@@ -131,7 +131,7 @@ func (b Budget) Resolve(dev device.Device, p *Profile) (int64, error) {
 		}
 		return int64(b.OfFree * float64(free+dev.MemStats().Reserved)), nil
 	case b.OfPeak > 0:
-		return int64(b.OfPeak * float64(p.Predict(nil))), nil
+		return int64(b.OfPeak * float64(p.Unconstrained)), nil
 	}
 	return b.Bytes, nil
 }

@@ -9,53 +9,55 @@ import (
 
 // The search. A plan is a path along the chain from unit 0 to unit n, each
 // step an edge (keep one unit, or recompute a span of them as one
-// segment). After i units a partial plan is summed up by three figures:
-// K, the kept bytes so far; Q, the largest backward term so far less K
-// (see model.go); and the recomputation it costs. Whatever follows, the
-// final peak is max(forward terms, K + Q) with the rest of the chain's
-// additions, so a partial plan that costs no less, keeps no less and has
-// no smaller K + Q than another at the same position can be dropped:
-// dynamic programming over the chain, each position keeping only the
-// partial plans no other dominates. The forward terms depend on K before
-// each edge and are checked as it is taken; K + Q at the end and, against
-// a lower bound of what the rest of the chain must add, along the way. The
-// result is the cheapest plan the model predicts to fit, not a
-// heuristic's; TestSearchExhaustive checks it against every plan of small
-// chains.
+// segment). After i units a partial plan is summed up by two figures: K,
+// what the units so far keep, and the recomputation it costs. Every term
+// of the peak is K up to an edge plus that edge's own figure (see
+// model.go), checked as the edge is taken, and K at the end plus the
+// head's; so a partial plan that costs no less and keeps no less than
+// another at the same position can be dropped: dynamic programming over
+// the chain, each position keeping only the partial plans no other
+// dominates. The result is the cheapest plan whose estimate fits, not a
+// heuristic's; TestSearchExhaustive checks it against every choice for
+// small chains.
 
 // label is a partial plan: its figures, the position it has reached, and
 // the edge that made it with the label it extends, to read the plan back.
 type label struct {
-	k, q int64
+	k    int64
 	cost int64 // in quanta
 	at   int32 // units covered: [0, at)
 	prev int32 // index of the label it extends; -1 for the empty plan
 	e    int32 // the edge: -1 kept unit at-1, else the span [at-e-1, at)
 }
 
-// search returns the cheapest choice of spans whose predicted peak is at
-// most budget, its peak, and whether there is one. With ignoreCost it
-// only asks whether one fits (every plan costs nothing).
+// search returns the cheapest choice of spans whose estimated peak
+// (Estimate) is at most budget, that estimate, and whether there is one.
+// With ignoreCost it only asks whether one fits (every plan costs
+// nothing).
 //
 // It is a label-setting search (the resource-constrained shortest path's):
-// partial plans come off a queue cheapest first, one that another already
-// taken at the same position dominates is dropped, and the others are
-// extended from there. Recomputation costs nothing negative, so the first
-// complete plan taken is the cheapest (of those as cheap, the one with
-// the lowest peak is kept). A label's extensions by longer and longer
+// partial plans come off a queue cheapest first, one that keeps no less
+// than another already taken at the same position is dropped, and the
+// others are extended from there. Recomputation costs nothing negative, so
+// the first complete plan taken is the cheapest (of those as cheap, the
+// one that keeps least is kept). A label's extensions by longer and longer
 // spans cost more and more, so they are queued one at a time, each when
-// the one before it comes off the queue: the queue stays about as long
-// as the number of labels taken.
+// the one before it comes off the queue: the queue stays about as long as
+// the number of labels taken.
 func (p *Profile) search(budget int64, ignoreCost bool) ([]nn.Span, int64, bool) {
 	n := len(p.Units)
-	if peak := p.Predict(nil); peak <= budget {
-		return nil, peak, true // nothing recomputed costs nothing
+	if est := p.Estimate(nil); est <= budget {
+		return nil, est, true // nothing recomputed costs nothing
 	}
+	if p.pre() > budget {
+		return nil, 0, false
+	}
+	post := p.post()
 	// rest[i] is the least K the units [i, n) can add, so that a partial
-	// plan at i ends with K + Q at least its own plus rest[i].
+	// plan at i ends with K at least its own plus rest[i].
 	rest := make([]int64, n+1)
 	for i := n - 1; i >= 0; i-- {
-		rest[i] = rest[i+1] + p.Units[i].Kept
+		rest[i] = rest[i+1] + p.Units[i].keptFwd
 		for h := i + 1; h <= n; h++ {
 			rest[i] = min(rest[i], rest[h]+p.Units[h-1].Output)
 		}
@@ -79,8 +81,15 @@ func (p *Profile) search(budget int64, ignoreCost bool) ([]nn.Span, int64, bool)
 			cost[i][h-i-1] = c
 		}
 	}
-	labels := []label{{q: p.global(), prev: -1}}
-	taken := make([]stair, n+1)
+	labels := []label{{prev: -1}}
+	// least[i] is the least K of the labels taken at position i: every
+	// label taken there costs no more than any still queued, so one that
+	// keeps no less is dominated.
+	least := make([]int64, n+1)
+	for i := range least {
+		least[i] = -1
+	}
+	taken := func(at int, k int64) bool { return least[at] >= 0 && least[at] <= k }
 	var q queue
 	// extend queues label id's extension by edge j (-1: keep the next
 	// unit), or with more the first of j, j+1, ... within the budget.
@@ -92,9 +101,9 @@ func (p *Profile) search(budget int64, ignoreCost bool) ([]nn.Span, int64, bool)
 			if j >= 0 {
 				e, c = &span[i][j], cost[i][j]
 			}
-			if p.fwdBase+l.k+e.fwd <= budget {
-				t := entry{k: l.k + e.kept, q: max(l.q, e.local), cost: l.cost + c, prev: id, e: j}
-				if t.k+t.q+rest[e.hi] <= budget && !taken[e.hi].dominates(t.k, t.k+t.q) {
+			if l.k+e.local <= budget {
+				t := entry{k: l.k + e.kept, cost: l.cost + c, prev: id, e: j}
+				if t.k+rest[e.hi]+post <= budget && !taken(e.hi, t.k) {
 					q.push(t)
 					return
 				}
@@ -106,12 +115,8 @@ func (p *Profile) search(budget int64, ignoreCost bool) ([]nn.Span, int64, bool)
 	}
 	extend(0, -1, false)
 	extend(0, 0, true)
-	best := int32(-1)
 	for len(q) > 0 {
 		t := q.pop()
-		if best >= 0 && t.cost > labels[best].cost {
-			break // nothing as cheap as the best is left
-		}
 		if t.e >= 0 {
 			extend(t.prev, t.e+1, true)
 		}
@@ -119,53 +124,44 @@ func (p *Profile) search(budget int64, ignoreCost bool) ([]nn.Span, int64, bool)
 		if t.e >= 0 {
 			at = labels[t.prev].at + t.e + 1
 		}
-		if !taken[at].add(t.k, t.k+t.q) {
+		if taken(int(at), t.k) {
 			continue
 		}
-		labels = append(labels, label{k: t.k, q: t.q, cost: t.cost, at: at, prev: t.prev, e: t.e})
+		least[at] = t.k
+		labels = append(labels, label{k: t.k, cost: t.cost, at: at, prev: t.prev, e: t.e})
 		id := int32(len(labels) - 1)
 		if int(at) == n {
-			if best < 0 || t.k+t.q < labels[best].k+labels[best].q {
-				best = id
+			var spans []nn.Span
+			for l := labels[id]; l.prev >= 0; l = labels[l.prev] {
+				if l.e >= 0 {
+					spans = append(spans, nn.Span{Lo: int(l.at - l.e - 1), Hi: int(l.at)})
+				}
 			}
-			if ignoreCost {
-				break
-			}
-			continue
+			slices.Reverse(spans)
+			return spans, p.Estimate(spans), true
 		}
 		extend(id, -1, false)
 		extend(id, 0, true)
 	}
-	if best < 0 {
-		return nil, 0, false
-	}
-	var spans []nn.Span
-	for l := labels[best]; l.prev >= 0; l = labels[l.prev] {
-		if l.e >= 0 {
-			spans = append(spans, nn.Span{Lo: int(l.at - l.e - 1), Hi: int(l.at)})
-		}
-	}
-	slices.Reverse(spans)
-	return spans, p.Predict(spans), true
+	return nil, 0, false
 }
 
-// queue is a binary heap of extensions of labels by cost, then K + Q (of
-// two plans that cost the same, the one with the lower peak is taken
-// first).
+// queue is a binary heap of extensions of labels by cost, then K (of two
+// plans that cost the same, the one that keeps less is taken first).
 type queue []entry
 
 // entry is a label not yet taken: its figures, the label it extends and
 // the edge (-1 keeps the next unit, j recomputes the next j+1).
 type entry struct {
-	k, q, cost int64
-	prev, e    int32
+	k, cost int64
+	prev, e int32
 }
 
 func (a *entry) less(b *entry) bool {
 	if a.cost != b.cost {
 		return a.cost < b.cost
 	}
-	return a.k+a.q < b.k+b.q
+	return a.k < b.k
 }
 
 func (q *queue) push(e entry) {
@@ -220,50 +216,4 @@ func (p *Profile) quanta() []int64 {
 		out[i] = int64((u.Recompute + q/2) / q)
 	}
 	return out
-}
-
-// stair is the labels taken at one position, as far as dominance goes:
-// points (K, K + Q), K ascending and K + Q strictly descending. Every label
-// taken there costs no more than any still queued, so a new one is
-// dominated when a taken one has K and K + Q no larger: whatever the rest
-// of the chain adds, the taken one ends with K + Q no larger and meets
-// forward terms, which grow with K, no later.
-type stair []point
-
-type point struct{ k, kq int64 }
-
-// dominates reports whether a point of s has k and kq no larger.
-func (s stair) dominates(k, kq int64) bool {
-	j := s.above(k)
-	return j > 0 && s[j-1].kq <= kq
-}
-
-// above is the index of the first point with K above k.
-func (s stair) above(k int64) int {
-	j, _ := slices.BinarySearchFunc(s, k, func(p point, x int64) int {
-		if p.k <= x {
-			return -1
-		}
-		return 1
-	})
-	return j
-}
-
-// add puts (k, kq) on the stair unless it is dominated, dropping the
-// points it dominates, and reports whether it was added.
-func (s *stair) add(k, kq int64) bool {
-	if s.dominates(k, kq) {
-		return false
-	}
-	j := s.above(k)
-	at := j
-	if j > 0 && (*s)[j-1].k == k {
-		at = j - 1
-	}
-	end := at
-	for end < len(*s) && (*s)[end].kq >= kq {
-		end++
-	}
-	*s = slices.Replace(*s, at, end, point{k, kq})
-	return true
 }

@@ -15,8 +15,9 @@ import (
 func synthetic(rng *rand.Rand, n int) *Profile {
 	p := &Profile{Units: make([]UnitCost, n), Step: time.Second}
 	mb := func(lo, hi int) int64 { return int64(lo+rng.IntN(hi-lo+1)) << 20 }
-	p.fwdBase = mb(10, 20)
-	base := p.fwdBase + mb(0, 5)
+	p.keptBase = mb(10, 20)
+	p.allCasts = mb(0, 2)
+	base := p.keptBase + mb(0, 5)
 	for i := range p.Units {
 		u := &p.Units[i]
 		u.Kept = mb(0, 40)
@@ -24,6 +25,8 @@ func synthetic(rng *rand.Rand, n int) *Profile {
 		if rng.IntN(5) == 0 {
 			u.Output = mb(1, 10) // a view, cloned when a span ends with it
 		}
+		u.keptFwd = u.Kept - mb(0, 3)
+		u.keptPeak = u.Kept + mb(0, 10)
 		u.fwdPeak = u.Kept + mb(0, 10)
 		u.firstKept = u.Kept - mb(0, 1)/2
 		u.firstPeak = max(u.firstKept, u.fwdPeak-mb(0, 2))
@@ -64,9 +67,9 @@ func quantaOf(p *Profile, spans []nn.Span) int64 {
 }
 
 // TestSearchExhaustive checks the search against every plan of small
-// random chains: at each budget it finds a plan exactly when one fits,
-// the plan fits, no fitting plan costs less, and of those as cheap none
-// has a lower peak; the smallest budget is the least peak of any plan.
+// random chains: at each budget it finds a plan exactly when one's
+// estimate fits, the plan's estimate fits, and no plan whose estimate fits
+// costs less; the least estimate is the least of any plan's.
 func TestSearchExhaustive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 36))
 	for trial := range 60 {
@@ -80,72 +83,48 @@ func TestSearchExhaustive(t *testing.T) {
 		var all []option
 		least := int64(1 << 62)
 		allPlans(n, func(spans []nn.Span) {
-			o := option{slices.Clone(spans), p.Predict(spans), quantaOf(p, spans)}
+			o := option{slices.Clone(spans), p.Estimate(spans), quantaOf(p, spans)}
 			all = append(all, o)
 			least = min(least, o.peak)
 		})
-		if got := p.minimum().Budget; got != least {
-			t.Errorf("trial %d (%d units): smallest budget %d, want %d", trial, n, got, least)
+		if _, got := p.least(); got != least {
+			t.Errorf("trial %d (%d units): least estimate %d, want %d", trial, n, got, least)
 		}
 		for _, o := range all {
 			budget := o.peak
 			var best *option
 			for i := range all {
 				c := &all[i]
-				if c.peak <= budget && (best == nil || c.cost < best.cost || (c.cost == best.cost && c.peak < best.peak)) {
+				if c.peak <= budget && (best == nil || c.cost < best.cost) {
 					best = c
 				}
 			}
 			spans, peak, ok := p.search(budget, false)
 			if !ok {
-				t.Fatalf("trial %d (%d units): budget %d: no plan; %v fits (peak %d, cost %d)", trial, n, budget, best.spans, best.peak, best.cost)
+				t.Fatalf("trial %d (%d units): budget %d: no plan; %v fits (estimate %d, cost %d)", trial, n, budget, best.spans, best.peak, best.cost)
 			}
-			if peak != p.Predict(spans) || peak > budget {
-				t.Fatalf("trial %d: budget %d: plan %v has peak %d (predicted %d)", trial, budget, spans, peak, p.Predict(spans))
+			if peak != p.Estimate(spans) || peak > budget {
+				t.Fatalf("trial %d: budget %d: plan %v has estimate %d (Estimate %d)", trial, budget, spans, peak, p.Estimate(spans))
 			}
-			if c := quantaOf(p, spans); c != best.cost || peak != best.peak {
-				t.Fatalf("trial %d (%d units): budget %d: plan %v costs %d with peak %d; %v costs %d with peak %d",
-					trial, n, budget, spans, c, peak, best.spans, best.cost, best.peak)
+			if c := quantaOf(p, spans); c != best.cost {
+				t.Fatalf("trial %d (%d units): budget %d: plan %v costs %d; %v costs %d",
+					trial, n, budget, spans, c, best.spans, best.cost)
 			}
 			if _, _, ok := p.search(least-1, false); ok {
-				t.Fatalf("trial %d: a plan fits %d, below every plan's peak", trial, least-1)
-			}
-		}
-	}
-}
-
-// TestStair checks the dominance staircase against a plain list.
-func TestStair(t *testing.T) {
-	rng := rand.New(rand.NewPCG(2, 36))
-	for trial := range 200 {
-		var s stair
-		var kept []point
-		for range 1 + trial%40 {
-			k, kq := int64(rng.IntN(20)), int64(rng.IntN(20))
-			want := !slices.ContainsFunc(kept, func(p point) bool { return p.k <= k && p.kq <= kq })
-			if got := s.add(k, kq); got != want {
-				t.Fatalf("trial %d: add(%d, %d) = %v after %v; want %v", trial, k, kq, got, kept, want)
-			}
-			if want {
-				kept = append(kept, point{k, kq})
-			}
-			for i := 1; i < len(s); i++ {
-				if s[i-1].k >= s[i].k || s[i-1].kq <= s[i].kq {
-					t.Fatalf("trial %d: stair %v out of order", trial, s)
-				}
+				t.Fatalf("trial %d: a plan fits %d, below every plan's estimate", trial, least-1)
 			}
 		}
 	}
 }
 
 // TestQueue checks that the heap gives entries back cheapest first, the
-// lower K + Q first among equals.
+// lower K first among equals.
 func TestQueue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 36))
 	var q queue
 	var want []entry
 	for i := range 500 {
-		e := entry{k: int64(rng.IntN(10)), q: int64(rng.IntN(10)), cost: int64(rng.IntN(30)), prev: int32(i)}
+		e := entry{k: int64(rng.IntN(10)), cost: int64(rng.IntN(30)), prev: int32(i)}
 		q.push(e)
 		want = append(want, e)
 	}
@@ -160,8 +139,8 @@ func TestQueue(t *testing.T) {
 	})
 	for i := range want {
 		got := q.pop()
-		if got.cost != want[i].cost || got.k+got.q != want[i].k+want[i].q {
-			t.Fatalf("pop %d: cost %d, K+Q %d; want %d, %d", i, got.cost, got.k+got.q, want[i].cost, want[i].k+want[i].q)
+		if got.cost != want[i].cost || got.k != want[i].k {
+			t.Fatalf("pop %d: cost %d, K %d; want %d, %d", i, got.cost, got.k, want[i].cost, want[i].k)
 		}
 	}
 }

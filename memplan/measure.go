@@ -6,6 +6,7 @@ import (
 
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/optim"
 	"github.com/mixprec/mixprec/tensor"
@@ -55,16 +56,20 @@ type UnitCost struct {
 	// shorter of its two runs there).
 	Recompute time.Duration
 
-	fwdPeak   int64 // peak above live when it runs as it is, forward
+	fwdPeak   int64 // peak above live when it is recomputed
 	firstKept int64 // bytes its first run inside a checkpointed segment leaves until the segment ends
 	firstPeak int64 // the peak above live during that run
-	backBase  int64 // live when the backward pass reached it, less the chain's kept bytes
-	backPeak  int64 // the peak above live (its recomputed bytes included) during its backward pass
+	backBase  int64 // live when the backward pass reached it, less the outputs of the units before it
+	backPeak  int64 // the peak above that (its recomputed bytes included) during its backward pass
+	keptFwd   int64 // what it adds to live when it runs as it is, its input freed if it keeps none (autocast's copies aside)
+	keptPeak  int64 // the peak above live as it runs as it is
+	casts     int64 // autocast's copies of its weights that a run keeping it makes
 }
 
-// Profile is what the dry step measured: the chain's units and the memory
+// Profile is what the dry steps measured: the chain's units and the memory
 // around them, with the device's steady state (gradients, optimiser state,
-// autocast's weight copies) as it will be from the second step on.
+// autocast's weight copies) as it will be from the second step on. It
+// keeps the Config, to measure the choices Plan makes (Peak).
 type Profile struct {
 	Device string
 	Units  []UnitCost
@@ -87,14 +92,22 @@ type Profile struct {
 	// ConvChunk is the cap on convolutions' chunks the dry step ran with
 	// (autograd.ConvChunk), 0 for none.
 	ConvChunk int
+	// Unconstrained is the measured peak of a step that recomputes
+	// nothing (Peak(nil)).
+	Unconstrained int64
 
 	cfg      Config
-	bounded  *Profile // Bounded's, once measured
-	parent   *Profile // for Bounded's, the profile it bounds
-	fwdBase  int64    // live at the chain's start, less nothing (no unit has run)
-	postBase int64    // live after the chain less its kept bytes
-	postPeak int64    // the peak above live from the chain's end to its backward pass
-	preBase  int64    // the peak from the chain's backward end to the step's, less the chain's kept bytes
+	optimAdd int64            // the optimiser's state still to come
+	keptBase int64            // live when the chain begins, every unit kept, with the copies to come
+	allCasts int64            // the weight copies of the chain's units, kept
+	peaks    map[string]int64 // Peak's measurements, by choice
+	min      *Plan            // Minimum's, once found
+	bounded  *Profile         // Bounded's, once measured
+	parent   *Profile         // for Bounded's, the profile it bounds
+	fwdBase  int64            // live at the chain's start, less nothing (no unit has run)
+	postBase int64            // live after the chain less its kept bytes
+	postPeak int64            // the peak above live from the chain's end to its backward pass
+	preBase  int64            // the peak from the chain's backward end to the step's, less the chain's kept bytes
 }
 
 // mark is a reading of the device's accounting.
@@ -169,17 +182,18 @@ func (o *backObserver) OpEnd(op autograd.Op, ph autograd.Phase) {
 	o.next--
 }
 
-// Measure takes the dry step: one forward and backward pass at the real
+// Measure takes the dry steps: one forward and backward pass at the real
 // batch shape with every unit of the chain checkpointed on its own,
 // reading the device's accounting before and after each unit's first run,
-// its recomputation and its backward pass. It leaves the model as it found
-// it: parameters, buffers (batch normalisation's statistics), dropout
-// streams and gradients are restored, and the model's recompute choice is
-// cleared.
+// its recomputation and its backward pass; and one with every unit run as
+// it is, read around each unit, whose peak is Unconstrained. It leaves the
+// model as it found it: parameters, buffers (batch normalisation's
+// statistics), dropout streams, gradients and autocast's weight copies are
+// as they were, and the model's recompute choice is cleared.
 func Measure(c Config) (*Profile, error) { return measure(c, 0) }
 
 // measure is Measure with the graph options' conv chunk noted.
-func measure(c Config, chunk int) (*Profile, error) {
+func measure(c Config, chunk int) (p *Profile, err error) {
 	units := c.Model.Units()
 	n := len(units)
 	if n == 0 {
@@ -189,7 +203,8 @@ func measure(c Config, chunk int) (*Profile, error) {
 		reStart: make([]mark, n), reEnd: make([]mark, n), backEnd: make([]mark, n)}
 
 	restore, held := preserve(c.Model)
-	defer restore()
+	defer restore() // again, after an early return: it is idempotent
+	defer dropCasts(c.Model)()
 
 	spans := make([]nn.Span, n)
 	for i := range spans {
@@ -229,9 +244,154 @@ func measure(c Config, chunk int) (*Profile, error) {
 			}
 		}
 	}
-	p := m.profile(c, units, held, start, end, after)
+	p = m.profile(c, units, held, start, end, after)
 	p.cfg, p.ConvChunk = c, chunk
+	restore()
+	c.Model.SetRecompute(nil)
+	if err := p.keptRun(); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// keptRun is the second dry step: the chain run as it is, read before and
+// after each unit's forward pass. It gives what each unit adds to the
+// step's memory when kept (its input freed when it keeps none of it: a
+// Linear's output once the ReLU after it has run), the weight copies it
+// makes, and the step's peak without a plan (Unconstrained).
+func (p *Profile) keptRun() error {
+	c := p.cfg
+	n := len(p.Units)
+	restore, held := preserve(c.Model)
+	defer restore()
+	defer dropCasts(c.Model)()
+	m := &meter{dev: c.Dev, units: n, first: make([]mark, n+1), firstEnd: make([]mark, n)}
+	var top int64 // the largest peak of any reading
+	read := func() mark {
+		mk := m.read()
+		top = max(top, mk.peak.Total)
+		return mk
+	}
+	probe := func(g *autograd.Graph, unit int, end bool) {
+		switch {
+		case unit < 0 && !end:
+			m.chainStart = read()
+		case unit < 0:
+			m.first[n] = read()
+		case !end:
+			m.first[unit] = read()
+		default:
+			m.firstEnd[unit] = read()
+		}
+	}
+	c.Model.SetRecompute(&nn.Recompute{Probe: probe})
+	defer c.Model.SetRecompute(nil)
+	if err := c.Dev.Sync(); err != nil {
+		return fmt.Errorf("memplan: dry step: %w", err)
+	}
+	c.Dev.ResetPeak()
+	g := autograd.NewGraph(c.Dev, c.Options...)
+	g.Backward(c.Loss(g))
+	last := read()
+	castEnd := last.live.Category(device.Cast)
+	g.Release()
+	if m.err != nil {
+		return fmt.Errorf("memplan: dry step: %w", m.err)
+	}
+	cast := func(mk mark) int64 { return mk.live.Category(device.Cast) }
+	var casts int64
+	for i := range p.Units {
+		u := &p.Units[i]
+		s, e, next := m.first[i], m.firstEnd[i], m.first[i+1]
+		if s.at.IsZero() || e.at.IsZero() || next.at.IsZero() {
+			return fmt.Errorf("memplan: dry step: unit %d (%s) was not seen run as it is", i, u.Name)
+		}
+		u.casts = cast(e) - cast(s)
+		u.keptFwd = next.live.Total - s.live.Total - (cast(next) - cast(s))
+		u.keptPeak = e.peak.Total - s.live.Total - u.casts
+		casts += u.casts
+	}
+	// The copies a run keeping every unit makes are counted from the
+	// start, as the second step on finds them: a plan that recomputes a
+	// unit instead makes them a pass at a time, which the units' own
+	// figures count again (an overcount of no more than the copies).
+	p.keptBase = m.chainStart.live.Total + (castEnd - cast(m.chainStart)) + p.optimAdd - held
+	p.allCasts = casts
+	p.Unconstrained = top + p.optimAdd - held
+	if p.peaks == nil {
+		p.peaks = map[string]int64{}
+	}
+	p.peaks[fmt.Sprint([]nn.Span(nil))] = p.Unconstrained
+	return nil
+}
+
+// Peak is the peak of a training step that recomputes spans (nil: none),
+// measured: a dry step at the real batch shape with the choice applied
+// (the model's recompute choice and autocast's weight copies are left as
+// they were, as in Measure). That is the peak every such step reaches
+// on this device, in the steady state of the second step on: the
+// optimiser's state counted as after its first step, held gradients not.
+// Each choice is measured once; Plan measures the choices it keeps.
+func (p *Profile) Peak(spans []nn.Span) (int64, error) {
+	key := fmt.Sprint(spans)
+	if v, ok := p.peaks[key]; ok {
+		return v, nil
+	}
+	c := p.cfg
+	if c.Model == nil {
+		return 0, fmt.Errorf("memplan: this profile has no model to measure")
+	}
+	nn.CheckSpans("memplan.Peak", spans, len(p.Units))
+	for _, v := range c.Model.Params() {
+		if v.Value == nil || v.Value.Released() {
+			return 0, fmt.Errorf("memplan: measuring a plan takes a dry step, and the model measured has been released")
+		}
+	}
+	restore, held := preserve(c.Model)
+	defer restore()
+	defer dropCasts(c.Model)()
+	// A choice of nothing is still a choice (a GPT's Segments do not
+	// apply under a plan).
+	c.Model.SetRecompute(&nn.Recompute{Spans: spans})
+	defer c.Model.SetRecompute(nil)
+	if err := c.Dev.Sync(); err != nil {
+		return 0, fmt.Errorf("memplan: dry step: %w", err)
+	}
+	c.Dev.ResetPeak()
+	g := autograd.NewGraph(c.Dev, c.Options...)
+	loss := c.Loss(g)
+	g.Backward(loss)
+	err := c.Dev.Sync()
+	peak := c.Dev.MemStats().Peak.Total
+	g.Release()
+	if err != nil {
+		return 0, fmt.Errorf("memplan: dry step: %w", err)
+	}
+	peak += p.optimAdd - held
+	if p.peaks == nil {
+		p.peaks = map[string]int64{}
+	}
+	p.peaks[key] = peak
+	return peak, nil
+}
+
+// dropCasts notes which of m's parameters keep autocast copies now and
+// returns the function that frees the copies the others made since: a dry
+// step leaves the parameters as a run that had not taken it would find
+// them.
+func dropCasts(m nn.Module) func() {
+	params := m.Params()
+	had := make([]bool, len(params))
+	for i, v := range params {
+		had[i] = v.Value.CachedCopy(dtype.F16) != nil || v.Value.CachedCopy(dtype.BF16) != nil
+	}
+	return func() {
+		for i, v := range params {
+			if !had[i] {
+				v.Value.ReleaseCasts()
+			}
+		}
+	}
 }
 
 // profile turns the dry step's readings into a Profile.
@@ -252,7 +412,7 @@ func (m *meter) profile(c Config, units []nn.Unit, held int64, start, end, after
 		have := optimState(c.Optim)
 		optimAdd = max(want-have, 0)
 	}
-	p.OptimState = optimLive + optimAdd
+	p.OptimState, p.optimAdd = optimLive+optimAdd, optimAdd
 	p.Param = after.live.Category(device.Param)
 	p.Cast = castEnd
 	p.Grad = end.live.Category(device.Grad) - held
@@ -260,7 +420,9 @@ func (m *meter) profile(c Config, units []nn.Unit, held int64, start, end, after
 	// there (the program's ZeroGrad frees them), the optimiser's state is.
 	adj := optimAdd - held
 
-	// The chain's kept bytes during the dry step: each unit's output.
+	// The chain's kept bytes during the dry step: each unit's output,
+	// which the next unit's segment keeps as its input until its
+	// backward pass is done.
 	var kmeas int64
 	for i := range units {
 		u := &p.Units[i]
@@ -282,16 +444,16 @@ func (m *meter) profile(c Config, units []nn.Unit, held int64, start, end, after
 		// recording and then recomputed: the shorter of the two is the
 		// one less disturbed by whatever else the machine did.
 		u.Recompute = min(m.reEnd[i].at.Sub(m.reStart[i].at), m.firstEnd[i].at.Sub(m.first[i].at))
-		u.backBase = m.reStart[i].live.Total + adj
+		// When its backward pass begins, the later units' outputs are
+		// gone (each freed once the segment that kept it is done) and
+		// the earlier ones' are there: those the plan decides.
+		u.backBase = m.reStart[i].live.Total + adj - (kmeas - u.Output)
 		u.backPeak = m.backEnd[i].peak.Total - m.reStart[i].live.Total
-	}
-	for i := range p.Units {
-		p.Units[i].backBase -= kmeas
 	}
 	p.fwdBase = m.chainStart.live.Total + ss(m.chainStart) + adj
 	p.postBase = m.chainEnd.live.Total + ss(m.chainEnd) + adj - kmeas
 	p.postPeak = m.postEnd.peak.Total - m.chainEnd.live.Total - (cast(m.postEnd.live) - cast(m.chainEnd.live))
-	p.preBase = end.peak.Total + adj - kmeas
+	p.preBase = end.peak.Total + adj
 	p.Other = start.live.Total - held - start.live.Category(device.Param) - start.live.Category(device.Cast) - optimLive
 	p.Workspace = max(m.peakOf(device.Workspace), end.peak.Category(device.Workspace))
 	var re time.Duration
@@ -358,7 +520,12 @@ func preserve(model nn.Module) (restore func(), held int64) {
 		}
 		p.Grad = nil
 	}
+	done := false
 	return func() {
+		if done {
+			return
+		}
+		done = true
 		for _, b := range buffers {
 			b.v.SetValues(b.data)
 		}

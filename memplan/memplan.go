@@ -17,19 +17,23 @@
 //     long it takes to recompute, and the memory that no choice changes
 //     (parameters, gradients, optimiser state as it will be after its
 //     first step, autocast's weight copies, the largest workspace).
-//   - From those figures the profile predicts the peak of a step under
-//     any choice of spans to recompute (Profile.Predict; see model.go):
-//     a graph frees nothing until the step ends, so the kept bytes add
-//     up, and a recomputed span's activations come back, all at once, for
-//     its backward pass. The prediction is exact to the byte on the
-//     backend the dry step ran on, for the step it measured.
+//   - From those figures the profile estimates the peak of a step under
+//     any choice of spans to recompute (Profile.Estimate; see model.go):
+//     kept bytes add up, and a recomputed span's activations come back,
+//     all at once, for its backward pass. The estimate errs high where a
+//     step frees values early (autograd.Graph.Free), which is what lets
+//     it guide a search without ever promising too little.
 //   - Profile.Plan searches the choices (a label-setting dynamic
 //     programme over the chain) for the one with the least recomputation
-//     time whose predicted peak fits, and returns it as a Plan to print,
-//     inspect and apply (Plan.Apply); a budget nothing fits is an
-//     *InfeasibleError naming the smallest that does and what it is made
-//     of. Where convolutions' scratch is what does not fit, a second dry
-//     step measures the step with it bounded (autograd.ConvChunk) and
+//     time whose estimated peak fits, measures that choice's peak with a
+//     dry step of its own (Profile.Peak: exact on the device it ran on,
+//     since a step's allocations do not depend on the values), and
+//     searches again against a budget corrected by the measurement, a few
+//     times; the cheapest choice measured within the budget is the Plan,
+//     to print, inspect and apply (Plan.Apply). A budget nothing fits is
+//     an *InfeasibleError naming the smallest that does and what it is
+//     made of. Where convolutions' scratch is what does not fit, a second
+//     dry step measures the step with it bounded (autograd.ConvChunk) and
 //     plans with that.
 //   - A Monitor holds training to the plan: a step whose measured peak
 //     goes over the budget is reported, so that the program stops and

@@ -6,27 +6,32 @@ import (
 	"github.com/mixprec/mixprec/nn"
 )
 
-// The peak model. A graph frees nothing of its forward pass until the
-// step ends, so every byte a kept unit leaves (Kept) and the output of
-// every recomputed span stays through the backward pass: call their sum
-// the chain's kept bytes K. A step's peak is then the largest of
+// The search's model of a step's peak. A step's graph keeps what a unit
+// saves for its backward pass until that pass is done with it, and frees
+// what nothing keeps as soon as it is dead (autograd.Graph.Free: a unit's
+// output once the next unit has taken it, unless that one keeps it). So
+// when the step reaches a unit, going forward or coming back, what is
+// live is what the units before it keep (K, the sum of what each kept
+// unit adds and each recomputed span's output) and what no choice changes,
+// plus the unit's own memory at that moment. Every term of the peak is K
+// up to an edge (a kept unit, or a span recomputed as one segment) plus a
+// figure of that edge alone:
 //
-//   - a kept unit's forward pass: what was live when the chain began, the
-//     kept bytes of the units before it, and its own forward peak;
+//   - a kept unit's forward pass, and its backward pass (its gradients
+//     in flight, its own kept bytes, the gradients made so far);
 //   - a recomputed span's first run, which keeps its units' results until
-//     the span ends (the segment's graph is released then);
-//   - after the chain: K, the head, the loss and their backward pass;
-//   - a kept unit's backward pass: K, the gradients made so far and the
-//     one arriving, and the unit's own backward peak;
-//   - a recomputed span's backward pass: K and all of the span's kept
-//     bytes again (recomputed before the first of its units is walked
-//     back and freed after the last), with each of its units' backward
-//     peaks in turn, and the recomputation's own forward peaks;
-//   - the end of the backward pass (what comes before the chain).
+//     it ends; its recomputation, each unit's results kept until the
+//     span's backward pass is done with them; and that backward pass;
 //
-// Every term but the forward ones is K plus a figure that depends only on
-// the span or unit it belongs to, which is what lets a dynamic programme
-// over the chain find the cheapest choice that fits.
+// and once, after the chain, all of K with the head, the loss and their
+// backward pass. That is what lets a dynamic programme over the chain
+// find the cheapest choice that fits. The figures come from the two dry
+// steps (Measure); what the model leaves out (values a unit's layers keep
+// to the step's end, a unit that frees its input early) makes it err, so
+// the plan the search finds is measured before it is trusted (Peak,
+// Profile.Plan). Autocast's weight copies are counted as a run keeping
+// every unit keeps them, throughout: an overcount where a plan
+// recomputes, by at most the copies.
 
 // edge is one step along the chain in a plan: keeping unit lo (hi = lo+1,
 // span false) or recomputing the units [lo, hi) as one segment.
@@ -34,42 +39,39 @@ type edge struct {
 	lo, hi int
 	span   bool
 	kept   int64         // what it adds to K
-	fwd    int64         // its forward peak above the kept bytes before it and fwdBase
-	local  int64         // its backward terms less K
+	local  int64         // its terms less K before it
 	cost   time.Duration // recomputation
 }
 
 // keepEdge is unit i kept.
 func (p *Profile) keepEdge(i int) edge {
 	u := p.Units[i]
-	return edge{lo: i, hi: i + 1, kept: u.Kept, fwd: u.fwdPeak, local: u.backBase + u.backPeak - u.Kept}
+	return edge{lo: i, hi: i + 1, kept: u.keptFwd, local: max(p.keptBase+u.keptPeak, p.allCasts+u.backBase+u.backPeak)}
 }
 
 // spanEdge is the units [lo, hi) recomputed as one segment.
 func (p *Profile) spanEdge(lo, hi int) edge {
 	e := edge{lo: lo, hi: hi, span: true, kept: p.Units[hi-1].Output}
-	var first, re, all int64
-	for i := lo; i < hi; i++ {
-		all += p.Units[i].Kept
-		e.cost += p.Units[i].Recompute
-	}
-	last := p.Units[hi-1].backBase
+	var first, re int64
+	last := p.allCasts + p.Units[hi-1].backBase
 	for k := lo; k < hi; k++ {
 		u := p.Units[k]
-		e.fwd = max(e.fwd, first+u.firstPeak)
+		e.cost += u.Recompute
+		e.local = max(e.local, p.keptBase+first+u.firstPeak, last+re+u.fwdPeak, p.allCasts+u.backBase+re+u.backPeak)
 		first += u.firstKept
-		e.local = max(e.local, last+re+u.fwdPeak, u.backBase+all+u.backPeak-u.Kept)
 		re += u.Kept
 	}
 	return e
 }
 
-// global is the part of the backward terms no choice changes, less K.
-func (p *Profile) global() int64 { return max(p.postBase+p.postPeak, p.preBase) }
+// post is the term after the chain less K; pre the one before it, which
+// no choice changes.
+func (p *Profile) post() int64 { return p.allCasts + p.postBase + p.postPeak }
+func (p *Profile) pre() int64  { return p.allCasts + p.preBase }
 
 // edges turns spans into the chain's edges.
 func (p *Profile) edges(spans []nn.Span) []edge {
-	nn.CheckSpans("memplan.Predict", spans, len(p.Units))
+	nn.CheckSpans("memplan.Estimate", spans, len(p.Units))
 	var out []edge
 	for i := 0; i < len(p.Units); {
 		if len(spans) > 0 && spans[0].Lo == i {
@@ -84,17 +86,17 @@ func (p *Profile) edges(spans []nn.Span) []edge {
 	return out
 }
 
-// Predict is the peak the profile predicts for a step that recomputes the
-// given spans of units (nil: none), in bytes.
-func (p *Profile) Predict(spans []nn.Span) int64 {
-	var k, fwd int64
-	q := p.global()
+// Estimate is the peak the model above gives for a step that recomputes
+// the given spans of units (nil: none), in bytes: the search's guide,
+// computed in no time. Peak measures.
+func (p *Profile) Estimate(spans []nn.Span) int64 {
+	var k int64
+	peak := p.pre()
 	for _, e := range p.edges(spans) {
-		fwd = max(fwd, p.fwdBase+k+e.fwd)
+		peak = max(peak, k+e.local)
 		k += e.kept
-		q = max(q, e.local)
 	}
-	return max(fwd, k+q)
+	return max(peak, k+p.post())
 }
 
 // cost is the recomputation spans add to a step.

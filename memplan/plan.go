@@ -23,9 +23,10 @@ type Plan struct {
 	// alone would save and cost, and before the first unit of each chosen
 	// span of several units, the span itself.
 	Segments []Segment
-	// Peak is the predicted peak of a training step, in bytes; Unplanned
-	// the peak without recomputation (and with convolutions' scratch as
-	// the program has it).
+	// Peak is the peak of a training step under the plan, in bytes,
+	// measured by a dry step before the plan was returned (Profile.Peak):
+	// the prediction the steps are held to. Unplanned is the peak without
+	// recomputation (and with convolutions' scratch as the program has it).
 	Peak, Unplanned int64
 	// Recompute is the predicted extra time a step spends recomputing, and
 	// Overhead that time as a fraction of a step without it (0.1 is 10%
@@ -59,29 +60,97 @@ type Segment struct {
 }
 
 // Plan chooses the spans to recompute with the least added time such that
-// the predicted peak of a step is at most budget bytes. If none does with
-// convolutions' scratch as the program has it, the planner takes a second
-// dry step with that scratch at its least (autograd.ConvChunk, one image
-// at a time) and plans with that. When still nothing fits it returns an
-// *InfeasibleError naming the smallest budget that does.
+// the peak of a step is at most budget bytes, and measures the choice
+// before it returns it (Peak): the plan's Peak is what every step will
+// reach. The search runs on the model's estimates (Estimate), which err
+// high where the step frees values early; it is run again against a
+// budget lowered by what a choice measured over, or raised by what one
+// left unused, a few times, and the cheapest choice measured within the
+// budget is kept. If none is with convolutions' scratch as the program
+// has it, the planner takes a second dry step with that scratch at its
+// least (autograd.ConvChunk, one image at a time) and plans with that.
+// When still nothing fits it returns an *InfeasibleError naming the
+// smallest budget that does.
 func (p *Profile) Plan(budget int64) (*Plan, error) {
-	if spans, peak, ok := p.search(budget, false); ok {
-		return p.plan(budget, spans, peak), nil
+	if budget >= p.Unconstrained {
+		return p.plan(budget, nil, p.Unconstrained), nil
+	}
+	spans, peak, ok, err := p.fit(budget)
+	if err != nil || ok {
+		return p.plan(budget, spans, peak), err
 	}
 	b, err := p.Bounded()
 	if err != nil {
 		return nil, err
 	}
 	if b != nil {
-		if spans, peak, ok := b.search(budget, false); ok {
-			return b.plan(budget, spans, peak), nil
+		if budget >= b.Unconstrained {
+			return b.plan(budget, nil, b.Unconstrained), nil
+		}
+		spans, peak, ok, err := b.fit(budget)
+		if err != nil || ok {
+			return b.plan(budget, spans, peak), err
 		}
 	}
-	_, min, err := p.Minimum()
+	min, brk, err := p.Minimum()
 	if err != nil {
 		return nil, err
 	}
-	return nil, &InfeasibleError{Budget: budget, Minimum: min}
+	if budget >= min.Peak {
+		// The search's rounds missed the choice that the smallest budget
+		// measured; it fits.
+		min.Budget = budget
+		return min, nil
+	}
+	return nil, &InfeasibleError{Budget: budget, Minimum: brk}
+}
+
+// fitRounds is how many choices Plan measures at most, per profile.
+const fitRounds = 6
+
+// fit runs the search against an effective budget that follows the
+// measurements, and returns the cheapest choice measured within budget,
+// its measured peak, and whether there was one.
+func (p *Profile) fit(budget int64) ([]nn.Span, int64, bool, error) {
+	quanta := p.quanta()
+	cost := func(spans []nn.Span) int64 {
+		var c int64
+		for _, s := range spans {
+			for i := s.Lo; i < s.Hi; i++ {
+				c += quanta[i]
+			}
+		}
+		return c
+	}
+	var best []nn.Span
+	var bestPeak, bestCost int64
+	found := false
+	seen := map[string]bool{}
+	eff := budget
+	for range fitRounds {
+		spans, _, ok := p.search(eff, false)
+		if !ok || seen[fmt.Sprint(spans)] {
+			break // nothing fits the estimates, or the rounds came back to a choice
+		}
+		seen[fmt.Sprint(spans)] = true
+		peak, err := p.Peak(spans)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if peak > budget {
+			eff -= peak - budget
+			continue
+		}
+		if c := cost(spans); !found || c < bestCost || (c == bestCost && peak < bestPeak) {
+			best, bestPeak, bestCost, found = spans, peak, c, true
+		}
+		slack := budget - peak
+		if slack <= budget/200 || bestCost == 0 {
+			break // within half a percent, or nothing recomputed: little left to gain
+		}
+		eff += slack
+	}
+	return best, bestPeak, found, nil
 }
 
 // Bounded is the profile of the same step with convolutions' scratch at
@@ -115,10 +184,14 @@ func (p *Profile) Bounded() (*Profile, error) {
 const minChunk = 1
 
 // PlanSpans is the plan that recomputes the given spans, whatever its
-// peak: to compare the planner's choice with another (checkpointing every
-// √n units, say) under the same model.
-func (p *Profile) PlanSpans(budget int64, spans []nn.Span) *Plan {
-	return p.plan(budget, spans, p.Predict(spans))
+// peak (measured): to compare the planner's choice with another
+// (checkpointing every √n units, say) under the same model.
+func (p *Profile) PlanSpans(budget int64, spans []nn.Span) (*Plan, error) {
+	peak, err := p.Peak(spans)
+	if err != nil {
+		return nil, err
+	}
+	return p.plan(budget, spans, peak), nil
 }
 
 func (p *Profile) plan(budget int64, spans []nn.Span, peak int64) *Plan {
@@ -126,7 +199,7 @@ func (p *Profile) plan(budget int64, spans []nn.Span, peak int64) *Plan {
 	if p.parent != nil {
 		root = p.parent
 	}
-	pl := &Plan{Budget: budget, Spans: spans, Peak: peak, Unplanned: root.Predict(nil), ConvChunk: p.ConvChunk, profile: p}
+	pl := &Plan{Budget: budget, Spans: spans, Peak: peak, Unplanned: root.Unconstrained, ConvChunk: p.ConvChunk, profile: p}
 	chosen := map[int]nn.Span{}
 	for _, s := range spans {
 		for i := s.Lo; i < s.Hi; i++ {
@@ -156,14 +229,9 @@ func (p *Profile) segment(name string, s nn.Span, chosen bool) Segment {
 	return Segment{Name: name, Span: s, Saved: kept - p.Units[s.Hi-1].Output, Cost: p.cost([]nn.Span{s}), Chosen: chosen}
 }
 
-// Apply makes m recompute the plan's spans (nil spans: none).
-func (pl *Plan) Apply(m nn.Chain) {
-	if len(pl.Spans) == 0 {
-		m.SetRecompute(nil)
-		return
-	}
-	m.SetRecompute(&nn.Recompute{Spans: pl.Spans})
-}
+// Apply makes m recompute the plan's spans, and nothing else (a GPT's
+// Segments do not apply under a plan).
+func (pl *Plan) Apply(m nn.Chain) { m.SetRecompute(&nn.Recompute{Spans: pl.Spans}) }
 
 // Options are the graph options a training step must be made with for the
 // plan to hold (autograd.ConvChunk when it bounds scratch); none
@@ -256,29 +324,62 @@ func (e *InfeasibleError) Error() string {
 	return fmt.Sprintf("a budget of %s is too small: the smallest that fits is %s", device.FormatBytes(e.Budget), e.Minimum)
 }
 
-// Minimum is the plan for the smallest budget any plan fits, and what that
-// budget is made of. It may take the second dry step of Bounded.
+// Minimum is the plan for the smallest budget the planner fits, and what
+// that budget is made of: of the choices the search finds least by its
+// estimates, and recomputing every unit alone or all together, the one
+// whose measured peak is least. It may take the second dry step of
+// Bounded.
 func (p *Profile) Minimum() (*Plan, Breakdown, error) {
-	pl := p.minimum()
+	if p.min != nil {
+		return p.min, p.min.profile.breakdown(p.min.Peak), nil
+	}
+	pl, err := p.minimum()
+	if err != nil {
+		return nil, Breakdown{}, err
+	}
 	b, err := p.Bounded()
 	if err != nil {
 		return nil, Breakdown{}, err
 	}
 	if b != nil {
-		if bp := b.minimum(); bp.Budget < pl.Budget {
+		bp, err := b.minimum()
+		if err != nil {
+			return nil, Breakdown{}, err
+		}
+		if bp.Peak < pl.Peak {
 			pl = bp
 		}
 	}
-	return pl, pl.profile.breakdown(pl.Budget), nil
+	p.min = pl
+	return pl, pl.profile.breakdown(pl.Peak), nil
 }
 
-// minimum is the plan for the smallest budget this profile fits.
-func (p *Profile) minimum() *Plan {
-	hi := p.Predict(nil)
-	for _, s := range [][]nn.Span{allSpan(len(p.Units)), singles(len(p.Units))} {
-		hi = min(hi, p.Predict(s))
+// minimum is this profile's smallest plan.
+func (p *Profile) minimum() (*Plan, error) {
+	n := len(p.Units)
+	least, _ := p.least()
+	var best []nn.Span
+	bestPeak := int64(-1)
+	for _, spans := range [][]nn.Span{least, singles(n), allSpan(n)} {
+		peak, err := p.Peak(spans)
+		if err != nil {
+			return nil, err
+		}
+		if bestPeak < 0 || peak < bestPeak {
+			best, bestPeak = spans, peak
+		}
 	}
-	// hi fits; nothing at lo or below does. Halve.
+	return p.plan(bestPeak, best, bestPeak), nil
+}
+
+// least is the choice whose estimated peak is least, and that estimate.
+func (p *Profile) least() ([]nn.Span, int64) {
+	n := len(p.Units)
+	hi := p.Estimate(nil)
+	for _, s := range [][]nn.Span{allSpan(n), singles(n)} {
+		hi = min(hi, p.Estimate(s))
+	}
+	// hi fits the estimates; nothing at lo or below does. Halve.
 	lo := int64(0)
 	for lo+1 < hi {
 		mid := lo + (hi-lo)/2
@@ -288,11 +389,11 @@ func (p *Profile) minimum() *Plan {
 			lo = mid
 		}
 	}
-	spans, peak, ok := p.search(hi, false)
+	least, est, ok := p.search(hi, false)
 	if !ok {
-		panic("memplan: the smallest budget does not fit its own plan")
+		panic("memplan: the smallest estimate does not fit its own plan")
 	}
-	return p.plan(hi, spans, peak)
+	return least, est
 }
 
 // breakdown splits a peak into its parts.

@@ -74,7 +74,7 @@ func adamw(params []*autograd.Var) optim.Optimizer {
 var (
 	deepMLP = func(low dtype.DType) workload {
 		return workload{name: "deep MLP", low: low, opt: sgd, batch: classifier(2048, 10, 784),
-			build: func(rng *rand.Rand) nn.Chain { return models.DeepMLP(rng, 784, 256, 8, 10, 0.1) }}
+			build: func(rng *rand.Rand) nn.Chain { return models.DeepMLP(rng, 784, 128, 16, 10, 0.1) }}
 	}
 	cnn = func(low dtype.DType) workload {
 		return workload{name: "MNIST CNN", low: low, opt: adamw, batch: classifier(64, 10, 1, 28, 28),
@@ -171,7 +171,7 @@ func train(t *testing.T, dev device.Device, w workload, steps int, plan func(p *
 
 // fraction is the budget of a fraction of the unconstrained peak.
 func fraction(f float64) func(p *memplan.Profile) int64 {
-	return func(p *memplan.Profile) int64 { return int64(f * float64(p.Predict(nil))) }
+	return func(p *memplan.Profile) int64 { return int64(f * float64(p.Unconstrained)) }
 }
 
 // smallest is the smallest budget any plan fits, as the planner reports it.
@@ -195,7 +195,7 @@ func check(t *testing.T, w workload, steps int, budgetOf func(p *memplan.Profile
 	plain, _ := train(t, dev, w, steps, nil)
 	var budget, unconstrained int64
 	planned, pl := train(t, dev, w, steps, func(p *memplan.Profile) (*memplan.Plan, error) {
-		unconstrained = p.Predict(nil)
+		unconstrained = p.Unconstrained
 		budget = budgetOf(p)
 		pl, err := p.Plan(budget)
 		if err != nil {
@@ -282,7 +282,7 @@ func TestCNN(t *testing.T) {
 			w := cnn(low)
 			budget := fraction(0.75)
 			train(t, cpu.New(), w, 1, func(p *memplan.Profile) (*memplan.Plan, error) {
-				un := p.Predict(nil)
+				un := p.Unconstrained
 				_, err := p.Plan(int64(0.75 * float64(un)))
 				var inf *memplan.InfeasibleError
 				switch {
@@ -312,18 +312,18 @@ func TestCNN(t *testing.T) {
 func TestMonitor(t *testing.T) {
 	dev := cpu.New()
 	rng := rand.New(rand.NewPCG(1, 1))
-	m := models.DeepMLP(rng, 32, 64, 6, 10, 0.1)
+	m := models.DeepMLP(rng, 32, 64, 8, 10, 0.1)
 	nn.To(m, dev)
 	defer nn.Release(m)
 	opt := sgd(m.Params())
 	defer optim.Release(opt)
-	small := classifier(64, 10, 32)(rng, m)
-	large := classifier(256, 10, 32)(rng, m)
+	small := classifier(512, 10, 32)(rng, m)
+	large := classifier(2048, 10, 32)(rng, m)
 	p, err := memplan.Measure(memplan.Config{Dev: dev, Model: m, Loss: small, Optim: opt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := p.Plan(int64(0.8 * float64(p.Predict(nil))))
+	pl, err := p.Plan(int64(0.8 * float64(p.Unconstrained)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,8 +369,10 @@ func deepChain(dev device.Device) (nn.Chain, optim.Optimizer, func(g *autograd.G
 }
 
 // TestPlanningTime is the issue's: planning a chain of 100 units takes
-// under a second beyond the dry step. The bound asserted is five seconds,
-// which a busy machine cannot reach by accident; the times are logged.
+// under a second beyond the dry step. Plan's time here includes the dry
+// steps that measure the choices it finds (a few of this small model's
+// steps each). The bound asserted is five seconds, which a busy machine
+// cannot reach by accident; the times are logged.
 func TestPlanningTime(t *testing.T) {
 	dev := cpu.New()
 	m, opt, loss := deepChain(dev)
@@ -385,9 +387,9 @@ func TestPlanningTime(t *testing.T) {
 	if len(p.Units) != 101 {
 		t.Fatalf("%d units; want 101", len(p.Units))
 	}
-	un := p.Predict(nil)
+	un := p.Unconstrained
 	var slowest time.Duration
-	for _, f := range []float64{0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.45} {
+	for _, f := range []float64{0.95, 0.9, 0.8, 0.7, 0.6} {
 		t0 := time.Now()
 		pl, err := p.Plan(int64(f * float64(un)))
 		d := time.Since(t0)
@@ -427,14 +429,17 @@ func TestSqrtN(t *testing.T) {
 					others["every block"] = blocks
 				}
 				for _, f := range []float64{0.8, 0.6} {
-					budget := int64(f * float64(p.Predict(nil)))
+					budget := int64(f * float64(p.Unconstrained))
 					pl, err := p.Plan(budget)
 					if err != nil {
 						t.Fatal(err)
 					}
 					t.Logf("%.0f%%: planner: peak %s, recomputes %v (%.1f%% predicted) %v", 100*f, device.FormatBytes(pl.Peak), pl.Recompute, 100*pl.Overhead, pl.Spans)
 					for name, spans := range others {
-						o := p.PlanSpans(budget, spans)
+						o, err := p.PlanSpans(budget, spans)
+						if err != nil {
+							t.Fatal(err)
+						}
 						fits := o.Peak <= budget
 						t.Logf("%.0f%%: %s: peak %s (fits: %v), recomputes %v (%.1f%% predicted)", 100*f, name, device.FormatBytes(o.Peak), fits, o.Recompute, 100*o.Overhead)
 						if fits && pl.Recompute > o.Recompute+o.Recompute/50 {

@@ -224,8 +224,13 @@ func planSweep(p *memplan.Profile, model string, points int) ([]choiceOf, error)
 	if err != nil {
 		return nil, err
 	}
-	unconstrained := p.Predict(nil)
-	choices := []choiceOf{{"unconstrained", p.PlanSpans(unconstrained, nil)}}
+	unconstrained := p.Unconstrained
+	spansPlan := func(spans []nn.Span) (*memplan.Plan, error) { return p.PlanSpans(unconstrained, spans) }
+	none, err := spansPlan(nil)
+	if err != nil {
+		return nil, err
+	}
+	choices := []choiceOf{{"unconstrained", none}}
 	for i := range points {
 		budget := minPlan.Budget + (unconstrained-minPlan.Budget)*int64(i)/int64(points-1)
 		pl, err := p.Plan(budget)
@@ -234,13 +239,21 @@ func planSweep(p *memplan.Profile, model string, points int) ([]choiceOf, error)
 		}
 		choices = append(choices, choiceOf{"plan", pl})
 	}
-	choices = append(choices, choiceOf{"every √n units", p.PlanSpans(unconstrained, nn.EvenSpans(n, 0))})
+	sqrt, err := spansPlan(nn.EvenSpans(n, 0))
+	if err != nil {
+		return nil, err
+	}
+	choices = append(choices, choiceOf{"every √n units", sqrt})
 	if model == "gpt" {
 		var blocks []nn.Span
 		for i := 0; i+1 < n; i += 2 {
 			blocks = append(blocks, nn.Span{Lo: i, Hi: i + 2})
 		}
-		choices = append(choices, choiceOf{"every block", p.PlanSpans(unconstrained, blocks)})
+		every, err := spansPlan(blocks)
+		if err != nil {
+			return nil, err
+		}
+		choices = append(choices, choiceOf{"every block", every})
 	}
 	return choices, nil
 }
@@ -467,7 +480,7 @@ func verifyBudget(dev device.Device, w budgeted, model string, a cli.AMP, b cli.
 	rep.StepMillis, rep.PlainMs = cli.Float(ms), cli.Float(plainMs)
 	rep.TimeRatio = cli.Float(ms / plainMs)
 	rep.Overhead = cli.Float(pl.Overhead)
-	rep.Unconstrained, rep.UnconstrainedPredicted = plainPeak, p.Predict(nil)
+	rep.Unconstrained, rep.UnconstrainedPredicted = plainPeak, p.Unconstrained
 	rep.Recomputed = spansText(pl.Spans)
 	rep.plan = pl
 	return rep, nil
