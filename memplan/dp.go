@@ -62,25 +62,7 @@ func (p *Profile) search(budget int64, ignoreCost bool) ([]nn.Span, int64, bool)
 			rest[i] = min(rest[i], rest[h]+p.Units[h-1].Output)
 		}
 	}
-	// Edges, built once: keep[i], and span[i][h-i-1] for [i, h), each
-	// span's cost in quanta.
-	quanta := p.quanta()
-	keep := make([]edge, n)
-	span := make([][]edge, n)
-	cost := make([][]int64, n)
-	for i := range n {
-		keep[i] = p.keepEdge(i)
-		span[i] = make([]edge, n-i)
-		cost[i] = make([]int64, n-i)
-		var c int64
-		for h := i + 1; h <= n; h++ {
-			span[i][h-i-1] = p.spanEdge(i, h)
-			if !ignoreCost {
-				c += quanta[h-1]
-			}
-			cost[i][h-i-1] = c
-		}
-	}
+	keep, span, cost := p.allEdges(ignoreCost)
 	labels := []label{{prev: -1}}
 	// least[i] is the least K of the labels taken at position i: every
 	// label taken there costs no more than any still queued, so one that
@@ -131,19 +113,47 @@ func (p *Profile) search(budget int64, ignoreCost bool) ([]nn.Span, int64, bool)
 		labels = append(labels, label{k: t.k, cost: t.cost, at: at, prev: t.prev, e: t.e})
 		id := int32(len(labels) - 1)
 		if int(at) == n {
-			var spans []nn.Span
-			for l := labels[id]; l.prev >= 0; l = labels[l.prev] {
-				if l.e >= 0 {
-					spans = append(spans, nn.Span{Lo: int(l.at - l.e - 1), Hi: int(l.at)})
-				}
-			}
-			slices.Reverse(spans)
+			spans := readBack(labels, id)
 			return spans, p.Estimate(spans), true
 		}
 		extend(id, -1, false)
 		extend(id, 0, true)
 	}
 	return nil, 0, false
+}
+
+// allEdges builds the search's edges once: keep[i], and span[i][h-i-1]
+// for [i, h) with cost[i][h-i-1] its cost in quanta (0 with ignoreCost).
+func (p *Profile) allEdges(ignoreCost bool) (keep []edge, span [][]edge, cost [][]int64) {
+	n := len(p.Units)
+	quanta := p.quanta()
+	keep, span, cost = make([]edge, n), make([][]edge, n), make([][]int64, n)
+	for i := range n {
+		keep[i] = p.keepEdge(i)
+		span[i] = make([]edge, n-i)
+		cost[i] = make([]int64, n-i)
+		var c int64
+		for h := i + 1; h <= n; h++ {
+			span[i][h-i-1] = p.spanEdge(i, h)
+			if !ignoreCost {
+				c += quanta[h-1]
+			}
+			cost[i][h-i-1] = c
+		}
+	}
+	return keep, span, cost
+}
+
+// readBack is the spans of the plan that label id ends.
+func readBack(labels []label, id int32) []nn.Span {
+	var spans []nn.Span
+	for l := labels[id]; l.prev >= 0; l = labels[l.prev] {
+		if l.e >= 0 {
+			spans = append(spans, nn.Span{Lo: int(l.at - l.e - 1), Hi: int(l.at)})
+		}
+	}
+	slices.Reverse(spans)
+	return spans
 }
 
 // queue is a binary heap of extensions of labels by cost, then K (of two

@@ -73,42 +73,14 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	var seed uint64
 	cli.SeedVar(fs, &seed, 0, "random seed")
 	prof := fs.Bool("profile", false, "time every op by phase, the optimiser and the host's overhead in each configuration's\ntimed steps; print a table per configuration on standard error (and a \"profile\" object\nper configuration with -json)")
-	sweep := fs.Bool("budget-sweep", false, "instead of the comparison: plan for memory budgets from the smallest any plan fits\n"+
-		"to the peak without one (-points of them), train each plan, and compare peak memory\n"+
-		"and step time, beside checkpointing every √n units; -amp is the precision (default off)")
-	var dropout float64
-	cli.FloatVar(fs, &dropout, "dropout", 0, "dropout", true, "the gpt's dropout probability, below 1 (examples/gpt's -dropout)")
-	var points int
-	cli.IntVar(fs, &points, "points", 8, 2, 64, "budgets in -budget-sweep")
-	var budget cli.MemBudget
-	fs.Var(&budget, "mem-budget", "with -verify: the budget to check (512MiB, 1.5GiB, 800MB, 0.8 of free memory,\n0.6x of the unconstrained peak)")
-	var verify int
-	cli.IntVar(fs, &verify, "verify", 0, 0, 1<<20, "instead of the comparison: train N steps without a plan and N under -mem-budget's,\n"+
-		"and print the acceptance check (measured peak against the budget and the prediction,\n"+
-		"bitwise equality, step time ratio); exits 1 when it fails; -amp is the precision (default off)")
+	var bf budgetFlags
+	bf.register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	budgetMode := *sweep || verify > 0
-	switch {
-	case *sweep && (verify > 0 || budget.On()):
-		return cli.Usagef("-budget-sweep chooses its own budgets: it takes neither -verify nor -mem-budget")
-	case verify > 0 && !budget.On():
-		return cli.Usagef("-verify %d needs -mem-budget, the budget to check", verify)
-	case budget.On() && verify == 0:
-		return cli.Usagef("-mem-budget %v needs -verify N (or use -budget-sweep)", budget)
-	case budgetMode && isSet(fs, "checkpoint"):
-		return cli.Usagef("-checkpoint is the comparison's: the budget modes plan the checkpointing themselves")
-	case budgetMode && *prof:
-		return cli.Usagef("-profile is the comparison's: the budget modes take none")
-	case verify > 0 && *png != "":
-		return cli.Usagef("-png draws the comparison or -budget-sweep, not -verify")
-	case dropout >= 1 || (isSet(fs, "dropout") && model != "gpt"):
-		return cli.Usagef("-dropout %v: the gpt's dropout, a probability below 1", dropout)
-	case !budgetMode && isSet(fs, "points"):
-		return cli.Usagef("-points is -budget-sweep's")
-	case !budgetMode && !low.On():
-		return cli.Usagef("-amp %v: the comparison's AMP + checkpointing column needs f16 or bf16", low)
+	budgetMode := bf.sweep || bf.verify > 0
+	if err := bf.check(fs, model, low, *prof, *png); err != nil {
+		return err
 	}
 	if budgetMode && !isSet(fs, "amp") {
 		low = cli.AMPOff
@@ -123,7 +95,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	var w workload
 	if model == "gpt" {
 		gw := newGPTWorkload(batch, isSet(fs, "batch"), ckpt, seed)
-		gw.cfg.Dropout = float32(dropout)
+		gw.cfg.Dropout = float32(bf.dropout)
 		w = gw
 	} else {
 		spec, err := models.Lookup(model)
@@ -142,11 +114,17 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if budgetMode {
-		return budgetModes(w.(budgeted), model, low, budget, verify, steps, points, *sweep, *png, *asJSON, dev, note, stdout, stderr)
+		return budgetModes(w.(budgeted), model, low, bf, steps, *png, *asJSON, dev, note, stdout, stderr)
 	}
 	if w := cli.DeviceWarning(dev); w != "" {
 		fmt.Fprintf(stderr, "mixprec memcompare: %s: %s\n", dev.Name(), w)
 	}
+	return compare(dev, note, w, model, lowType, steps, *prof, *png, *asJSON, stdout, stderr)
+}
+
+// compare measures the five configurations and reports them.
+func compare(dev device.Device, note string, w workload, model string, lowType dtype.DType, steps int, prof bool, png string, asJSON bool,
+	stdout, stderr io.Writer) error {
 	configs := []mcConfig{
 		{"fp32", dtype.F32, false},
 		{"f16", dtype.F16, false},
@@ -155,7 +133,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 		{lowType.String() + "+ckpt", lowType, true},
 	}
 	rep := mcReport{Model: model, Data: "synthetic", Device: dev.Name(), Batch: w.batchSize(), Steps: steps, Segments: w.segmentCount()}
-	if !*asJSON {
+	if !asJSON {
 		fmt.Fprintf(stdout, "memcompare: model %s, batch %d, %d timed steps, device %s, synthetic inputs (memory and time do not depend on the values)\n",
 			model, w.batchSize(), steps, dev.Name())
 		if note != "" {
@@ -164,15 +142,15 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, c := range configs {
 		bar := cli.NewProgress(stderr, "memcompare "+c.Name, steps+1)
-		r, err := measure(dev, w, c, steps, *prof, bar)
+		r, err := measure(dev, w, c, steps, prof, bar)
 		bar.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)
 		}
 		rep.Results = append(rep.Results, r)
 	}
-	if *png != "" {
-		if err := drawChart(*png, rep); err != nil {
+	if png != "" {
+		if err := drawChart(png, rep); err != nil {
 			return err
 		}
 	}
@@ -184,12 +162,12 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		return cli.PrintJSON(stdout, rep)
 	}
 	printTable(stdout, rep)
-	if *png != "" {
-		fmt.Fprintf(stdout, "chart written to %s\n", *png)
+	if png != "" {
+		fmt.Fprintf(stdout, "chart written to %s\n", png)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -518,9 +519,60 @@ func verifyFailed(rep verifyReport) error {
 	return fmt.Errorf("verification failed: %s", strings.Join(bad, "; "))
 }
 
+// budgetFlags are memcompare's flags for its budget modes, and the GPT's
+// dropout.
+type budgetFlags struct {
+	sweep   bool
+	points  int
+	budget  cli.MemBudget
+	verify  int
+	dropout float64
+}
+
+// register defines them on fs.
+func (bf *budgetFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&bf.sweep, "budget-sweep", false, "instead of the comparison: plan for memory budgets from the smallest any plan fits\n"+
+		"to the peak without one (-points of them), train each plan, and compare peak memory\n"+
+		"and step time, beside checkpointing every √n units; -amp is the precision (default off)")
+	cli.FloatVar(fs, &bf.dropout, "dropout", 0, "dropout", true, "the gpt's dropout probability, below 1 (examples/gpt's -dropout)")
+	cli.IntVar(fs, &bf.points, "points", 8, 2, 64, "budgets in -budget-sweep")
+	fs.Var(&bf.budget, "mem-budget", "with -verify: the budget to check (512MiB, 1.5GiB, 800MB, 0.8 of free memory,\n0.6x of the unconstrained peak)")
+	cli.IntVar(fs, &bf.verify, "verify", 0, 0, 1<<20, "instead of the comparison: train N steps without a plan and N under -mem-budget's,\n"+
+		"and print the acceptance check (measured peak against the budget and the prediction,\n"+
+		"bitwise equality, step time ratio); exits 1 when it fails; -amp is the precision (default off)")
+}
+
+// check refuses the combinations that cannot work, given the model, the
+// -amp, -profile and -png of the command line.
+func (bf *budgetFlags) check(fs *flag.FlagSet, model string, low cli.AMP, prof bool, png string) error {
+	budgetMode := bf.sweep || bf.verify > 0
+	switch {
+	case bf.sweep && (bf.verify > 0 || bf.budget.On()):
+		return cli.Usagef("-budget-sweep chooses its own budgets: it takes neither -verify nor -mem-budget")
+	case bf.verify > 0 && !bf.budget.On():
+		return cli.Usagef("-verify %d needs -mem-budget, the budget to check", bf.verify)
+	case bf.budget.On() && bf.verify == 0:
+		return cli.Usagef("-mem-budget %v needs -verify N (or use -budget-sweep)", bf.budget)
+	case budgetMode && isSet(fs, "checkpoint"):
+		return cli.Usagef("-checkpoint is the comparison's: the budget modes plan the checkpointing themselves")
+	case budgetMode && prof:
+		return cli.Usagef("-profile is the comparison's: the budget modes take none")
+	case bf.verify > 0 && png != "":
+		return cli.Usagef("-png draws the comparison or -budget-sweep, not -verify")
+	case bf.dropout >= 1 || (isSet(fs, "dropout") && model != "gpt"):
+		return cli.Usagef("-dropout %v: the gpt's dropout, a probability below 1", bf.dropout)
+	case !budgetMode && isSet(fs, "points"):
+		return cli.Usagef("-points is -budget-sweep's")
+	case !budgetMode && !low.On():
+		return cli.Usagef("-amp %v: the comparison's AMP + checkpointing column needs f16 or bf16", low)
+	}
+	return nil
+}
+
 // budgetModes runs -budget-sweep or -verify and reports.
-func budgetModes(w budgeted, model string, a cli.AMP, b cli.MemBudget, verify, steps, points int, sweep bool, png string, asJSON bool,
+func budgetModes(w budgeted, model string, a cli.AMP, bf budgetFlags, steps int, png string, asJSON bool,
 	dev device.Device, note string, stdout, stderr io.Writer) error {
+	b, verify, points, sweep := bf.budget, bf.verify, bf.points, bf.sweep
 	// The report is written once everything is measured, so that a
 	// budget nothing fits leaves standard output empty.
 	header := func(mode string) {
