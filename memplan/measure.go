@@ -56,14 +56,16 @@ type UnitCost struct {
 	// shorter of its two runs there).
 	Recompute time.Duration
 
-	fwdPeak   int64 // peak above live when it is recomputed
-	firstKept int64 // bytes its first run inside a checkpointed segment leaves until the segment ends
-	firstPeak int64 // the peak above live during that run
-	backBase  int64 // live when the backward pass reached it, less the outputs of the units before it
-	backPeak  int64 // the peak above that (its recomputed bytes included) during its backward pass
-	keptFwd   int64 // what it adds to live when it runs as it is, its input freed if it keeps none (autocast's copies aside)
-	keptPeak  int64 // the peak above live as it runs as it is
-	casts     int64 // autocast's copies of its weights that a run keeping it makes
+	fwdPeak      int64 // peak above live when it is recomputed
+	firstKept    int64 // bytes its first run inside a checkpointed segment leaves until the segment ends
+	firstPeak    int64 // the peak above live during that run
+	backBase     int64 // live when the backward pass reached it, less the outputs of the units before it
+	backPeak     int64 // the peak above that (its recomputed bytes included) during its backward pass
+	keptFwd      int64 // what it adds to live when it runs as it is, its input freed if it keeps none (autocast's copies aside)
+	keptPeak     int64 // the peak above live as it runs as it is
+	keptBack     int64 // live when the backward pass reaches it, run as it is, less the units' before it
+	keptBackPeak int64 // the peak above that during its backward pass
+	casts        int64 // autocast's copies of its weights that a run keeping it makes
 }
 
 // Profile is what the dry steps measured: the chain's units and the memory
@@ -99,6 +101,8 @@ type Profile struct {
 	cfg      Config
 	optimAdd int64            // the optimiser's state still to come
 	keptBase int64            // live when the chain begins, every unit kept, with the copies to come
+	keptPost int64            // the peak from the chain's end to its backward pass, less the chain's kept bytes
+	keptPre  int64            // the peak from there to the step's end
 	allCasts int64            // the weight copies of the chain's units, kept
 	peaks    map[string]int64 // Peak's measurements, by choice
 	min      *Plan            // Minimum's, once found
@@ -255,33 +259,43 @@ func measure(c Config, chunk int) (p *Profile, err error) {
 }
 
 // keptRun is the second dry step: the chain run as it is, read before and
-// after each unit's forward pass. It gives what each unit adds to the
-// step's memory when kept (its input freed when it keeps none of it: a
-// Linear's output once the ReLU after it has run), the weight copies it
-// makes, and the step's peak without a plan (Unconstrained).
+// after each unit's forward pass and, through marks on the tape
+// (autograd.Graph.Mark), before and after its backward pass. It gives what
+// each unit adds to the step's memory when kept (its input freed when it
+// keeps none of it: a Linear's output once the ReLU after it has run),
+// what is live when the backward pass reaches it (the units after it done
+// with, less what their layers keep to the step's end) and its backward
+// peak, the weight copies it makes, and the step's peak without a plan
+// (Unconstrained).
 func (p *Profile) keptRun() error {
 	c := p.cfg
 	n := len(p.Units)
 	restore, held := preserve(c.Model)
 	defer restore()
 	defer dropCasts(c.Model)()
-	m := &meter{dev: c.Dev, units: n, first: make([]mark, n+1), firstEnd: make([]mark, n)}
+	m := &meter{dev: c.Dev, units: n, first: make([]mark, n+1), firstEnd: make([]mark, n),
+		reStart: make([]mark, n), reEnd: make([]mark, n)}
 	var top int64 // the largest peak of any reading
 	read := func() mark {
 		mk := m.read()
 		top = max(top, mk.peak.Total)
 		return mk
 	}
+	var postEnd mark // the backward pass's arrival at the chain's end
 	probe := func(g *autograd.Graph, unit int, end bool) {
 		switch {
 		case unit < 0 && !end:
 			m.chainStart = read()
+			g.Mark(func() { m.chainEnd = read() }) // the backward pass is done with the chain
 		case unit < 0:
 			m.first[n] = read()
+			g.Mark(func() { postEnd = read() })
 		case !end:
 			m.first[unit] = read()
+			g.Mark(func() { m.reEnd[unit] = read() }) // its backward pass is done
 		default:
 			m.firstEnd[unit] = read()
+			g.Mark(func() { m.reStart[unit] = read() }) // its backward pass begins
 		}
 	}
 	c.Model.SetRecompute(&nn.Recompute{Probe: probe})
@@ -298,26 +312,38 @@ func (p *Profile) keptRun() error {
 	if m.err != nil {
 		return fmt.Errorf("memplan: dry step: %w", m.err)
 	}
+	if postEnd.at.IsZero() || m.chainEnd.at.IsZero() {
+		return fmt.Errorf("memplan: dry step: the backward pass did not reach the chain (does the loss depend on the model's output?)")
+	}
+	adj := p.optimAdd - held
 	cast := func(mk mark) int64 { return mk.live.Category(device.Cast) }
-	var casts int64
+	var casts, before int64 // before: the kept bytes of the units before the one at hand
 	for i := range p.Units {
 		u := &p.Units[i]
 		s, e, next := m.first[i], m.firstEnd[i], m.first[i+1]
-		if s.at.IsZero() || e.at.IsZero() || next.at.IsZero() {
+		b, a := m.reStart[i], m.reEnd[i]
+		if s.at.IsZero() || e.at.IsZero() || next.at.IsZero() || b.at.IsZero() || a.at.IsZero() {
 			return fmt.Errorf("memplan: dry step: unit %d (%s) was not seen run as it is", i, u.Name)
 		}
 		u.casts = cast(e) - cast(s)
 		u.keptFwd = next.live.Total - s.live.Total - (cast(next) - cast(s))
 		u.keptPeak = e.peak.Total - s.live.Total - u.casts
+		// What is live when the backward pass reaches the unit, less the
+		// kept bytes of the units before it (a plan's), and its peak.
+		u.keptBack = b.live.Total + adj - before
+		u.keptBackPeak = a.peak.Total - b.live.Total
+		before += u.keptFwd
 		casts += u.casts
 	}
 	// The copies a run keeping every unit makes are counted from the
 	// start, as the second step on finds them: a plan that recomputes a
 	// unit instead makes them a pass at a time, which the units' own
 	// figures count again (an overcount of no more than the copies).
-	p.keptBase = m.chainStart.live.Total + (castEnd - cast(m.chainStart)) + p.optimAdd - held
+	p.keptBase = m.chainStart.live.Total + (castEnd - cast(m.chainStart)) + adj
 	p.allCasts = casts
-	p.Unconstrained = top + p.optimAdd - held
+	p.keptPost = postEnd.peak.Total + adj - before
+	p.keptPre = last.peak.Total + adj
+	p.Unconstrained = top + adj
 	if p.peaks == nil {
 		p.peaks = map[string]int64{}
 	}

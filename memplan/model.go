@@ -43,21 +43,28 @@ type edge struct {
 	cost   time.Duration // recomputation
 }
 
-// keepEdge is unit i kept.
+// keepEdge is unit i kept: its forward pass, and its backward pass with
+// what the run keeping every unit has live then (the units after it done
+// with, but for what their layers keep to the step's end: an overcount
+// where the plan recomputes them).
 func (p *Profile) keepEdge(i int) edge {
 	u := p.Units[i]
-	return edge{lo: i, hi: i + 1, kept: u.keptFwd, local: max(p.keptBase+u.keptPeak, p.allCasts+u.backBase+u.backPeak)}
+	return edge{lo: i, hi: i + 1, kept: u.keptFwd, local: max(p.keptBase+u.keptPeak, u.keptBack+u.keptBackPeak)}
 }
 
-// spanEdge is the units [lo, hi) recomputed as one segment.
+// spanEdge is the units [lo, hi) recomputed as one segment: its first run,
+// then, when the backward pass reaches it, its units recomputed one after
+// another and walked back, each with its recomputed forward and backward
+// peaks (the first dry step's) on what the run keeping every unit has
+// live at that unit less that unit's own kept bytes.
 func (p *Profile) spanEdge(lo, hi int) edge {
 	e := edge{lo: lo, hi: hi, span: true, kept: p.Units[hi-1].Output}
 	var first, re int64
-	last := p.allCasts + p.Units[hi-1].backBase
+	last := p.Units[hi-1].keptBack - p.Units[hi-1].keptFwd
 	for k := lo; k < hi; k++ {
 		u := p.Units[k]
 		e.cost += u.Recompute
-		e.local = max(e.local, p.keptBase+first+u.firstPeak, last+re+u.fwdPeak, p.allCasts+u.backBase+re+u.backPeak)
+		e.local = max(e.local, p.keptBase+first+u.firstPeak, last+re+u.fwdPeak, u.keptBack-u.keptFwd+re+u.backPeak)
 		first += u.firstKept
 		re += u.Kept
 	}
@@ -66,8 +73,8 @@ func (p *Profile) spanEdge(lo, hi int) edge {
 
 // post is the term after the chain less K; pre the one before it, which
 // no choice changes.
-func (p *Profile) post() int64 { return p.allCasts + p.postBase + p.postPeak }
-func (p *Profile) pre() int64  { return p.allCasts + p.preBase }
+func (p *Profile) post() int64 { return p.keptPost }
+func (p *Profile) pre() int64  { return p.keptPre }
 
 // edges turns spans into the chain's edges.
 func (p *Profile) edges(spans []nn.Span) []edge {

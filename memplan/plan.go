@@ -99,8 +99,9 @@ func (p *Profile) Plan(budget int64) (*Plan, error) {
 	if budget >= min.Peak {
 		// The search's rounds missed the choice that the smallest budget
 		// measured; it fits.
-		min.Budget = budget
-		return min, nil
+		fit := *min
+		fit.Budget = budget
+		return &fit, nil
 	}
 	return nil, &InfeasibleError{Budget: budget, Minimum: brk}
 }
