@@ -81,7 +81,7 @@ var (
 			build: func(rng *rand.Rand) nn.Chain { return models.CNN(rng) }}
 	}
 	resnet = func(low dtype.DType) workload {
-		return workload{name: "ResNet-20", low: low, opt: sgd, batch: classifier(8, 10, 3, 32, 32),
+		return workload{name: "ResNet-20", low: low, opt: sgd, batch: classifier(16, 10, 3, 32, 32),
 			build: func(rng *rand.Rand) nn.Chain { return models.ResNet20(rng, 10) }}
 	}
 	gpt = func(low dtype.DType) workload {

@@ -138,7 +138,7 @@ func TestMemcompareBudgetSweep(t *testing.T) {
 func TestMemcompareVerify(t *testing.T) {
 	for _, args := range [][]string{
 		{"-model", "gpt", "-dropout", "0.1"},
-		{"-model", "resnet20", "-batch", "4", "-amp", "bf16"},
+		{"-model", "resnet20", "-batch", "16", "-amp", "bf16"},
 	} {
 		r := clitest.Run(t, nil, append(append([]string{"memcompare"}, args...), "-mem-budget", "0.6x", "-verify", "3", "-device", "cpu", "-json")...)
 		if r.Code != 0 {
