@@ -34,7 +34,7 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 	}
 	g.ready.uncertain() // the segment's uses of parameters are not on this tape
 	rec := &recorder{src: g.rng}
-	c := &Graph{dev: g.dev, policy: g.policy, rng: rec, saveCat: device.Temp, noGrad: 1, replay: g.replay, obs: g.obs, segment: true, im2col: g.im2col}
+	c := &Graph{dev: g.dev, policy: g.policy, rng: rec, saveCat: device.Temp, noGrad: 1, replay: g.replay, obs: g.obs, segment: true, im2col: g.im2col, colChunk: g.colChunk}
 	outs := g.adoptOutputs(c, fn(c, in))
 	c.Release()
 	if !c.sawGrad {
@@ -45,7 +45,7 @@ func (g *Graph) Checkpoint(fn Segment, in ...*Var) []*Var {
 	}
 	keys := rec.keys
 	g.pushMulti(OpCheckpoint, outs, in, func(dys []*tensor.Tensor) {
-		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute, replay: true, ready: g.ready.forRecompute(), obs: g.obs, unscale: g.unscale, segment: true, im2col: g.im2col}
+		rc := &Graph{dev: g.dev, policy: g.policy, rng: &replayer{keys: keys}, saveCat: device.Recompute, replay: true, ready: g.ready.forRecompute(), obs: g.obs, unscale: g.unscale, segment: true, im2col: g.im2col, colChunk: g.colChunk}
 		defer rc.Release()
 		leaves := make([]*Var, len(in))
 		for i, v := range in {

@@ -43,6 +43,16 @@ func ConvColumnBudget(bytes int64) Option {
 // reference path, for tests and for comparisons of speed and memory.
 func Im2Col() Option { return func(g *Graph) { g.im2col = true } }
 
+// ConvChunk caps the im2col columns a convolution unrolls at a time at
+// bytes (but at least one image's), below what the device prefers
+// (device.ConvChunker): the workspace of the forward pass's columns and of
+// the backward pass's column gradients shrinks with the chunk, at the cost
+// of more, smaller products. A memory planner bounds scratch with it when
+// a budget needs that; 0 leaves the device's choice.
+func ConvChunk(bytes int) Option {
+	return func(g *Graph) { g.colChunk = max(bytes, 0) }
+}
+
 // keepColumns reports whether the graph keeps the columns of a
 // convolution, bytes of them, and counts them against the budget if so.
 func (g *Graph) keepColumns(bytes int64) bool {
@@ -60,6 +70,9 @@ func (g *Graph) chunkImages(dt dtype.DType, s device.ConvShape, oc int) int {
 	budget := colBudget
 	if c, ok := g.dev.(device.ConvChunker); ok {
 		budget = min(budget, c.ConvChunkBytes()/int(device.Bytes(dt, 1)))
+	}
+	if g.colChunk > 0 {
+		budget = min(budget, g.colChunk/int(device.Bytes(dt, 1)))
 	}
 	per := max(s.C*s.KH*s.KW, oc) * s.OH * s.OW
 	return max(1, min(s.N, budget/max(per, 1)))

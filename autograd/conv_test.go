@@ -17,9 +17,11 @@ import (
 // TestConvChunking checks that splitting a batch into im2col chunks, and
 // keeping the columns for the backward pass or unrolling them again there,
 // change nothing: output and gradients are bitwise equal with one image per
-// chunk and with the columns kept or not (ConvColumnBudget), in F32 and
-// under BF16 autocast. The direct convolution has neither chunks nor
-// columns, so the graph takes the column path (Im2Col).
+// chunk (by the package's bound, or the graph's ConvChunk) and with the
+// columns kept or not (ConvColumnBudget), in F32 and under BF16 autocast;
+// ConvChunk's single images take less workspace than the whole batch. The
+// direct convolution has neither chunks nor columns, so the graph takes
+// the column path (Im2Col).
 func TestConvChunking(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
 		for _, low := range []dtype.DType{dtype.F32, dtype.BF16} {
@@ -34,8 +36,11 @@ func testConvChunking(t *testing.T, dev device.Device, low dtype.DType) {
 	wh := tensor.UniformHost(rng, -1, 1, 4, 3, 3, 3)
 	bh := tensor.UniformHost(rng, -1, 1, 4)
 	colBytes := device.Bytes(low, 5*27*36) // 5 images of 27x36 columns
-	run := func(budget int64) [][]float32 {
-		g := autograd.NewGraph(dev, autograd.ConvColumnBudget(budget), autograd.Im2Col())
+	var workspace int64                    // the last run's peak
+	run := func(budget int64, opts ...autograd.Option) [][]float32 {
+		dev.ResetPeak()
+		defer func() { workspace = dev.MemStats().Peak.Category(device.Workspace) }()
+		g := autograd.NewGraph(dev, append(opts, autograd.ConvColumnBudget(budget), autograd.Im2Col())...)
 		defer g.Release()
 		if low != dtype.F32 {
 			amp.Autocast(g, low)
@@ -59,6 +64,11 @@ func testConvChunking(t *testing.T, dev device.Device, low dtype.DType) {
 	}
 	whole := run(colBytes)
 	cases := map[string][][]float32{"one chunk, columns unrolled again": run(colBytes - 1)}
+	batchWorkspace := workspace
+	cases["image by image through ConvChunk"] = run(0, autograd.ConvChunk(1))
+	if workspace >= batchWorkspace {
+		t.Errorf("%v: workspace %d bytes with ConvChunk(1), %d with the whole batch at once", low, workspace, batchWorkspace)
+	}
 	restore := autograd.SetColBudget(1) // one image per chunk
 	cases["image by image, columns kept"] = run(1 << 30)
 	cases["image by image, columns unrolled again"] = run(0)

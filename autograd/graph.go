@@ -203,6 +203,7 @@ type node struct {
 	backward  func(dy *tensor.Tensor)
 	outs      []*Var
 	backMulti func(dys []*tensor.Tensor)
+	mark      func() // a Mark: no op, a point the backward pass reports
 }
 
 // Graph is the tape of one forward and backward pass.
@@ -220,6 +221,7 @@ type Graph struct {
 	keptCols int64 // bytes of convolution columns kept for backward, within colKeep
 	colKeep  int64 // ConvColumnBudget
 	im2col   bool  // Im2Col: convolutions take the column path
+	colChunk int   // ConvChunk; 0: the device's
 	sawGrad  bool
 	replay   bool // a checkpointed segment's recomputation: state updates already happened
 	segment  bool // a checkpointed segment's graph: parameters' casts are its own (see as)
@@ -577,6 +579,28 @@ func (g *Graph) record(nd node, outs ...*Var) {
 	}
 }
 
+// Mark records a point on the tape: the backward pass calls fn when it
+// reaches it, after the backward functions of every operation recorded
+// since and before those of the ones recorded before (and after the
+// values freed by the first have gone; see Free). It computes nothing: a
+// memory planner reads the device there, to see a step's backward pass
+// one layer at a time. A graph that records nothing (NoGrad) records no
+// mark either.
+func (g *Graph) Mark(fn func()) {
+	g.enter()
+	defer g.leave()
+	g.check()
+	if g.noGrad > 0 {
+		return
+	}
+	if g.backDone {
+		panic("autograd: Mark after Backward; use a new Graph per step")
+	}
+	n := g.nodes.get()
+	*n = node{mark: fn}
+	g.tape = append(g.tape, n)
+}
+
 // Backward computes the gradient of loss, a one-element Var, with respect to
 // every parameter and leaf that requires grad, accumulating into their Grad.
 // A graph can be walked backwards once.
@@ -621,6 +645,11 @@ func (g *Graph) BackwardFrom(outs []*Var, grads []*tensor.Tensor) {
 		n := g.tape[i]
 		g.tape[i] = nil
 		g.leave()
+		if n.mark != nil {
+			n.mark()
+			n.mark = nil
+			continue
+		}
 		if n.backward != nil {
 			if dy := g.takeGrad(n.out); dy != nil {
 				if g.obs != nil {

@@ -400,6 +400,25 @@ func (d *Device) Sync() error {
 	return nil
 }
 
+// FreeMemory reports the device's free and total memory as the driver
+// counts them (cuMemGetInfo; device.MemInfo). Blocks this device's
+// allocator caches count as used there: MemStats' Reserved says how many.
+func (d *Device) FreeMemory() (free, total int64, err error) {
+	d.enter()
+	defer d.leave()
+	m, ok := d.g.(interface {
+		memInfo() (free, total int64, err error)
+	})
+	if !ok {
+		return 0, 0, fmt.Errorf("%s: free memory: not known to this backend", d.Name())
+	}
+	free, total, err = m.memInfo()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", d.Name(), err)
+	}
+	return free, total, nil
+}
+
 // EmptyCache returns the allocator's cached blocks to the driver, as
 // torch.cuda.empty_cache does; buffers in use are unaffected.
 func (d *Device) EmptyCache() error {

@@ -125,6 +125,13 @@ func (g *cudaGPU) launch(k *kernel, grid int, params []unsafe.Pointer) error {
 		uintptr(unsafe.Pointer(&params[0])), 0)
 }
 
+// memInfo is cuMemGetInfo: the bytes free on the device and its total.
+func (g *cudaGPU) memInfo() (free, total int64, err error) {
+	var f, t uint64 // size_t
+	err = g.drv.check("cuMemGetInfo", g.drv.cuMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))
+	return int64(f), int64(t), err
+}
+
 func (g *cudaGPU) sync() error {
 	return g.drv.check("cuStreamSynchronize", g.drv.cuStreamSynchronize, g.stream)
 }

@@ -380,3 +380,13 @@ func notLinked(name string) error {
 	}
 	return fmt.Errorf("device: no backend %q (linked: %s); this module has cpu and cuda", name, have)
 }
+
+// MemInfo is an optional interface of a backend, found by type assertion:
+// how much memory the system could still give it. A memory budget given as
+// a fraction of free memory is turned into bytes with it.
+type MemInfo interface {
+	// FreeMemory returns the bytes the system could still give the
+	// backend (beyond what it holds: MemStats' Reserved) and the total
+	// it has.
+	FreeMemory() (free, total int64, err error)
+}

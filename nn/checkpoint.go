@@ -61,24 +61,5 @@ func Split(n, segments int) []int {
 // which the next keeps as its input, goes once the backward pass has
 // recomputed that segment (autograd.Graph.Free).
 func CheckpointSequential(g *autograd.Graph, layers []Module, segments int, x *autograd.Var) *autograd.Var {
-	if len(layers) == 0 {
-		return x
-	}
-	b := Split(len(layers), segments)
-	in := x
-	for i := 0; i+1 < len(b); i++ {
-		seg := layers[b[i]:b[i+1]]
-		y := g.Checkpoint(func(g *autograd.Graph, in []*autograd.Var) []*autograd.Var {
-			y := in[0]
-			for _, l := range seg {
-				y = l.Forward(g, y)
-			}
-			return []*autograd.Var{y}
-		}, x)[0]
-		if x != in {
-			g.Free(x)
-		}
-		x = y
-	}
-	return x
+	return RunChain(g, layers, &Recompute{Spans: EvenSpans(len(layers), segments)}, x, false)
 }

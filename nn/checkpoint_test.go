@@ -67,7 +67,8 @@ func runOnce(t *testing.T, dev device.Device, low dtype.DType, forward func(g *a
 // TestCheckpointBitwise is issue acceptance: losses and gradients with
 // checkpointing are bitwise equal to those without, in F32 and under F16
 // and BF16 autocast, with dropout active, for 1 segment, about √n segments,
-// n segments, and nested segments.
+// n segments, nested segments, and spans of units chosen as a memory plan
+// would.
 func TestCheckpointBitwise(t *testing.T) {
 	testdev.Each(t, func(t *testing.T, dev device.Device) {
 		plain := func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var { return m.Forward(g, x) }
@@ -82,12 +83,22 @@ func TestCheckpointBitwise(t *testing.T) {
 			outer := nn.NewSequential(nn.Checkpoint(inner), nn.Checkpoint(nn.NewSequential(m.Layers[half:]...)))
 			return outer.Forward(g, x)
 		}
+		// spans recomputes the given spans of the model's units through
+		// Sequential.SetRecompute, as a memory plan does.
+		spans := func(s ...nn.Span) func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
+			return func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var {
+				m.SetRecompute(&nn.Recompute{Spans: s})
+				return m.Forward(g, x)
+			}
+		}
 		for _, low := range dtype.All {
 			want := runOnce(t, dev, low, plain)
 			for _, c := range []struct {
 				name string
 				f    func(g *autograd.Graph, m *nn.Sequential, x *autograd.Var) *autograd.Var
-			}{{"1 segment", segs(1)}, {"sqrt n segments", segs(0)}, {"n segments", segs(19)}, {"nested", nested}} {
+			}{{"1 segment", segs(1)}, {"sqrt n segments", segs(0)}, {"n segments", segs(19)}, {"nested", nested},
+				{"chosen spans", spans(nn.Span{Lo: 1, Hi: 4}, nn.Span{Lo: 6, Hi: 7}, nn.Span{Lo: 8, Hi: 13}, nn.Span{Lo: 18, Hi: 19})},
+				{"no spans", spans()}} {
 				t.Run(fmt.Sprintf("%v/%s", low, c.name), func(t *testing.T) {
 					got := runOnce(t, dev, low, c.f)
 					if len(got) != len(want) {

@@ -164,14 +164,27 @@ func NewBasicBlock(in, out, stride int, rng *rand.Rand) *BasicBlock {
 
 // Forward applies the block, each batch norm with what follows it (the
 // ReLU, and the residual add) as one op (BatchNorm2d.ForwardReLU).
+//
+// Each intermediate result is freed once the next op has taken it
+// (autograd.Graph.Free): at once where that op keeps nothing of it, else
+// once the backward pass is done with it, so that nothing of the block
+// outlives its backward pass.
 func (b *BasicBlock) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	h := b.BN1.ForwardReLU(g, b.Conv1.Forward(g, x), nil)
-	h = b.Conv2.Forward(g, h)
+	c1 := b.Conv1.Forward(g, x)
+	h := b.BN1.ForwardReLU(g, c1, nil)
+	g.Free(c1)
+	c2 := b.Conv2.Forward(g, h)
+	g.Free(h)
 	sc := x
 	if b.Shortcut != nil {
 		sc = b.Shortcut.Forward(g, x)
 	}
-	return b.BN2.ForwardReLU(g, h, sc)
+	out := b.BN2.ForwardReLU(g, c2, sc)
+	g.Free(c2)
+	if sc != x {
+		g.Free(sc)
+	}
+	return out
 }
 
 // Children are the layers, for To, State and SetTraining.

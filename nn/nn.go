@@ -234,20 +234,23 @@ func Tanh() Module { return Func{"Tanh", (*autograd.Graph).Tanh} }
 // Flatten reshapes (N, ...) to (N, rest).
 func Flatten() Module { return Func{"Flatten", (*autograd.Graph).Flatten} }
 
-// Sequential applies its layers in order.
+// Sequential applies its layers in order. It is a Chain whose units are
+// its layers, nested Sequentials' layers in their place.
 type Sequential struct {
-	Layers []Module
+	Layers    []Module
+	recompute *Recompute // SetRecompute's choice; nil runs Layers as they are
 }
 
 // NewSequential chains layers.
 func NewSequential(layers ...Module) *Sequential { return &Sequential{Layers: layers} }
 
-// Forward applies each layer in turn.
+// Forward applies each layer in turn (nested Sequentials' layers in their
+// place), recomputing what SetRecompute chose. Each layer's output is freed
+// once the next has taken it (RunChain), so that what no backward pass
+// needs goes at once: a Linear's output once the ReLU after it, which keeps
+// its own output, has run.
 func (s *Sequential) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	for _, l := range s.Layers {
-		x = l.Forward(g, x)
-	}
-	return x
+	return RunChain(g, Modules(s.Units()), s.recompute, x, false)
 }
 
 // Params concatenates the layers' parameters.

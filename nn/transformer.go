@@ -203,23 +203,66 @@ type Block struct {
 	MLP  *MLP
 }
 
-// Forward applies the block to x (B, T, C). The branches' outputs are
-// freed once added into the residual stream, and the first sum once the
-// second exists: a residual add keeps nothing for its gradient, so they
-// are dead (and ln_2 keeps its normalised input, not the sum). The
-// LayerNorms' outputs, which the projections keep, go once the backward
-// pass has used them.
+// Forward applies the block to x (B, T, C): its two halves in turn. The
+// branches' outputs are freed once added into the residual stream, and the
+// first sum once the second exists: a residual add keeps nothing for its
+// gradient, so they are dead (and ln_2 keeps its normalised input, not the
+// sum). The LayerNorms' outputs, which the projections keep, go once the
+// backward pass has used them.
 func (b *Block) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	x1 := b.forwardAttn(g, x)
+	x2 := b.forwardMLP(g, x1)
+	g.Free(x1)
+	return x2
+}
+
+// forwardAttn is x + attn(ln_1(x)), the branch freed once added.
+func (b *Block) forwardAttn(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 	n1 := b.Ln1.ForwardFor(g, x, autograd.OpLinear)
 	a := handOn(g, n1, b.Attn.Forward(g, n1))
 	x1 := g.Add(x, a)
 	g.Free(a)
-	n2 := b.Ln2.ForwardFor(g, x1, autograd.OpLinear)
+	return x1
+}
+
+// forwardMLP is x + mlp(ln_2(x)), the branch freed once added; x is the
+// caller's to free.
+func (b *Block) forwardMLP(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	n2 := b.Ln2.ForwardFor(g, x, autograd.OpLinear)
 	m := handOn(g, n2, b.MLP.Forward(g, n2))
-	x2 := g.Add(x1, m)
-	g.Free(m, x1)
+	x2 := g.Add(x, m)
+	g.Free(m)
 	return x2
 }
+
+// Halves are the block's residual halves as modules, x + attn(ln_1(x))
+// and x + mlp(ln_2(x)): applied in turn they are Forward. As units of a
+// chain they let a planner recompute one half without the other
+// (selective recomputation: attention's activations cost the most per
+// FLOP of recomputation, or the MLP's four-times-wide ones may).
+func (b *Block) Halves() [2]Module { return [2]Module{attnHalf{b}, mlpHalf{b}} }
+
+// attnHalf is a Block's first residual half.
+type attnHalf struct{ b *Block }
+
+func (h attnHalf) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	return h.b.forwardAttn(g, x)
+}
+
+func (h attnHalf) Params() []*autograd.Var { return append(h.b.Ln1.Params(), h.b.Attn.Params()...) }
+
+func (h attnHalf) String() string { return "ln_1 + attn" }
+
+// mlpHalf is a Block's second residual half.
+type mlpHalf struct{ b *Block }
+
+func (h mlpHalf) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	return h.b.forwardMLP(g, x)
+}
+
+func (h mlpHalf) Params() []*autograd.Var { return append(h.b.Ln2.Params(), h.b.MLP.Params()...) }
+
+func (h mlpHalf) String() string { return "ln_2 + mlp" }
 
 // Params are the block's parameters in its children's order.
 func (b *Block) Params() []*autograd.Var {

@@ -231,6 +231,16 @@ func (o *SGD) State() []*tensor.Tensor { return o.mom }
 // Release frees the momentum buffers.
 func (o *SGD) Release() { releaseAll(o.mom) }
 
+// StateBytes is the memory SGD's state takes once every parameter has
+// stepped: one F32 momentum buffer per parameter, none without momentum.
+// A memory planner predicts the first step's allocations with it.
+func (o *SGD) StateBytes() int64 {
+	if o.cfg.Momentum == 0 {
+		return 0
+	}
+	return paramBytes(o.params)
+}
+
 // Adam is torch.optim.Adam, or torch.optim.AdamW when made by NewAdamW.
 type Adam struct {
 	base
@@ -338,6 +348,19 @@ func (o *Adam) State() (m, v []*tensor.Tensor) { return o.m, o.v }
 
 // Release frees the first and second moments.
 func (o *Adam) Release() { releaseAll(o.m, o.v) }
+
+// StateBytes is the memory Adam's state takes once every parameter has
+// stepped: two F32 moments per parameter.
+func (o *Adam) StateBytes() int64 { return 2 * paramBytes(o.params) }
+
+// paramBytes is the size of an F32 tensor like each of params, summed.
+func paramBytes(params []*autograd.Var) int64 {
+	var n int64
+	for _, p := range params {
+		n += device.Bytes(dtype.F32, tensor.Numel(p.Shape()))
+	}
+	return n
+}
 
 // Release frees o's state: o.Release(), for a defer beside the optimiser's
 // construction.

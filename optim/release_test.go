@@ -12,9 +12,9 @@ import (
 	"github.com/mixprec/mixprec/tensor"
 )
 
-// TestRelease checks that each optimiser's Release returns all of its
-// state to the device: the optimiser-state bytes go back to where they
-// were before its first step.
+// TestRelease checks that each optimiser's first step allocates the state
+// StateBytes says, and that Release returns all of it to the device: the
+// optimiser-state bytes go back to where they were before its first step.
 func TestRelease(t *testing.T) {
 	makers := []struct {
 		name string
@@ -35,6 +35,10 @@ func TestRelease(t *testing.T) {
 			opt := m.make([]*autograd.Var{w})
 			w.Grad = tensor.Uniform(dev, dtype.F32, device.Grad, rng, -1, 1, 3, 5)
 			opt.Step()
+			// StateBytes says beforehand what the first step allocates.
+			if got, want := dev.MemStats().Live.Category(device.Optim)-before, opt.(interface{ StateBytes() int64 }).StateBytes(); got != want {
+				t.Errorf("first step allocated %d bytes of state, StateBytes %d", got, want)
+			}
 			opt.ZeroGrad()
 			opt.Release()
 			if got := dev.MemStats().Live.Category(device.Optim); got != before {

@@ -101,6 +101,11 @@ func (t *Tensor) owner() *Tensor {
 	return t
 }
 
+// ReleaseCasts frees the copies CachedCast keeps of t now, before t goes;
+// the next CachedCast makes one again. A memory planner's dry step drops
+// the copies it made, so that the run it plans starts as it would have.
+func (t *Tensor) ReleaseCasts() { t.owner().releaseCasts() }
+
 // releaseCasts frees t's copies; t is being released.
 func (t *Tensor) releaseCasts() {
 	castMu.Lock()

@@ -14,7 +14,8 @@ import (
 // TestCachedCast checks the life of a cached copy: made once and handed
 // out again while the tensor is unchanged; converted again, in the same
 // memory, after a recorded change; left alone when the writer says it
-// updated it; accounted as Cast until the tensor is released.
+// updated it; accounted as Cast until the tensor is released, or until
+// ReleaseCasts.
 func TestCachedCast(t *testing.T) {
 	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
 		t.Run(dt.String(), func(t *testing.T) {
@@ -60,12 +61,21 @@ func TestCachedCast(t *testing.T) {
 			if w.CachedCopy(dt) != c || w.CachedCopy(dtype.F32) != nil {
 				t.Error("CachedCopy does not return the copy in its dtype alone")
 			}
+			// ReleaseCasts frees the copy now; the next CachedCast makes
+			// another.
+			w.ReleaseCasts()
+			if !c.Released() || w.CachedCopy(dt) != nil || dev.MemStats().Live.Category(device.Cast) != 0 {
+				t.Error("ReleaseCasts left the copy")
+			}
+			if got := w.CachedCast(dt); got == c || !bitsEqual(got.ToHost(), want()) {
+				t.Errorf("after ReleaseCasts: copy %v, want a new one of %v", got.ToHost(), want())
+			}
 			src.Release()
 			w.Release()
 			if s := dev.MemStats(); s.Live.Total != 0 || s.Peak.Category(device.Cast) != 6*2 {
 				t.Errorf("after Release: live %d (want 0), cast peak %d (want 12)", s.Live.Total, s.Peak.Category(device.Cast))
 			}
-			if !c.Released() {
+			if cur := w.CachedCopy(dt); cur != nil {
 				t.Error("the copy outlived its tensor")
 			}
 		})

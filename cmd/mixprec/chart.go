@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // palette colours the configurations' bars.
@@ -58,6 +59,59 @@ func drawChart(path string, rep mcReport) error {
 		err = atomicfile.Write(path, 0o644, func(w io.Writer) error { _, err := wt.WriteTo(w); return err })
 	}
 	if err != nil {
+		return fmt.Errorf("writing chart: %w", err)
+	}
+	return nil
+}
+
+// drawSweep draws a budget sweep as the trade-off a user picks from: step
+// time against measured peak memory, the planner's plans joined by a line
+// from the smallest budget to the unconstrained step, and the other
+// choices (checkpointing every √n units, every block) as points of their
+// own.
+func drawSweep(path string, rep sweepReport) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("mixprec memcompare -budget-sweep: %s, batch %d, amp %s, %s", rep.Model, rep.Batch, rep.AMP, rep.Device)
+	p.X.Label.Text = "measured peak MiB"
+	p.Y.Label.Text = "step time, ms"
+	var planned plotter.XYs
+	others := map[string]plotter.XYs{}
+	var names []string
+	for _, r := range rep.Rows {
+		xy := plotter.XY{X: float64(r.Peak) / (1 << 20), Y: float64(r.StepMillis)}
+		switch r.Config {
+		case "plan":
+			planned = append(planned, xy)
+		default:
+			if _, ok := others[r.Config]; !ok {
+				names = append(names, r.Config)
+			}
+			others[r.Config] = append(others[r.Config], xy)
+		}
+	}
+	line, points, err := plotter.NewLinePoints(planned)
+	if err != nil {
+		return err
+	}
+	line.Color, points.Color = palette[0], palette[0]
+	p.Add(line, points)
+	p.Legend.Add("the planner's plans", line, points)
+	for i, name := range names {
+		sc, err := plotter.NewScatter(others[name])
+		if err != nil {
+			return err
+		}
+		sc.Color = palette[(i+1)%len(palette)]
+		sc.Radius = vg.Points(4)
+		sc.Shape = draw.BoxGlyph{}
+		p.Add(sc)
+		p.Legend.Add(name, sc)
+	}
+	p.Legend.Top = true
+	p.X.Min, p.Y.Min = 0, 0
+	p.X.Max *= 1.05 // the unconstrained point off the edge
+	p.Y.Max *= 1.2  // room for the legend
+	if err := p.Save(9*vg.Inch, 5*vg.Inch, path); err != nil {
 		return fmt.Errorf("writing chart: %w", err)
 	}
 	return nil

@@ -72,6 +72,18 @@ func TestBadFlagValues(t *testing.T) {
 		{"memcompare", "-device", "tpu"},
 		{"memcompare", "-seed", "-1"}, // package flag's "parse error" before
 		{"memcompare", "-png", filepath.Join(t.TempDir(), "missing", "chart.png")},
+		{"memcompare", "-verify", "3"},
+		{"memcompare", "-mem-budget", "1GiB"},
+		{"memcompare", "-mem-budget", "lots", "-verify", "3"},
+		{"memcompare", "-budget-sweep", "-mem-budget", "1GiB"},
+		{"memcompare", "-budget-sweep", "-verify", "2"},
+		{"memcompare", "-budget-sweep", "-points", "1"},
+		{"memcompare", "-budget-sweep", "-checkpoint", "2"},
+		{"memcompare", "-points", "4"},
+		{"memcompare", "-mem-budget", "1GiB", "-verify", "2", "-png", filepath.Join(t.TempDir(), "v.png")},
+		{"memcompare", "-model", "mlp", "-dropout", "0.1"},
+		{"memcompare", "-model", "gpt", "-dropout", "1"},
+		{"memcompare", "-model", "gpt", "-batch", "2", "-mem-budget", "0.05x", "-verify", "2"}, // below any plan
 	} {
 		r := clitest.Run(t, nil, args...)
 		if r.Code != cli.ExitUsage {
@@ -82,6 +94,62 @@ func TestBadFlagValues(t *testing.T) {
 		}
 		if bad := clitest.OneLine(r.Stderr); bad != "" || r.Stdout != "" {
 			t.Errorf("%v: stderr %q: %s; stdout %q; want one line and nothing on stdout", args, r.Stderr, bad, r.Stdout)
+		}
+	}
+}
+
+// TestMemcompareBudgetSweep runs a small sweep: the unconstrained row,
+// one plan per budget (each within its budget, as predicted), checkpointing
+// every √n units and every block, and the chart.
+func TestMemcompareBudgetSweep(t *testing.T) {
+	png := filepath.Join(t.TempDir(), "sweep.png")
+	r := clitest.Run(t, nil, "memcompare", "-model", "gpt", "-batch", "4", "-steps", "1", "-budget-sweep", "-points", "3", "-device", "cpu", "-json", "-png", png)
+	if r.Code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	var rep sweepReport
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v: %q", err, r.Stdout)
+	}
+	var configs []string
+	for _, row := range rep.Rows {
+		configs = append(configs, row.Config)
+		if math.Abs(float64(row.Error)) > 0.05 || !(row.StepMillis > 0) {
+			t.Errorf("%s: predicted %d, measured %d, %v ms", row.Config, row.Predicted, row.Peak, row.StepMillis)
+		}
+		if row.Budget != nil && row.Peak > *row.Budget {
+			t.Errorf("%s: peak %d over the budget %d", row.Config, row.Peak, *row.Budget)
+		}
+	}
+	if got, want := strings.Join(configs, ","), "unconstrained,plan,plan,plan,every √n units,every block"; got != want {
+		t.Errorf("rows %s, want %s", got, want)
+	}
+	if b := rep.Rows[1].Budget; b == nil || *b != rep.Minimum || rep.Rows[3].Recomputed != "" {
+		t.Errorf("the sweep goes from %v to a plan recomputing %q; want from the minimum %d to nothing", b, rep.Rows[3].Recomputed, rep.Minimum)
+	}
+	if fi, err := os.Stat(png); err != nil || fi.Size() == 0 {
+		t.Errorf("chart: %v", err)
+	}
+}
+
+// TestMemcompareVerify is the acceptance check the lead runs: the GPT with
+// dropout and ResNet-20 (batch normalisation, convolutions) at 60% of
+// their unconstrained peak, within the budget, as predicted, bitwise.
+func TestMemcompareVerify(t *testing.T) {
+	for _, args := range [][]string{
+		{"-model", "gpt", "-dropout", "0.1"},
+		{"-model", "resnet20", "-batch", "16", "-amp", "bf16"},
+	} {
+		r := clitest.Run(t, nil, append(append([]string{"memcompare"}, args...), "-mem-budget", "0.6x", "-verify", "3", "-device", "cpu", "-json")...)
+		if r.Code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q, stdout %q", args, r.Code, r.Stderr, r.Stdout)
+		}
+		var rep verifyReport
+		if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &rep); err != nil {
+			t.Fatalf("stdout is not the JSON report: %v: %q", err, r.Stdout)
+		}
+		if !rep.Within || !rep.Bitwise || math.Abs(float64(rep.Error)) > 0.05 || rep.Recomputed == "" || !(rep.TimeRatio > 0) {
+			t.Errorf("%v: %+v", args, rep)
 		}
 	}
 }

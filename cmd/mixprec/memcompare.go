@@ -65,7 +65,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	ckpt := cli.CheckpointAuto
 	fs.Var(notOff{&ckpt}, "checkpoint", "segments for the checkpointed columns: auto (about the square root of the number of layers; the gpt's blocks one each) or N")
 	low := cli.AMPTo(dtype.F16)
-	fs.Var(lowAMP{&low}, "amp", "low dtype of the AMP + checkpointing column")
+	fs.Var(lowAMP{&low}, "amp", "low dtype of the AMP + checkpointing column; with -budget-sweep or -verify, the precision\n(default off there)")
 	devName := "auto"
 	fs.Var(cli.NewChoice(&devName, "auto", "cpu", "cuda"), "device", "backend: auto takes CUDA when a GPU opens, else the CPU")
 	png := fs.String("png", "", "also draw the table as a grouped bar chart into the PNG `file`")
@@ -73,8 +73,17 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	var seed uint64
 	cli.SeedVar(fs, &seed, 0, "random seed")
 	prof := fs.Bool("profile", false, "time every op by phase, the optimiser and the host's overhead in each configuration's\ntimed steps; print a table per configuration on standard error (and a \"profile\" object\nper configuration with -json)")
+	var bf budgetFlags
+	bf.register(fs)
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
+	}
+	budgetMode := bf.sweep || bf.verify > 0
+	if err := bf.check(fs, model, low, *prof, *png); err != nil {
+		return err
+	}
+	if budgetMode && !isSet(fs, "amp") {
+		low = cli.AMPOff
 	}
 	if *png != "" {
 		// Find out now, not after minutes of measuring, that the chart
@@ -85,7 +94,9 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	}
 	var w workload
 	if model == "gpt" {
-		w = newGPTWorkload(batch, isSet(fs, "batch"), ckpt, seed)
+		gw := newGPTWorkload(batch, isSet(fs, "batch"), ckpt, seed)
+		gw.cfg.Dropout = float32(bf.dropout)
+		w = gw
 	} else {
 		spec, err := models.Lookup(model)
 		if err != nil {
@@ -102,9 +113,18 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if budgetMode {
+		return budgetModes(w.(budgeted), model, low, bf, steps, *png, *asJSON, dev, note, stdout, stderr)
+	}
 	if w := cli.DeviceWarning(dev); w != "" {
 		fmt.Fprintf(stderr, "mixprec memcompare: %s: %s\n", dev.Name(), w)
 	}
+	return compare(dev, note, w, model, lowType, steps, *prof, *png, *asJSON, stdout, stderr)
+}
+
+// compare measures the five configurations and reports them.
+func compare(dev device.Device, note string, w workload, model string, lowType dtype.DType, steps int, prof bool, png string, asJSON bool,
+	stdout, stderr io.Writer) error {
 	configs := []mcConfig{
 		{"fp32", dtype.F32, false},
 		{"f16", dtype.F16, false},
@@ -113,7 +133,7 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 		{lowType.String() + "+ckpt", lowType, true},
 	}
 	rep := mcReport{Model: model, Data: "synthetic", Device: dev.Name(), Batch: w.batchSize(), Steps: steps, Segments: w.segmentCount()}
-	if !*asJSON {
+	if !asJSON {
 		fmt.Fprintf(stdout, "memcompare: model %s, batch %d, %d timed steps, device %s, synthetic inputs (memory and time do not depend on the values)\n",
 			model, w.batchSize(), steps, dev.Name())
 		if note != "" {
@@ -122,15 +142,15 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, c := range configs {
 		bar := cli.NewProgress(stderr, "memcompare "+c.Name, steps+1)
-		r, err := measure(dev, w, c, steps, *prof, bar)
+		r, err := measure(dev, w, c, steps, prof, bar)
 		bar.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)
 		}
 		rep.Results = append(rep.Results, r)
 	}
-	if *png != "" {
-		if err := drawChart(*png, rep); err != nil {
+	if png != "" {
+		if err := drawChart(png, rep); err != nil {
 			return err
 		}
 	}
@@ -142,12 +162,12 @@ func cmdMemcompare(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		return cli.PrintJSON(stdout, rep)
 	}
 	printTable(stdout, rep)
-	if *png != "" {
-		fmt.Fprintf(stdout, "chart written to %s\n", *png)
+	if png != "" {
+		fmt.Fprintf(stdout, "chart written to %s\n", png)
 	}
 	return nil
 }
@@ -186,19 +206,20 @@ func (v notOff) Set(s string) error {
 func (notOff) Arg() string { return "auto|N" }
 
 // lowAMP is memcompare's -amp: the dtype of its AMP + checkpointing
-// column, so off is refused.
+// column, which off cannot be (refused after parsing), or the precision
+// of -budget-sweep and -verify.
 type lowAMP struct{ *cli.AMP }
 
 func (v lowAMP) Set(s string) error {
 	var a cli.AMP
-	if err := a.Set(s); err != nil || !a.On() {
-		return errors.New("want f16 or bf16")
+	if err := a.Set(s); err != nil {
+		return errors.New("want f16 or bf16 (or, for -budget-sweep and -verify, off)")
 	}
 	*v.AMP = a
 	return nil
 }
 
-func (lowAMP) Arg() string { return "f16|bf16" }
+func (lowAMP) Arg() string { return "f16|bf16|off" }
 
 // workload is what memcompare measures: a model it builds afresh for each
 // configuration, with its optimiser and a training step on synthetic data.

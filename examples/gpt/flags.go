@@ -26,6 +26,7 @@ type flags struct {
 	Seed                     uint64
 	AMP                      cli.AMP
 	Checkpoint               cli.Checkpoint
+	MemBudget                cli.MemBudget
 	Device, Data             string
 	Init                     string
 	EvalOnly                 bool
@@ -55,6 +56,7 @@ func (f *flags) register() *flag.FlagSet {
 	cli.SeedVar(fs, &f.Seed, 1, "random seed (initialisation, batches, dropout, sampling)")
 	fs.Var(&f.AMP, "amp", "mixed precision: off, f16 or bf16")
 	fs.Var(&f.Checkpoint, "checkpoint", "gradient checkpointing: off, auto (each block) or a number of segments of blocks")
+	cli.MemBudgetVar(fs, &f.MemBudget)
 	f.Device = "auto"
 	fs.Var(cli.NewChoice(&f.Device, "auto", "cpu", "cuda"), "device", "backend: auto takes CUDA when a GPU opens, else the CPU")
 	fs.StringVar(&f.Data, "data", "", "data directory (default $MIXPREC_DATA, else ./data)")
@@ -73,6 +75,12 @@ func (f *flags) register() *flag.FlagSet {
 
 // check refuses combinations no run can use.
 func (f *flags) check(fs *flag.FlagSet) error {
+	if err := f.MemBudget.Check(f.Checkpoint, "none"); err != nil {
+		return err
+	}
+	if f.MemBudget.On() && f.EvalOnly {
+		return cli.Usagef("-eval-only trains nothing: -mem-budget plans training steps")
+	}
 	if err := f.State.Check(); err != nil {
 		return err
 	}

@@ -72,6 +72,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer optim.Release(opt)
 	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()), amp.UnscaleAsStored(true))
 	env.LogNotes(f.AMP, scaler)
+	r.opt, r.scaler = opt, scaler
+	// -mem-budget: planned before anything is saved or trained.
+	if r.plan, err = r.planBudget(); err != nil {
+		return err
+	}
 	// The saver owns -save's directory, restores a run and turns a signal
 	// into a checkpoint and a stop between iterations (internal/train).
 	saver, err := train.NewSaver("gpt", f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg),
@@ -93,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rec.Close()
-	r.opt, r.scaler, r.rec, r.saver = opt, scaler, rec, saver
+	r.rec, r.saver, r.guard = rec, saver, train.NewGuard(env.Dev, r.plan, saver)
 	res, err := r.train(pos)
 	if err != nil {
 		return err
@@ -107,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := r.report(stdout, res); err != nil {
 		return err
 	}
-	return res.Err() // nil, or the divergence or the signal, which main reports with its own status
+	return res.Err() // nil, or the divergence, the signal or the step over budget, which main reports with its own status
 }
 
 // given reports which flags the command line set.

@@ -15,6 +15,7 @@ import (
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/train"
+	"github.com/mixprec/mixprec/memplan"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
@@ -41,6 +42,8 @@ type runner struct {
 	scaler *amp.GradScaler
 	rec    *train.Recorder
 	saver  *train.Saver
+	plan   *memplan.Plan // -mem-budget's; nil without one
+	guard  *train.Guard  // holds the iterations to plan
 }
 
 // result is what a run reports: the training loop's figures (Steps are
@@ -104,6 +107,13 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 			}
 			return res, err
 		}
+		if err := r.guard.AfterStep(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
+			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
+			if errors.As(err, &res.OverBudget) {
+				return res, nil
+			}
+			return res, err
+		}
 	}
 	res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
 	bar.Done()
@@ -118,12 +128,9 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 // with the loss scaled, the gradients unscaled and clipped to norm 1, the
 // scaler's step and update. It returns the unscaled loss.
 func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
-	g := autograd.NewGraph(r.dev, prof.Graph())
+	g := autograd.NewGraph(r.dev, append([]autograd.Option{prof.Graph()}, r.plan.Options()...)...)
 	defer g.Release()
-	if r.f.AMP.On() {
-		amp.Autocast(g, r.f.AMP.DType())
-	}
-	loss := r.m.Loss(g, r.m.Forward(g, g.InputIDs(x, r.f.Batch, r.f.Block)), y)
+	loss := r.loss(g, x, y)
 	g.Backward(r.scaler.Scale(g, loss))
 	if err := prof.Phase(profile.Unscale, func() error { return r.scaler.Unscale(r.opt) }); err != nil {
 		return 0, err
@@ -144,6 +151,29 @@ func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
 	}
 	r.opt.ZeroGrad()
 	return float64(loss.Value.Item()), nil
+}
+
+// loss records an iteration's forward pass on g: autocast, the windows x
+// and their targets y, the model, the loss.
+func (r *runner) loss(g *autograd.Graph, x, y []int32) *autograd.Var {
+	if r.f.AMP.On() {
+		amp.Autocast(g, r.f.AMP.DType())
+	}
+	return r.m.Loss(g, r.m.Forward(g, g.InputIDs(x, r.f.Batch, r.f.Block)), y)
+}
+
+// planBudget is -mem-budget's plan, made before training from one
+// iteration measured on the first iteration's windows, printed and
+// applied to the model; nil without a budget.
+func (r *runner) planBudget() (*memplan.Plan, error) {
+	if !r.f.MemBudget.On() {
+		return nil, nil
+	}
+	x, y := make([]int32, r.f.Batch*r.f.Block), make([]int32, r.f.Batch*r.f.Block)
+	datasets.SampleWindows(r.text.Train, r.f.Block, rand.New(rand.NewPCG(r.f.Seed, 0)), x, y)
+	return train.PlanBudget("gpt", r.env.Stderr, r.f.MemBudget, r.dev, r.m, r.opt, func(g *autograd.Graph) *autograd.Var {
+		return r.scaler.Scale(g, r.loss(g, x, y))
+	})
 }
 
 // valLoss is the deterministic validation loss: the mean cross-entropy
@@ -269,6 +299,7 @@ type summary struct {
 	Interrupted    bool              `json:"interrupted,omitempty"` // a signal stopped the run between iterations (val_loss is then null)
 	Profile        any               `json:"profile,omitempty"`
 	DeviceFallback string            `json:"device_note,omitempty"`
+	cli.Planned                      // -mem-budget's plan: null without one
 }
 
 // report prints the run's last lines, or its JSON summary.
@@ -285,6 +316,7 @@ func (r *runner) report(stdout io.Writer, res result) error {
 	if res.Diverged != nil {
 		s.DivergedStep = res.Diverged.Step
 	}
+	s.Planned = cli.PlannedOf(r.plan, res.OverBudget)
 	if r.rec != nil {
 		if rep := r.rec.Report(); rep != nil {
 			s.Profile = rep

@@ -194,6 +194,7 @@ type Summary struct {
 	DivergedStep   int           `json:"diverged_step,omitempty"` // the 1-based step whose loss it was
 	DeviceFallback string        `json:"device_note,omitempty"`
 	WorldSize      int           `json:"world_size,omitempty"` // ranks of a data-parallel run; absent for one process
+	Planned                      // -mem-budget's plan: null without one
 }
 
 // PrintJSON writes s as one line.

@@ -54,7 +54,7 @@ func (e *Quiet) Unwrap() error { return e.Err }
 // Exit writes err, if any, to stderr as one line prefixed with prog and
 // returns the exit status for it: ExitOK for nil and for flag.ErrHelp (help
 // was asked for and printed), ExitUsage for a UsageError, ExitDiverged for
-// Diverged, the signal's status for Interrupted (SignalStatus: 130 for
+// Diverged, ExitOverBudget for OverBudget, the signal's status for Interrupted (SignalStatus: 130 for
 // SIGINT, 143 for SIGTERM, 129 for SIGHUP), ExitError otherwise.
 func Exit(stderr io.Writer, prog string, err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
@@ -68,11 +68,14 @@ func Exit(stderr io.Writer, prog string, err error) int {
 	var usage *UsageError
 	var diverged *Diverged
 	var interrupted *Interrupted
+	var over *OverBudget
 	switch {
 	case errors.As(err, &usage):
 		return ExitUsage
 	case errors.As(err, &diverged):
 		return ExitDiverged
+	case errors.As(err, &over):
+		return ExitOverBudget
 	case errors.As(err, &interrupted):
 		return SignalStatus(interrupted.Signal)
 	}

@@ -26,6 +26,8 @@ func TestExit(t *testing.T) {
 			"prog: loss became non-finite (NaN) at step 37 (epoch 2); stopped\n"},
 		{"inf", &Diverged{Step: 1, Epoch: 1, Loss: math.Inf(1)}, ExitDiverged,
 			"prog: loss became non-finite (+Inf) at step 1 (epoch 1); stopped\n"},
+		{"over budget", &OverBudget{Step: 12, Peak: 3 << 20, Budget: 2 << 20, Predicted: 2 << 20, Saved: "runs/a"}, ExitOverBudget,
+			"prog: step 12 peaked at 3.0 MiB, over -mem-budget's 2.0 MiB (planned 2.0 MiB); stopped and saved runs/a: continue with -resume runs/a and a larger -mem-budget\n"},
 		{"error", errors.New("no data"), ExitError, "prog: no data\n"},
 		{"multi-line", errors.New("first\nsecond"), ExitError, "prog: first; second\n"},
 	} {

@@ -327,6 +327,7 @@ type Flags struct {
 	Seed       uint64
 	AMP        AMP
 	Checkpoint Checkpoint
+	MemBudget  MemBudget
 	Device     string
 	Data       string
 	MaxSteps   int
@@ -379,6 +380,7 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	SeedVar(fs, &f.Seed, 0, "random seed for initialisation, shuffling and dropout")
 	fs.Var(&f.AMP, "amp", "mixed precision: autocast to f16 (with loss scaling) or bf16")
 	fs.Var(&f.Checkpoint, "checkpoint", "gradient checkpointing: off, N segments, or auto ("+autoText+")")
+	MemBudgetVar(fs, &f.MemBudget)
 	f.Device = "auto"
 	fs.Var(NewChoice(&f.Device, "auto", "cpu", "cuda"), "device", "backend: auto takes CUDA when a GPU opens, else the CPU")
 	fs.StringVar(&f.Data, "data", "", "data `directory` (default $MIXPREC_DATA, else ./data)")

@@ -7,10 +7,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/memplan"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/nn/models"
 	"github.com/mixprec/mixprec/optim"
@@ -43,6 +45,10 @@ type Loop struct {
 	// profile and metrics: Start makes them.
 	Saver *Saver
 	Rec   *Recorder
+	// Plan is -mem-budget's plan, which Start makes and applies (nil
+	// without a budget), and guard holds the steps to it.
+	Plan  *memplan.Plan
+	guard *Guard
 }
 
 // Start readies the loop to train run (its model, optimiser, scaler and
@@ -53,10 +59,16 @@ type Loop struct {
 // error.
 func (l *Loop) Start(state cli.StateFlags, pf cli.ProfileFlags, run runstate.Run) (runstate.Position, error) {
 	run.Extent = l.Extent()
+	// -mem-budget: one step measured on the first batch, the plan printed
+	// and applied before anything is saved or trained.
+	if err := l.plan(); err != nil {
+		return runstate.Position{}, err
+	}
 	var err error
 	if l.Saver, err = NewSaver(l.Env.Prog, state, run, l.Env.Stderr); err != nil {
 		return runstate.Position{}, err
 	}
+	l.guard = NewGuard(l.Env.Dev, l.Plan, l.Saver)
 	pos, err := l.Env.Resume(l.Saver)
 	if err != nil {
 		return pos, err
@@ -70,6 +82,23 @@ func (l *Loop) Start(state cli.StateFlags, pf cli.ProfileFlags, run runstate.Run
 		l.Env.Log("resuming from step %d (epoch %d, batch %d) of %s", pos.Step, pos.Epoch+1, pos.Batch, state.Resume)
 	}
 	return pos, nil
+}
+
+// plan makes -mem-budget's plan on the loader's first batch (PlanBudget)
+// and has the step's graphs made as it says; without a budget it does
+// nothing.
+func (l *Loop) plan() error {
+	if !l.Flags.MemBudget.On() {
+		return nil
+	}
+	var err error
+	for b := range datasets.Batches(l.Train, l.Flags.Batch, l.Load...) {
+		l.Plan, err = PlanBudget(l.Env.Prog, l.Env.Stderr, l.Flags.MemBudget, l.Env.Dev, l.Step.Net, l.Step.Opt,
+			func(g *autograd.Graph) *autograd.Var { return l.Step.BatchLoss(g, b) })
+		break
+	}
+	l.Step.Options = l.Plan.Options()
+	return err
 }
 
 // Close releases the Recorder (what Report did not write is discarded)
@@ -106,7 +135,15 @@ type Result struct {
 	// Interrupted is set when a signal stopped the loop after a step (and
 	// the saver wrote its checkpoint).
 	Interrupted *cli.Interrupted
-	pos         runstate.Position
+	// OverBudget is set when a step went over -mem-budget and the loop
+	// stopped after it (with its checkpoint saved).
+	OverBudget *cli.OverBudget
+	pos        runstate.Position
+}
+
+// stopped reports whether the loop stopped before its end.
+func (r Result) stopped() bool {
+	return r.Diverged != nil || r.Interrupted != nil || r.OverBudget != nil
 }
 
 // Err is what the program exits with: the signal or the divergence that
@@ -115,6 +152,8 @@ func (r Result) Err() error {
 	switch {
 	case r.Interrupted != nil:
 		return r.Interrupted // main names the signal and the checkpoint, and exits with the signal's status
+	case r.OverBudget != nil:
+		return r.OverBudget // main names the step, its peak and the checkpoint, and exits with 4
 	case r.Diverged != nil:
 		return r.Diverged // main says where, and exits non-zero
 	}
@@ -142,7 +181,7 @@ func (l *Loop) Run(pos runstate.Position) (Result, error) {
 			return res, err
 		}
 		res.Peak = MaxPeak(res.Peak, dev.MemStats())
-		if res.Diverged != nil || res.Interrupted != nil {
+		if res.stopped() {
 			// A diverged model's accuracy is not worth measuring, and a
 			// stopped run is not to be kept waiting for one.
 			res.Accuracy = math.NaN()
@@ -157,7 +196,7 @@ func (l *Loop) Run(pos runstate.Position) (Result, error) {
 			break
 		}
 	}
-	if res.Diverged == nil && res.Interrupted == nil { // an interrupted run saved its checkpoint already
+	if !res.stopped() { // a stopped run saved its checkpoint already
 		if err := l.Saver.Finish(res.pos); err != nil {
 			return res, err
 		}
@@ -210,6 +249,12 @@ func (l *Loop) epoch(res *Result, epoch int, ext runstate.Extent, schedule optim
 			Sums: map[string]float64{"loss": sum}, Counts: map[string]int{"loss": n}}
 		if err := l.Saver.AfterStep(res.pos); err != nil {
 			if !errors.As(err, &res.Interrupted) {
+				return sum, n, err
+			}
+			break
+		}
+		if err := l.guard.AfterStep(res.pos); err != nil {
+			if !errors.As(err, &res.OverBudget) {
 				return sum, n, err
 			}
 			break
@@ -271,5 +316,6 @@ func (l *Loop) summary(res Result) cli.Summary {
 	if res.Diverged != nil {
 		s.DivergedStep = res.Diverged.Step
 	}
+	s.Planned = cli.PlannedOf(l.Plan, res.OverBudget)
 	return s
 }

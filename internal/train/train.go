@@ -52,6 +52,9 @@ type Step struct {
 	// Prof, when set, times the step's ops, the gradients' averaging
 	// (Sync), the scaler's unscale and the optimiser's step.
 	Prof *profile.Profiler
+	// Options are more options for each step's graph: a memory plan's
+	// (memplan.Plan.Options).
+	Options []autograd.Option
 }
 
 // Run takes one step on the batch x (N, sample...) with labels y and
@@ -82,22 +85,12 @@ func (s *Step) run(input func(*autograd.Graph) *autograd.Var, y []int32) (float6
 	if s.Segments < 0 {
 		panic(fmt.Sprintf("train.Step: %d checkpoint segments; want 0 (none) or more", s.Segments))
 	}
-	g := autograd.NewGraph(s.Dev, s.Prof.Graph())
+	g := autograd.NewGraph(s.Dev, append([]autograd.Option{s.Prof.Graph()}, s.Options...)...)
 	defer g.Release()
 	if s.Attach != nil {
 		s.Attach(g)
 	}
-	if s.Low != dtype.F32 {
-		amp.Autocast(g, s.Low)
-	}
-	in := input(g)
-	var logits *autograd.Var
-	if s.Segments > 0 {
-		logits = nn.CheckpointSequential(g, s.Net.Layers, s.Segments, in)
-	} else {
-		logits = s.Net.Forward(g, in)
-	}
-	loss := nn.CrossEntropy(g, logits, y)
+	loss := s.forward(g, input, y)
 	g.Backward(s.Scaler.Scale(g, loss))
 	if s.Sync != nil {
 		if err := s.Prof.Phase(profile.Comm, s.Sync); err != nil {
@@ -117,6 +110,37 @@ func (s *Step) run(input func(*autograd.Graph) *autograd.Var, y []int32) (float6
 	}
 	s.Opt.ZeroGrad()
 	return float64(loss.Value.Item()), nil
+}
+
+// forward records the step's forward pass on g, autocast included, and
+// returns the unscaled loss.
+func (s *Step) forward(g *autograd.Graph, input func(*autograd.Graph) *autograd.Var, y []int32) *autograd.Var {
+	if s.Low != dtype.F32 {
+		amp.Autocast(g, s.Low)
+	}
+	in := input(g)
+	var logits *autograd.Var
+	if s.Segments > 0 {
+		logits = nn.CheckpointSequential(g, s.Net.Layers, s.Segments, in)
+	} else {
+		logits = s.Net.Forward(g, in)
+	}
+	return nn.CrossEntropy(g, logits, y)
+}
+
+// Loss records Run's forward pass of the batch x with labels y on g, and
+// returns the loss scaled as Run's backward pass takes it: what a memory
+// planner's dry step measures (memplan.Config.Loss).
+func (s *Step) Loss(g *autograd.Graph, x tensor.Host, y []int32) *autograd.Var {
+	return s.Scaler.Scale(g, s.forward(g, func(g *autograd.Graph) *autograd.Var { return input(g, x, s.InputDType()) }, y))
+}
+
+// BatchLoss is Loss for a loader's batch, as RunBatch takes it.
+func (s *Step) BatchLoss(g *autograd.Graph, b datasets.Batch) *autograd.Var {
+	if b.X16.Bits == nil {
+		return s.Loss(g, b.X, b.Y)
+	}
+	return s.Scaler.Scale(g, s.forward(g, func(g *autograd.Graph) *autograd.Var { return g.InputBitsView(b.X16) }, b.Y))
 }
 
 // InputDType is the dtype to feed net's batches in (autograd.Graph.InputAs)

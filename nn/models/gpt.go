@@ -56,8 +56,11 @@ type GPT struct {
 	H        []*nn.Block
 	LnF      *nn.LayerNorm
 	// Segments checkpoints the blocks in that many segments (gradient
-	// checkpointing; nn.CheckpointSequential), 0 for none.
+	// checkpointing; nn.CheckpointSequential), 0 for none. A choice made
+	// with SetRecompute takes its place.
 	Segments int
+
+	recompute *nn.Recompute
 }
 
 // NewGPT builds a GPT with nanoGPT's initialisation: every Linear and
@@ -110,10 +113,10 @@ func (m *GPT) Forward(g *autograd.Graph, idx *autograd.Var) *autograd.Var {
 		pos[i] = int32(i)
 	}
 	// Each value of the residual stream is freed once the next exists
-	// (autograd.Graph.Free): nothing keeps it for backward, since an add
-	// keeps nothing and a LayerNorm keeps its normalised input. A
-	// checkpointed block keeps its input, which goes once the backward
-	// pass has recomputed the block.
+	// (autograd.Graph.Free, in nn.RunChain): nothing keeps it for
+	// backward, since an add keeps nothing and a LayerNorm keeps its
+	// normalised input. A checkpointed span keeps its input, which goes
+	// once the backward pass has recomputed the span.
 	tok, posEmb := m.WTE.Forward(g, idx), m.WPE.Forward(g, g.InputIDs(pos))
 	x := g.Add(tok, posEmb)
 	g.Free(tok, posEmb)
@@ -121,26 +124,48 @@ func (m *GPT) Forward(g *autograd.Graph, idx *autograd.Var) *autograd.Var {
 		g.Free(x)
 		x = d
 	}
-	blocks := make([]nn.Module, len(m.H))
-	for i, b := range m.H {
-		blocks[i] = b
+	r := m.recompute
+	if r == nil && m.Segments > 0 {
+		r = &nn.Recompute{Spans: blockSpans(len(m.H), m.Segments)}
 	}
-	if m.Segments > 0 {
-		y := nn.CheckpointSequential(g, blocks, m.Segments, x)
-		g.Free(x)
-		x = y
-	} else {
-		for _, b := range blocks {
-			y := b.Forward(g, x)
-			g.Free(x)
-			x = y
-		}
-	}
+	x = nn.RunChain(g, nn.Modules(m.Units()), r, x, true)
 	h := m.LnF.ForwardFor(g, x, autograd.OpLinear)
 	g.Free(x)
 	logits := g.Linear(h, m.WTE.W, nil) // lm_head, tied to wte
 	g.Free(h)
 	return logits
+}
+
+// Units are the blocks' halves, attention then MLP for each block
+// (nn.Block.Halves), named h.N.attn and h.N.mlp: the GPT as an nn.Chain.
+// The embeddings before them and ln_f and the head after them are always
+// kept.
+func (m *GPT) Units() []nn.Unit {
+	out := make([]nn.Unit, 0, 2*len(m.H))
+	for i, b := range m.H {
+		h := b.Halves()
+		out = append(out, nn.Unit{Name: fmt.Sprintf("h.%d.attn", i), M: h[0]}, nn.Unit{Name: fmt.Sprintf("h.%d.mlp", i), M: h[1]})
+	}
+	return out
+}
+
+// SetRecompute makes Forward recompute the spans of r's units (Units),
+// in place of Segments; nil returns to Segments.
+func (m *GPT) SetRecompute(r *nn.Recompute) {
+	if r != nil {
+		nn.CheckSpans("models.GPT.SetRecompute", r.Spans, 2*len(m.H))
+	}
+	m.recompute = r
+}
+
+// blockSpans are the spans of units (two a block) that checkpoint n
+// blocks in the given number of segments of whole blocks.
+func blockSpans(n, segments int) []nn.Span {
+	spans := nn.EvenSpans(n, segments)
+	for i := range spans {
+		spans[i].Lo, spans[i].Hi = 2*spans[i].Lo, 2*spans[i].Hi
+	}
+	return spans
 }
 
 // Loss is the mean cross-entropy of logits (B, T, Vocab) against targets

@@ -6,7 +6,7 @@
 //	2 tensor
 //	3 autograd, datasets
 //	4 nn, optim, amp, distributed, profile
-//	5 runstate
+//	5 runstate, memplan
 //	6 examples, cmd, internal
 //
 // A sub-package belongs to its parent's layer; tools/ is outside the layers.
@@ -43,7 +43,7 @@ var layers = map[string]int{
 	"tensor":   2,
 	"autograd": 3, "datasets": 3,
 	"nn": 4, "optim": 4, "amp": 4, "distributed": 4, "profile": 4,
-	"runstate": 5,
+	"runstate": 5, "memplan": 5,
 	"examples": 6, "cmd": 6, "internal": 6,
 }
 

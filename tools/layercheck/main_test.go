@@ -15,11 +15,14 @@ func TestCheck(t *testing.T) {
 		{"imports go down", []pkg{
 			{rel: "autograd", imports: []string{"tensor", "device", "dtype"}},
 			{rel: "runstate", imports: []string{"nn", "optim", "amp", "safetensors"}},
+			{rel: "memplan", imports: []string{"nn", "optim", "autograd", "device"}},
 		}, nil},
 		{"an import up", []pkg{{rel: "tensor", imports: []string{"autograd"}}},
 			[]string{"layercheck: tensor (layer 2) imports autograd (layer 3)"}},
 		{"an import sideways", []pkg{{rel: "nn", imports: []string{"optim"}}},
 			[]string{"layercheck: nn (layer 4) imports optim (layer 4)"}},
+		{"the planner beside the run state", []pkg{{rel: "memplan", imports: []string{"runstate"}}},
+			[]string{"layercheck: memplan (layer 5) imports runstate (layer 5)"}},
 		{"a backend on the contract", []pkg{{rel: "cudaops", imports: []string{"device"}}}, nil},
 		{"a sub-package takes its parent's layer", []pkg{{rel: "nn/models", imports: []string{"nn", "autograd"}}, {rel: "device/cpu/internal/gemm", imports: []string{"dtype"}}}, nil},
 		{"programs use internal", []pkg{

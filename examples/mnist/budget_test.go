@@ -1,0 +1,70 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/internal/cli/clitest"
+)
+
+// TestMemBudget is -mem-budget on the CNN at 95% of its unconstrained peak
+// (its smallest budget is about 93% with the direct convolution): the plan is printed on standard
+// error before training, every step stays within the budget, and the JSON
+// summary carries the budget, the planned peak (within 5% of the measured
+// one) and the predicted overhead; without -mem-budget they are null.
+func TestMemBudget(t *testing.T) {
+	data := tinyMNIST(t, 256, 64)
+	r := clitest.RunOK(t, "-data", data, "-model", "cnn", "-amp", "bf16", "-batch", "64", "-max-steps", "3", "-mem-budget", "0.95x", "-json")
+	s := clitest.Summary(t, r.Stdout)
+	if s.MemBudgetBytes == nil || s.PlannedPeakBytes == nil || s.PlannedOverhead == nil {
+		t.Fatalf("summary without the plan: %+v", s.Planned)
+	}
+	budget, planned, peak := *s.MemBudgetBytes, *s.PlannedPeakBytes, s.PeakBytes.Total
+	if peak > budget || planned > budget {
+		t.Errorf("peak %d, planned %d; want both within the budget %d", peak, planned, budget)
+	}
+	if e := math.Abs(float64(planned-peak)) / float64(peak); e > 0.05 {
+		t.Errorf("planned peak %d, measured %d: %.1f%% off", planned, peak, 100*e)
+	}
+	if !strings.Contains(r.Stderr, "memory plan for a budget of") || !strings.Contains(r.Stderr, "predicted peak") {
+		t.Errorf("no plan on standard error: %q", r.Stderr)
+	}
+	if s.OverBudget {
+		t.Errorf("summary says a step went over the budget")
+	}
+	plain := clitest.RunJSON(t, run, "-data", data, "-model", "mlp", "-max-steps", "1")
+	if plain.MemBudgetBytes != nil || plain.PlannedPeakBytes != nil || plain.PlannedOverhead != nil {
+		t.Errorf("without -mem-budget the plan's fields are %+v; want null", plain.Planned)
+	}
+}
+
+// TestMemBudgetRefused: a budget no plan fits, and -mem-budget beside
+// -checkpoint, stop before training with status 2 and one line; the first
+// names the smallest budget that fits and what it is made of. Nothing
+// trains: the summary is not printed.
+func TestMemBudgetRefused(t *testing.T) {
+	data := tinyMNIST(t, 256, 64)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-mem-budget", "0.3x"}, []string{"-mem-budget 0.3x", "too small", "the smallest that fits is", "parameters", "gradients", "optimiser state", "minimum activations", "workspace"}},
+		{[]string{"-mem-budget", "1KiB"}, []string{"-mem-budget 1.0 KiB", "the smallest that fits is"}},
+		{[]string{"-mem-budget", "0.95x", "-checkpoint", "auto"}, []string{"-mem-budget", "-checkpoint auto"}},
+	} {
+		r := clitest.Run(t, nil, append([]string{"-data", data, "-model", "cnn", "-batch", "32", "-max-steps", "2", "-json"}, c.args...)...)
+		if r.Code != cli.ExitUsage || r.Stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q; want %d and nothing (stderr %q)", c.args, r.Code, r.Stdout, cli.ExitUsage, r.Stderr)
+		}
+		if bad := clitest.OneLine(r.Stderr); bad != "" {
+			t.Errorf("%v: stderr %q: %s", c.args, r.Stderr, bad)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.Stderr, w) {
+				t.Errorf("%v: stderr %q does not say %q", c.args, r.Stderr, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package train
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mixprec/mixprec/amp"
+	"github.com/mixprec/mixprec/autograd"
+	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/cpu"
+	"github.com/mixprec/mixprec/dtype"
+	"github.com/mixprec/mixprec/internal/cli"
+	"github.com/mixprec/mixprec/nn"
+	"github.com/mixprec/mixprec/nn/models"
+	"github.com/mixprec/mixprec/optim"
+	"github.com/mixprec/mixprec/runstate"
+	"github.com/mixprec/mixprec/tensor"
+)
+
+// TestGuardStopsOverBudget plans a step, takes it within the plan, then
+// takes one that allocates more than the plan allowed: the guard lets the
+// first pass and stops the second with a *cli.OverBudget whose checkpoint
+// resumes, in -save's directory or, without -save, in a new directory in
+// the working directory.
+func TestGuardStopsOverBudget(t *testing.T) {
+	for _, withSave := range []bool{true, false} {
+		t.Run(map[bool]string{true: "save", false: "no save"}[withSave], func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			dev := cpu.New()
+			rng := rand.New(rand.NewPCG(5, 5))
+			net := models.DeepMLP(rng, 32, 64, 4, 10, 0.1)
+			nn.To(net, dev)
+			defer nn.Release(net)
+			opt := optim.NewSGD(net.Params(), optim.LR(0.01), optim.Momentum(0.9))
+			defer optim.Release(opt)
+			scaler := amp.NewGradScaler(amp.For(dtype.F32))
+			x := tensor.NormalHost(rng, 0, 1, 128, 32)
+			y := make([]int32, 128)
+			step := Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: dtype.F32}
+			var stderr bytes.Buffer
+			var b cli.MemBudget
+			if err := b.Set("0.8x"); err != nil {
+				t.Fatal(err)
+			}
+			plan, err := PlanBudget("test", &stderr, b, dev, net, opt, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(stderr.String(), "memory plan for a budget of") {
+				t.Errorf("the plan was not printed: %q", stderr.String())
+			}
+			var flags cli.StateFlags
+			if withSave {
+				flags.Save = "runs"
+			}
+			run := runstate.Run{Model: net, Optimizer: opt, Scaler: scaler, Config: map[string]string{"program": "test"}, Extent: runstate.Extent{Steps: 10}}
+			saver, err := NewSaver("test", flags, run, &stderr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer saver.Close()
+			guard := NewGuard(dev, plan, saver)
+			if _, err := step.Run(x, y); err != nil {
+				t.Fatal(err)
+			}
+			if err := guard.AfterStep(runstate.Position{Step: 1, Batch: 1}); err != nil {
+				t.Fatalf("a planned step: %v", err)
+			}
+			if _, err := step.Run(x, y); err != nil {
+				t.Fatal(err)
+			}
+			extra := tensor.New(dev, dtype.F32, device.Temp, int(plan.Budget/4)) // as if the step had held it
+			extra.Release()
+			err = guard.AfterStep(runstate.Position{Step: 2, Batch: 2})
+			var over *cli.OverBudget
+			if !errors.As(err, &over) || over.Step != 2 || over.Peak <= plan.Budget || over.Budget != plan.Budget {
+				t.Fatalf("a step over the budget: %v; want a *cli.OverBudget for step 2", err)
+			}
+			if withSave && over.Saved != "runs" {
+				t.Errorf("saved in %s; want -save's runs", over.Saved)
+			}
+			if !withSave && !strings.HasPrefix(filepath.Base(over.Saved), "test-stopped-") {
+				t.Errorf("saved in %s; want a new test-stopped-* directory", over.Saved)
+			}
+			if _, err := os.Stat(over.Saved); err != nil {
+				t.Fatal(err)
+			}
+			_, pos, _, err := runstate.LoadNewest(over.Saved, run)
+			if err != nil || pos.Step != 2 {
+				t.Errorf("resuming from %s: step %d, %v; want step 2", over.Saved, pos.Step, err)
+			}
+		})
+	}
+}
+
+// TestGuardNil: without a budget there is no plan and no guard, and the
+// guard's methods do nothing.
+func TestGuardNil(t *testing.T) {
+	pl, err := PlanBudget("test", nil, cli.MemBudget{}, nil, nil, nil, nil)
+	if pl != nil || err != nil {
+		t.Fatalf("PlanBudget without a budget = %v, %v", pl, err)
+	}
+	g := NewGuard(nil, nil, nil)
+	if g != nil || g.AfterStep(runstate.Position{Step: 1}) != nil || g.Peak() != 0 {
+		t.Errorf("a nil guard did something")
+	}
+}

@@ -1,0 +1,66 @@
+package memplan
+
+import (
+	"fmt"
+
+	"github.com/mixprec/mixprec/device"
+)
+
+// Monitor holds a training run to its plan: after each step it reads the
+// device's peak and reports a step whose peak went over the budget, so
+// that the program can stop and save before a later step runs the device
+// out of memory. The plan's prediction is exact for the step it measured;
+// a step that differs (a longer sequence, another batch size, memory the
+// program allocated beside the step) is what it catches.
+type Monitor struct {
+	dev  device.Device
+	plan *Plan
+	step int
+	peak int64
+}
+
+// NewMonitor starts watching dev's peak for pl: the peak so far (the dry
+// step's, loading) is set aside.
+func NewMonitor(dev device.Device, pl *Plan) *Monitor {
+	dev.ResetPeak()
+	return &Monitor{dev: dev, plan: pl}
+}
+
+// OverBudgetError is a step whose measured peak went over the budget.
+type OverBudgetError struct {
+	Step         int // counted from 1 since NewMonitor
+	Peak, Budget int64
+	Predicted    int64
+}
+
+func (e *OverBudgetError) Error() string {
+	return fmt.Sprintf("step %d peaked at %s, over the memory budget of %s (the plan predicted %s)",
+		e.Step, device.FormatBytes(e.Peak), device.FormatBytes(e.Budget), device.FormatBytes(e.Predicted))
+}
+
+// Step is called after each training step (and before the next): it
+// returns an *OverBudgetError if the device's peak since NewMonitor has
+// gone over the plan's budget, which then happened in this step.
+func (m *Monitor) Step() error {
+	m.step++
+	s := m.dev.MemStats()
+	m.peak = max(m.peak, s.Peak.Total)
+	if s.Peak.Total > m.plan.Budget {
+		return &OverBudgetError{Step: m.step, Peak: s.Peak.Total, Budget: m.plan.Budget, Predicted: m.plan.Peak}
+	}
+	return nil
+}
+
+// Peak is the largest peak the device reached since NewMonitor, as of the
+// last Step.
+func (m *Monitor) Peak() int64 { return m.peak }
+
+// PredictionError is the prediction's error relative to the measured
+// peak, as of the last Step: (predicted - measured) / measured, 0.01 for a
+// prediction 1% high; 0 before the first Step.
+func (m *Monitor) PredictionError() float64 {
+	if m.peak == 0 {
+		return 0
+	}
+	return float64(m.plan.Peak-m.peak) / float64(m.peak)
+}
