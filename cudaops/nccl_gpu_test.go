@@ -15,6 +15,7 @@ import (
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/mpi"
+	"github.com/mixprec/mixprec/mpi/mpitest"
 )
 
 // The tests in this file run NCCL on real GPUs: one rank on one GPU, and,
@@ -311,27 +312,13 @@ func TestChildNCCLStalled(t *testing.T) {
 func TestNCCLUnderMpirun(t *testing.T) {
 	openNCCLGPU(t)
 	n := min(gpuCount(t, 2), 4)
-	bin, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not found (Debian's openmpi-bin): NCCL over MPI not tested")
-	}
-	args := []string{"--oversubscribe", "-np", strconv.Itoa(n)}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
-	args = append(args, "-x", "MIXPREC_NCCL_CHILD=1", os.Args[0], "-test.run", "^TestChildNCCLMPI$", "-test.v")
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil || strings.Count(string(out), "--- PASS: TestChildNCCLMPI") != n {
-		t.Fatalf("%d ranks under mpirun: %v\n%s", n, err, out)
-	}
+	mpitest.Pass(t, n, "TestChildNCCLMPI")
 }
 
 // TestChildNCCLMPI is one rank of TestNCCLUnderMpirun, on the GPU of its
 // local rank.
 func TestChildNCCLMPI(t *testing.T) {
-	if os.Getenv("MIXPREC_NCCL_CHILD") != "1" {
-		t.Skip("runs as one rank of an NCCL job, started by its parent test")
-	}
+	mpitest.Child(t)
 	local, _ := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
 	d, err := Open(local, OptionsFromEnv())
 	if err != nil {
