@@ -78,11 +78,9 @@ func testIm2Col(t *testing.T, dev device.Device) {
 				x := e.uniform(s.N*s.C*s.H*s.W, -2, 2)
 				xb := e.put(ty.src[0], x)
 				src := im2colRef(s)
-				got := e.twice(func(fill float32) [][]float32 {
-					cb := e.full(ty.dst, len(src), fill)
+				got := e.output(ty.dst, len(src), func(cb device.Buffer) {
 					e.dev.Im2Col(cb, xb, s)
-					return [][]float32{e.get(cb)}
-				})[0]
+				})
 				want := make([]float32, len(src))
 				for i, j := range src {
 					if j >= 0 {
@@ -445,11 +443,9 @@ func (e *env) checkMaxPoolGrad(s device.PoolShape, ty dtCase, x, dy []float32, a
 	e.t.Helper()
 	n := s.N * s.C * s.H * s.W
 	dyb := e.put(ty.src[0], dy)
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, n, fill)
+	got := e.output(ty.dst, n, func(db device.Buffer) {
 		e.dev.MaxPoolGrad(db, dyb, ab, s)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	e.near("dx", ty.dst, got, maxPoolGradRef(s, x, dy), nil)
 }
 
@@ -511,11 +507,9 @@ func (e *env) checkAvgPool(s device.PoolShape, ty dtCase, x []float32) {
 	e.t.Helper()
 	hw, ohw := s.H*s.W, s.OH*s.OW
 	xb := e.put(ty.src[0], x)
-	got := e.twice(func(fill float32) [][]float32 {
-		yb := e.full(ty.dst, s.N*s.C*ohw, fill)
+	got := e.output(ty.dst, s.N*s.C*ohw, func(yb device.Buffer) {
 		e.dev.AvgPool(yb, xb, s)
-		return [][]float32{e.get(yb)}
-	})[0]
+	})
 	want := make([]float64, s.N*s.C*ohw)
 	for p := range s.N * s.C {
 		for oh := range s.OH {
@@ -536,11 +530,9 @@ func (e *env) checkAvgPoolGrad(s device.PoolShape, ty dtCase, dy []float32) {
 	hw, ohw := s.H*s.W, s.OH*s.OW
 	n := s.N * s.C * hw
 	dyb := e.put(ty.src[0], dy)
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, n, fill)
+	got := e.output(ty.dst, n, func(db device.Buffer) {
 		e.dev.AvgPoolGrad(db, dyb, s)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	want := make([]float64, n)
 	for p := range s.N * s.C {
 		for oh := range s.OH {
