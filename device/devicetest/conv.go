@@ -9,14 +9,13 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-func convCases() []struct {
+// convCase is a named convolution geometry.
+type convCase struct {
 	name string
 	s    device.ConvShape
-} {
-	type cs = struct {
-		name string
-		s    device.ConvShape
-	}
+}
+
+func convCases() []convCase {
 	sub := device.NewConvShape(4, 3, 6, 5, 3, 3, 1, 1)
 	sub.N0, sub.NB = 1, 2
 	last := device.NewConvShape(3, 2, 5, 5, 3, 3, 2, 1)
@@ -24,7 +23,7 @@ func convCases() []struct {
 	// A non-square kernel with different strides and paddings per axis.
 	rect := device.ConvShape{N: 2, C: 2, H: 7, W: 6, KH: 3, KW: 2, StrideH: 2, StrideW: 1, PadH: 1, PadW: 0}
 	rect.OH, rect.OW, rect.NB = (7+2-3)/2+1, (6-2)/1+1, 2
-	return []cs{
+	return []convCase{
 		{"k3s1p1/2x3x5x5", device.NewConvShape(2, 3, 5, 5, 3, 3, 1, 1)},
 		{"k3s2p0/1x2x7x6", device.NewConvShape(1, 2, 7, 6, 3, 3, 2, 0)},
 		{"k3s2p1/2x2x8x8", device.NewConvShape(2, 2, 8, 8, 3, 3, 2, 1)},
@@ -260,17 +259,16 @@ func checkDirectConv(e *env, dc device.DirectConvKernels, dt dtype.DType, s devi
 	e.near("y without bias", dt, e.get(yb), y, slack(my, s.C*kk+1))
 }
 
-func poolCases() []struct {
+// poolCase is a named pooling geometry.
+type poolCase struct {
 	name string
 	s    device.PoolShape
-} {
-	type pc = struct {
-		name string
-		s    device.PoolShape
-	}
+}
+
+func poolCases() []poolCase {
 	rect := device.PoolShape{N: 2, C: 2, H: 7, W: 8, KH: 3, KW: 2, StrideH: 2, StrideW: 1, PadH: 1, PadW: 1}
 	rect.OH, rect.OW = (7+2-3)/2+1, (8+2-2)/1+1
-	return []pc{
+	return []poolCase{
 		{"k2s2/2x3x6x6", device.NewPoolShape(2, 3, 6, 6, 2, 2, 0)},
 		{"k2s2/odd/1x2x7x5", device.NewPoolShape(1, 2, 7, 5, 2, 2, 0)},
 		{"k3s2p1/2x2x7x7", device.NewPoolShape(2, 2, 7, 7, 3, 2, 1)},
@@ -478,27 +476,28 @@ func avgDivisor(s device.PoolShape, oh, ow int) float64 {
 }
 
 func testAvgPool(t *testing.T, dev device.Device) {
-	for _, ty := range poolTypes {
-		for _, c := range poolCases() {
-			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
-				s := c.s
-				e.checkAvgPool(s, ty, e.uniform(s.N*s.C*s.H*s.W, -2, 2))
-			})
-		}
-	}
+	eachPool(t, dev, "", func(e *env, s device.PoolShape, ty dtCase) {
+		e.checkAvgPool(s, ty, e.uniform(s.N*s.C*s.H*s.W, -2, 2))
+	})
 	testAvgPoolNaN(t, dev)
 }
 
 func testAvgPoolGrad(t *testing.T, dev device.Device) {
+	eachPool(t, dev, "", func(e *env, s device.PoolShape, ty dtCase) {
+		e.checkAvgPoolGrad(s, ty, e.uniform(s.N*s.C*s.OH*s.OW, -1, 1))
+	})
+	testAvgPoolGradNaN(t, dev)
+}
+
+// eachPool runs check as a subtest "<prefix><dtypes>/<case>" for every
+// dtype combination of poolTypes and every pool case.
+func eachPool(t *testing.T, dev device.Device, prefix string, check func(e *env, s device.PoolShape, ty dtCase)) {
+	t.Helper()
 	for _, ty := range poolTypes {
 		for _, c := range poolCases() {
-			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
-				s := c.s
-				e.checkAvgPoolGrad(s, ty, e.uniform(s.N*s.C*s.OH*s.OW, -1, 1))
-			})
+			run(t, dev, fmt.Sprintf("%s%v/%s", prefix, ty, c.name), func(e *env) { check(e, c.s, ty) })
 		}
 	}
-	testAvgPoolGradNaN(t, dev)
 }
 
 // checkAvgPool runs AvgPool on x and compares it with each window's mean,
