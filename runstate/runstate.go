@@ -34,11 +34,8 @@
 package runstate
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -152,7 +149,7 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 		return "", fmt.Errorf("runstate: saving the optimiser: %w", err)
 	}
 	for _, name := range []string{"model.safetensors", "optim.safetensors"} {
-		sum, err := fileSum(filepath.Join(tmp, name))
+		sum, err := atomicfile.SHA256(filepath.Join(tmp, name))
 		if err != nil {
 			return "", fmt.Errorf("runstate: %w", err)
 		}
@@ -406,7 +403,7 @@ func Load(dir string, r Run) (Position, error) {
 		return Position{}, &MismatchError{err}
 	}
 	for _, name := range []string{"model.safetensors", "optim.safetensors"} {
-		sum, err := fileSum(filepath.Join(dir, name))
+		sum, err := atomicfile.SHA256(filepath.Join(dir, name))
 		if err != nil {
 			return Position{}, fmt.Errorf("runstate: %w", err)
 		}
@@ -576,17 +573,4 @@ func orNone(v string, ok bool) string {
 		return "none"
 	}
 	return v
-}
-
-func fileSum(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
