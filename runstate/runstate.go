@@ -211,15 +211,24 @@ type Info struct {
 // ReadInfo reads and verifies the state.json of the checkpoint in dir
 // (its checksum, strictly decoded) without loading anything.
 func ReadInfo(dir string) (Info, error) {
+	st, err := readState(dir)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Dir: dir, ID: st.Run, Config: st.Config, Position: st.Position}, nil
+}
+
+// readState reads and verifies the state.json of the checkpoint in dir.
+func readState(dir string) (state, error) {
 	js, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
-		return Info{}, fmt.Errorf("runstate: %w", err)
+		return state{}, fmt.Errorf("runstate: %w", err)
 	}
 	st, err := unseal(js)
 	if err != nil {
-		return Info{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
+		return state{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
 	}
-	return Info{Dir: dir, ID: st.Run, Config: st.Config, Position: st.Position}, nil
+	return st, nil
 }
 
 // Contents is what run files a directory holds.
@@ -388,13 +397,9 @@ func list(root string) ([]int, error) {
 // tensors' names and shapes differ) is a *MismatchError: another checkpoint
 // of the same run would fail the same way.
 func Load(dir string, r Run) (Position, error) {
-	js, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	st, err := readState(dir)
 	if err != nil {
-		return Position{}, fmt.Errorf("runstate: %w", err)
-	}
-	st, err := unseal(js)
-	if err != nil {
-		return Position{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
+		return Position{}, err
 	}
 	if err := st.Position.check(r.Extent); err != nil {
 		return Position{}, fmt.Errorf("runstate: %s: position %w", filepath.Join(dir, "state.json"), err)
