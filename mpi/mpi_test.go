@@ -8,6 +8,7 @@ import (
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/device/cpu"
+	"github.com/mixprec/mixprec/device/devicetest"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/mpi"
 	"github.com/mixprec/mixprec/mpi/mpitest"
@@ -23,50 +24,7 @@ func TestChildCollectives(t *testing.T) {
 	if c.Size() != 3 {
 		t.Fatalf("size %d, want 3", c.Size())
 	}
-	r := float32(c.Rank())
-	dev := cpu.New()
-	for _, dt := range dtype.All {
-		// rank r holds r+1, r+2, ... : the sum over 3 ranks of element i is
-		// 3i + 6, the average i + 2.
-		n := 1000
-		vals := make([]float32, n)
-		for i := range vals {
-			vals[i] = r + 1 + float32(i%100)
-		}
-		for _, op := range []device.ReduceOp{device.Sum, device.Avg} {
-			b := dev.Alloc(dt, n, device.Temp)
-			dev.CopyFromHost(b, vals)
-			if err := c.AllReduce(b, op); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]float32, n)
-			dev.CopyToHost(got, b)
-			for i, g := range got {
-				want := 3*float32(i%100) + 6
-				if op == device.Avg {
-					want = float32(i%100) + 2
-				}
-				if g != dtype.Round(dt, want) {
-					t.Fatalf("%v all-reduce %v: element %d = %v, want %v", dt, op, i, g, want)
-				}
-			}
-			dev.Free(b)
-		}
-		b := dev.Alloc(dt, 5, device.Temp)
-		dev.CopyFromHost(b, []float32{r, r, r, r, r})
-		if err := c.Broadcast(b, 2); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, 5)
-		dev.CopyToHost(got, b)
-		if got[0] != 2 || got[4] != 2 {
-			t.Fatalf("%v broadcast from rank 2: %v", dt, got)
-		}
-		dev.Free(b)
-	}
-	if err := c.Barrier(); err != nil {
-		t.Fatal(err)
-	}
+	devicetest.RunComm(t, c, cpu.New())
 }
 
 // TestStalledRankUnderMpirun stalls the last of three ranks: the others'
