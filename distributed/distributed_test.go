@@ -18,6 +18,7 @@ import (
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/device/cpu"
+	"github.com/mixprec/mixprec/device/devicetest"
 	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/mpi"
@@ -329,13 +330,7 @@ func TestChildMismatch(t *testing.T) {
 // to make a missing GPU a failure).
 func cudaForNCCL(t *testing.T) device.Device {
 	t.Helper()
-	dev, err := device.Open("cuda")
-	if err != nil {
-		if os.Getenv("MIXPREC_REQUIRE_CUDA") == "1" {
-			t.Fatalf("MIXPREC_REQUIRE_CUDA=1 but no GPU: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
-	}
+	dev := devicetest.Open(t, "cuda")
 	if _, err := cudaops.NewNCCLID(); err != nil {
 		t.Skipf("NCCL not tested: %v", err)
 	}
