@@ -5,7 +5,8 @@
 // the directory synced, so the rename itself survives a crash. Every file
 // mixprec writes for a user goes through it: weights (safetensors), run
 // checkpoints and their lock (runstate), metrics and traces (the
-// programs), fetched data (datasets) and plots (mixprec plot).
+// programs), fetched data (datasets) and plots (mixprec plot). SHA256 is
+// the digest of a file such a writer records and a reader checks.
 //
 // It lives at the bottom of the layers (docs/design.md §2: layer 0, beside
 // dtype, importing only the standard library) because its lowest user,

@@ -170,3 +170,27 @@ func TestTempFor(t *testing.T) {
 		}
 	}
 }
+
+// TestSHA256: the digest sha256sum prints, for an empty file and one of
+// FIPS 180-2's examples, and an error naming a file that is not there.
+func TestSHA256(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		content, want string
+	}{
+		{"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+		{"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+	} {
+		path := filepath.Join(dir, "f"+c.content)
+		if err := os.WriteFile(path, []byte(c.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := SHA256(path); err != nil || got != c.want {
+			t.Errorf("SHA256 of %q = %s, %v; want %s, nil", c.content, got, err, c.want)
+		}
+	}
+	missing := filepath.Join(dir, "missing")
+	if _, err := SHA256(missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("SHA256 of a missing file: %v, want an error naming it that is fs.ErrNotExist", err)
+	}
+}

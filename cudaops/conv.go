@@ -18,32 +18,38 @@ func convParam(s device.ConvShape) param {
 
 // Im2Col unrolls images [N0, N0+NB) of x into col (NB, C*KH*KW, OH*OW).
 func (d *Device) Im2Col(col, x device.Buffer, s device.ConvShape) {
-	d.enter()
-	defer d.leave()
-	cb, xb := d.buf(col, "Im2Col"), d.buf(x, "Im2Col")
 	checkConv(s)
-	total := s.NB * s.C * s.KH * s.KW * s.OH * s.OW
-	checkLen("Im2Col", s.N*s.C*s.H*s.W, xb)
-	checkLen("Im2Col", total, cb)
-	if total == 0 {
-		return
-	}
-	d.launch(d.ks.im2col, gridFor(total), ptr(cb), dt(cb), ptr(xb), dt(xb), convParam(s), pInt(total))
+	images, cols := s.N*s.C*s.H*s.W, s.NB*s.C*s.KH*s.KW*s.OH*s.OW
+	d.gridKernel("Im2Col", d.ks.im2col, convParam(s), cols, cols, images, col, x)
 }
 
 // Col2Im overwrites images [N0, N0+NB) of dx with the adjoint of Im2Col.
 func (d *Device) Col2Im(dx, col device.Buffer, s device.ConvShape) {
+	checkConv(s)
+	images, cols := s.N*s.C*s.H*s.W, s.NB*s.C*s.KH*s.KW*s.OH*s.OW
+	d.gridKernel("Col2Im", d.ks.col2im, convParam(s), s.NB*s.C*s.H*s.W, images, cols, dx, col)
+}
+
+// gridKernel launches k, a thread for each of total elements, on dst of
+// nDst elements and srcs of nSrc each: the kernel's arguments are each
+// operand's pointer and dtype, dst first, then shape and total. The
+// convolution's and the pools' kernels but MaxPool, whose positions are
+// optional.
+func (d *Device) gridKernel(op string, k *kernel, shape param, total, nDst, nSrc int, dst device.Buffer, srcs ...device.Buffer) {
 	d.enter()
 	defer d.leave()
-	db, cb := d.buf(dx, "Col2Im"), d.buf(col, "Col2Im")
-	checkConv(s)
-	checkLen("Col2Im", s.N*s.C*s.H*s.W, db)
-	checkLen("Col2Im", s.NB*s.C*s.KH*s.KW*s.OH*s.OW, cb)
-	total := s.NB * s.C * s.H * s.W
+	db := d.buf(dst, op)
+	checkLen(op, nDst, db)
+	args := []param{ptr(db), dt(db)}
+	for _, s := range srcs {
+		sb := d.buf(s, op)
+		checkLen(op, nSrc, sb)
+		args = append(args, ptr(sb), dt(sb))
+	}
 	if total == 0 {
 		return
 	}
-	d.launch(d.ks.col2im, gridFor(total), ptr(db), dt(db), ptr(cb), dt(cb), convParam(s), pInt(total))
+	d.launch(k, gridFor(total), append(args, shape, pInt(total))...)
 }
 
 func checkPool(s device.PoolShape) {
@@ -86,47 +92,23 @@ func (d *Device) MaxPool(y, arg, x device.Buffer, s device.PoolShape) {
 // MaxPoolGrad routes dy to the element of each window MaxPool chose, as its
 // arg recorded.
 func (d *Device) MaxPoolGrad(dx, dy, arg device.Buffer, s device.PoolShape) {
-	d.enter()
-	defer d.leave()
-	db, gb, ab := d.buf(dx, "MaxPoolGrad"), d.buf(dy, "MaxPoolGrad"), d.buf(arg, "MaxPoolGrad")
 	checkPool(s)
-	total := s.N * s.C * s.H * s.W
-	checkLen("MaxPoolGrad", total, db)
-	checkLen("MaxPoolGrad", s.N*s.C*s.OH*s.OW, gb, ab)
-	if total == 0 {
-		return
-	}
-	d.launch(d.ks.maxpoolGrad, gridFor(total), ptr(db), dt(db), ptr(gb), dt(gb), ptr(ab), dt(ab), poolParam(s), pInt(total))
+	in, out := s.N*s.C*s.H*s.W, s.N*s.C*s.OH*s.OW
+	d.gridKernel("MaxPoolGrad", d.ks.maxpoolGrad, poolParam(s), in, in, out, dx, dy, arg)
 }
 
 // AvgPool writes each window's mean, padding counted as zeros.
 func (d *Device) AvgPool(y, x device.Buffer, s device.PoolShape) {
-	d.enter()
-	defer d.leave()
-	yb, xb := d.buf(y, "AvgPool"), d.buf(x, "AvgPool")
 	checkPool(s)
-	checkLen("AvgPool", s.N*s.C*s.H*s.W, xb)
-	total := s.N * s.C * s.OH * s.OW
-	checkLen("AvgPool", total, yb)
-	if total == 0 {
-		return
-	}
-	d.launch(d.ks.avgpool, gridFor(total), ptr(yb), dt(yb), ptr(xb), dt(xb), poolParam(s), pInt(total))
+	in, out := s.N*s.C*s.H*s.W, s.N*s.C*s.OH*s.OW
+	d.gridKernel("AvgPool", d.ks.avgpool, poolParam(s), out, out, in, y, x)
 }
 
 // AvgPoolGrad spreads dy evenly over each window.
 func (d *Device) AvgPoolGrad(dx, dy device.Buffer, s device.PoolShape) {
-	d.enter()
-	defer d.leave()
-	db, gb := d.buf(dx, "AvgPoolGrad"), d.buf(dy, "AvgPoolGrad")
 	checkPool(s)
-	total := s.N * s.C * s.H * s.W
-	checkLen("AvgPoolGrad", total, db)
-	checkLen("AvgPoolGrad", s.N*s.C*s.OH*s.OW, gb)
-	if total == 0 {
-		return
-	}
-	d.launch(d.ks.avgpoolGrad, gridFor(total), ptr(db), dt(db), ptr(gb), dt(gb), poolParam(s), pInt(total))
+	in, out := s.N*s.C*s.H*s.W, s.N*s.C*s.OH*s.OW
+	d.gridKernel("AvgPoolGrad", d.ks.avgpoolGrad, poolParam(s), in, in, out, dx, dy)
 }
 
 func checkNorm(op string, n, c, hw int) {

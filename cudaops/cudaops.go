@@ -483,6 +483,22 @@ func (d *Device) readFlag(op string) int32 {
 	return v
 }
 
+// element copies b's element i to the host as a float32 (waiting for the
+// work queued before it), for a panic that names a bad label or id.
+func (d *Device) element(b *Buffer, i int) float32 {
+	if b.DType() == dtype.F32 {
+		var v float32
+		d.g.dtoh(unsafe.Pointer(&v), b.addr(i), 4)
+		return v
+	}
+	var h uint16
+	d.g.dtoh(unsafe.Pointer(&h), b.addr(i), 2)
+	if b.DType() == dtype.F16 {
+		return dtype.F16ToF32(h)
+	}
+	return dtype.BF16ToF32(h)
+}
+
 // setFlag queues flag = v.
 func (d *Device) setFlag(op string, v uint32) {
 	if err := d.g.memsetD32(d.flag, v, 1); err != nil {

@@ -13,19 +13,11 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-// openGPU returns the process's CUDA device, or skips the test with one line
-// saying why there is none. With MIXPREC_REQUIRE_CUDA=1 (make test-cuda,
-// the bundle's run.sh) a missing GPU fails the test instead.
+// openGPU returns the process's CUDA device, or skips the test (fails it
+// under MIXPREC_REQUIRE_CUDA=1) as devicetest.Open does.
 func openGPU(t *testing.T) device.Device {
 	t.Helper()
-	d, err := device.Open("cuda")
-	if err != nil {
-		if os.Getenv("MIXPREC_REQUIRE_CUDA") == "1" {
-			t.Fatalf("MIXPREC_REQUIRE_CUDA=1 but no GPU: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
-	}
-	return d
+	return devicetest.Open(t, "cuda")
 }
 
 // TestConformance runs the device contract's conformance suite on the GPU.

@@ -124,14 +124,9 @@ func (d *Device) Binary(op device.BinaryOp, dst, a, b device.Buffer, s device.St
 
 // Unary computes dst = op(src).
 func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32) {
-	if op >= device.NumUnaryOps {
-		panic(fmt.Sprintf("cudaops: unknown unary op %v", op))
-	}
 	d.enter()
 	defer d.leave()
-	what := "Unary " + op.String()
-	db, sb := d.buf(dst, what), d.buf(src, what)
-	checkLen(what, db.Len(), sb)
+	_, db, sb := d.unary("Unary", op, dst, src)
 	if db.Len() == 0 {
 		return
 	}
@@ -142,14 +137,9 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.Buffer, alpha float32)
 // its row of device's op table keeps (nil, and not read, when it keeps
 // nothing).
 func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer, alpha float32) {
-	if op >= device.NumUnaryOps {
-		panic(fmt.Sprintf("cudaops: unknown unary op %v", op))
-	}
 	d.enter()
 	defer d.leave()
-	what := "UnaryGrad " + op.String()
-	db, gb := d.buf(dst, what), d.buf(dy, what)
-	checkLen(what, db.Len(), gb)
+	what, db, gb := d.unary("UnaryGrad", op, dst, dy)
 	var ib *Buffer
 	idt := pInt(0)
 	if op.Def().Keep != device.KeepNothing {
@@ -161,6 +151,19 @@ func (d *Device) UnaryGrad(op device.UnaryOp, dst, dy, in device.Buffer, alpha f
 		return
 	}
 	d.launch(d.ks.unaryGrad, gridFor(db.Len()), pInt(int(op)), ptr(db), dt(db), ptr(gb), dt(gb), ptr(ib), idt, pInt(db.Len()), pF32(alpha))
+}
+
+// unary checks a Unary or UnaryGrad call (call) of op, and its dst and
+// the operand of dst's length (src or dy), and returns what to name the
+// call in a panic ("Unary relu").
+func (d *Device) unary(call string, op device.UnaryOp, dst, src device.Buffer) (what string, db, sb *Buffer) {
+	if op >= device.NumUnaryOps {
+		panic(fmt.Sprintf("cudaops: unknown unary op %v", op))
+	}
+	what = call + " " + op.String()
+	db, sb = d.buf(dst, what), d.buf(src, what)
+	checkLen(what, db.Len(), sb)
+	return what, db, sb
 }
 
 // reduceBlockMin is the reduction length from which Reduce gives each

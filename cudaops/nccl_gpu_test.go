@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/device/devicetest"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/mpi"
+	"github.com/mixprec/mixprec/mpi/mpitest"
 )
 
 // The tests in this file run NCCL on real GPUs: one rank on one GPU, and,
@@ -55,73 +57,6 @@ func gpuCount(t *testing.T, want int) int {
 	return n
 }
 
-// checkCollectives runs the collectives of c on its device and checks them
-// exactly: every rank r holds r+1+(i%50)/4, whose sums over up to 8 ranks
-// are exact in every dtype at every partial sum.
-func checkCollectives(t *testing.T, c *NCCL) {
-	t.Helper()
-	dev, n, size := c.Device(), 1000, c.Size()
-	temp := dev.MemStats().Live.Category(device.Temp)
-	for _, dt := range dtype.All {
-		for _, op := range []device.ReduceOp{device.Sum, device.Avg} {
-			vals := make([]float32, n)
-			for i := range vals {
-				vals[i] = float32(c.Rank()+1) + float32(i%50)/4
-			}
-			b := dev.Alloc(dt, n, device.Temp)
-			dev.CopyFromHost(b, vals)
-			if err := c.AllReduce(b, op); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]float32, n)
-			dev.CopyToHost(got, b)
-			dev.Free(b)
-			for i, g := range got {
-				sum := float32(size*(size+1)/2) + float32(size)*float32(i%50)/4
-				want := sum
-				if op == device.Avg {
-					want = dtype.Round(dt, sum*(1/float32(size)))
-				}
-				if g != want {
-					t.Fatalf("rank %d of %d: %v all-reduce %v: element %d = %v, want %v", c.Rank(), size, dt, op, i, g, want)
-				}
-			}
-		}
-		b := dev.Alloc(dt, 7, device.Temp)
-		r := float32(c.Rank())
-		dev.CopyFromHost(b, []float32{r, r + 0.5, r, r, r, r, r})
-		if err := c.Broadcast(b, size-1); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, 7)
-		dev.CopyToHost(got, b)
-		dev.Free(b)
-		if got[0] != float32(size-1) || got[1] != float32(size)-0.5 {
-			t.Fatalf("rank %d: %v broadcast from rank %d: %v", c.Rank(), dt, size-1, got)
-		}
-	}
-	// 48 MiB: more than one of NCCL's chunks, and than mpi's pieces.
-	big := dev.Alloc(dtype.F32, 12<<20, device.Temp)
-	dev.Fill(big, float32(c.Rank()+1))
-	if err := c.AllReduce(big, device.Sum); err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, big.Len())
-	dev.CopyToHost(got, big)
-	for _, i := range []int{0, 1 << 20, 12<<20 - 1} {
-		if want := float32(size * (size + 1) / 2); got[i] != want {
-			t.Fatalf("rank %d: 48 MiB all-reduce: element %d = %v, want %v", c.Rank(), i, got[i], want)
-		}
-	}
-	if err := c.Barrier(); err != nil {
-		t.Fatal(err)
-	}
-	dev.Free(big)
-	if left := dev.MemStats().Live.Category(device.Temp) - temp; left != 0 {
-		t.Errorf("rank %d: the collectives left %d bytes of temporaries live", c.Rank(), left)
-	}
-}
-
 // TestNCCLOnGPU runs a communicator of one rank on this GPU: every binding
 // is called for real, in every dtype.
 func TestNCCLOnGPU(t *testing.T) {
@@ -134,7 +69,7 @@ func TestNCCLOnGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCollectives(t, c)
+	devicetest.RunComm(t, c, c.Device())
 	one := d.Alloc(dtype.F32, 1, device.Temp)
 	if err := c.Broadcast(one, 1); err == nil {
 		t.Errorf("broadcast from rank 1 of 1 succeeded")
@@ -258,7 +193,7 @@ func TestChildNCCLRanks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCollectives(t, c)
+	devicetest.RunComm(t, c, c.Device())
 	logBandwidth(t, c)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -311,27 +246,13 @@ func TestChildNCCLStalled(t *testing.T) {
 func TestNCCLUnderMpirun(t *testing.T) {
 	openNCCLGPU(t)
 	n := min(gpuCount(t, 2), 4)
-	bin, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not found (Debian's openmpi-bin): NCCL over MPI not tested")
-	}
-	args := []string{"--oversubscribe", "-np", strconv.Itoa(n)}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
-	args = append(args, "-x", "MIXPREC_NCCL_CHILD=1", os.Args[0], "-test.run", "^TestChildNCCLMPI$", "-test.v")
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil || strings.Count(string(out), "--- PASS: TestChildNCCLMPI") != n {
-		t.Fatalf("%d ranks under mpirun: %v\n%s", n, err, out)
-	}
+	mpitest.Pass(t, n, "TestChildNCCLMPI")
 }
 
 // TestChildNCCLMPI is one rank of TestNCCLUnderMpirun, on the GPU of its
 // local rank.
 func TestChildNCCLMPI(t *testing.T) {
-	if os.Getenv("MIXPREC_NCCL_CHILD") != "1" {
-		t.Skip("runs as one rank of an NCCL job, started by its parent test")
-	}
+	mpitest.Child(t)
 	local, _ := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
 	d, err := Open(local, OptionsFromEnv())
 	if err != nil {
@@ -350,7 +271,7 @@ func TestChildNCCLMPI(t *testing.T) {
 	if c.Rank() != boot.Rank() || c.Size() != boot.Size() {
 		t.Errorf("NCCL rank %d of %d, MPI rank %d of %d", c.Rank(), c.Size(), boot.Rank(), boot.Size())
 	}
-	checkCollectives(t, c)
+	devicetest.RunComm(t, c, c.Device())
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"unsafe"
-
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/dtype"
 )
 
 // The row kernels run one warp per row, eight rows to a block.
@@ -17,28 +14,32 @@ func rowGrid(rows int) int { return max(1, min((rows+rowsPerBlock-1)/rowsPerBloc
 
 // LogSoftmax computes dst = src - logsumexp(src) per row.
 func (d *Device) LogSoftmax(dst, src device.Buffer, rows, cols int) {
-	d.enter()
-	defer d.leave()
-	db, sb := d.buf(dst, "LogSoftmax"), d.buf(src, "LogSoftmax")
-	checkRows("LogSoftmax", rows, cols)
-	checkLen("LogSoftmax", rows*cols, db, sb)
-	if rows*cols == 0 {
-		return
-	}
-	d.launch(d.ks.logSoftmax, rowGrid(rows), ptr(db), dt(db), ptr(sb), dt(sb), pInt(rows), pInt(cols))
+	d.rowKernel("LogSoftmax", d.ks.logSoftmax, rows, cols, dst, src)
 }
 
 // LogSoftmaxGrad computes dst = dy - exp(y)*sum(dy) per row.
 func (d *Device) LogSoftmaxGrad(dst, dy, y device.Buffer, rows, cols int) {
+	d.rowKernel("LogSoftmaxGrad", d.ks.logSoftmaxGrad, rows, cols, dst, dy, y)
+}
+
+// rowKernel launches k, a warp per row, on operands that are each rows x
+// cols, dst first: the kernels' arguments are each operand's pointer and
+// dtype, then rows and cols. The softmax kernels and their gradients.
+func (d *Device) rowKernel(op string, k *kernel, rows, cols int, operands ...device.Buffer) {
 	d.enter()
 	defer d.leave()
-	db, gb, yb := d.buf(dst, "LogSoftmaxGrad"), d.buf(dy, "LogSoftmaxGrad"), d.buf(y, "LogSoftmaxGrad")
-	checkRows("LogSoftmaxGrad", rows, cols)
-	checkLen("LogSoftmaxGrad", rows*cols, db, gb, yb)
+	bs := make([]*Buffer, len(operands))
+	args := make([]param, 0, 2*len(operands)+2)
+	for i, o := range operands {
+		bs[i] = d.buf(o, op)
+		args = append(args, ptr(bs[i]), dt(bs[i]))
+	}
+	checkRows(op, rows, cols)
+	checkLen(op, rows*cols, bs...)
 	if rows*cols == 0 {
 		return
 	}
-	d.launch(d.ks.logSoftmaxGrad, rowGrid(rows), ptr(db), dt(db), ptr(gb), dt(gb), ptr(yb), dt(yb), pInt(rows), pInt(cols))
+	d.launch(k, rowGrid(rows), append(args, pInt(rows), pInt(cols))...)
 }
 
 func checkRows(op string, rows, cols int) {
@@ -95,18 +96,7 @@ func (d *Device) checkLabels(op string, labels *Buffer, cols int) {
 	if r == noBadRow {
 		return
 	}
-	var v float32
-	if labels.DType() == dtype.F32 {
-		d.g.dtoh(unsafe.Pointer(&v), labels.addr(int(r)), 4)
-	} else {
-		var h uint16
-		d.g.dtoh(unsafe.Pointer(&h), labels.addr(int(r)), 2)
-		if labels.DType() == dtype.F16 {
-			v = dtype.F16ToF32(h)
-		} else {
-			v = dtype.BF16ToF32(h)
-		}
-	}
+	v := d.element(labels, int(r))
 	panic(fmt.Sprintf("cudaops: %s: label %v (row %d) is not a class index in [0, %d)", op, v, r, cols))
 }
 

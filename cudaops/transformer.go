@@ -2,7 +2,6 @@ package cudaops
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/dtype"
@@ -69,10 +68,7 @@ func tileGrid(n int) int { return max(1, min(n, maxGrid)) }
 func (d *Device) Embedding(dst, table, ids device.Buffer, n, dim int) {
 	d.enter()
 	defer d.leave()
-	db, tb, ib := d.buf(dst, "Embedding"), d.buf(table, "Embedding"), d.buf(ids, "Embedding")
-	checkRows("Embedding", n, dim)
-	checkLen("Embedding", n*dim, db)
-	checkLen("Embedding", n, ib)
+	db, tb, ib := d.embedding("Embedding", dst, table, ids, n, dim)
 	if n == 0 || dim == 0 {
 		return
 	}
@@ -92,10 +88,7 @@ func (d *Device) Embedding(dst, table, ids device.Buffer, n, dim int) {
 func (d *Device) EmbeddingGrad(dtable, dy, ids device.Buffer, n, dim int) {
 	d.enter()
 	defer d.leave()
-	tb, gb, ib := d.buf(dtable, "EmbeddingGrad"), d.buf(dy, "EmbeddingGrad"), d.buf(ids, "EmbeddingGrad")
-	checkRows("EmbeddingGrad", n, dim)
-	checkLen("EmbeddingGrad", n*dim, gb)
-	checkLen("EmbeddingGrad", n, ib)
+	gb, tb, ib := d.embedding("EmbeddingGrad", dy, dtable, ids, n, dim)
 	if dim == 0 {
 		return
 	}
@@ -113,6 +106,17 @@ func (d *Device) EmbeddingGrad(dtable, dy, ids device.Buffer, n, dim int) {
 	d.checkIDs("EmbeddingGrad", ib, vocab)
 }
 
+// embedding checks an Embedding or EmbeddingGrad call's operands as the
+// CPU backend does: n ids, and rows (Embedding's dst or EmbeddingGrad's
+// dy) of n x dim; the table is whatever rows of dim its length holds.
+func (d *Device) embedding(op string, rows, table, ids device.Buffer, n, dim int) (rb, tb, ib *Buffer) {
+	rb, tb, ib = d.buf(rows, op), d.buf(table, op), d.buf(ids, op)
+	checkRows(op, n, dim)
+	checkLen(op, n*dim, rb)
+	checkLen(op, n, ib)
+	return rb, tb, ib
+}
+
 // checkIDs reads the flag of the embedding kernels and panics, naming the
 // id, when they found one that is not a row of the table.
 func (d *Device) checkIDs(op string, ids *Buffer, vocab int) {
@@ -123,45 +127,18 @@ func (d *Device) checkIDs(op string, ids *Buffer, vocab int) {
 
 // badID panics with the CPU backend's message for ids[i].
 func (d *Device) badID(op string, ids *Buffer, i, vocab int) {
-	var v float32
-	if ids.DType() == dtype.F32 {
-		d.g.dtoh(unsafe.Pointer(&v), ids.addr(i), 4)
-	} else {
-		var h uint16
-		d.g.dtoh(unsafe.Pointer(&h), ids.addr(i), 2)
-		if ids.DType() == dtype.F16 {
-			v = dtype.F16ToF32(h)
-		} else {
-			v = dtype.BF16ToF32(h)
-		}
-	}
+	v := d.element(ids, i)
 	panic(fmt.Sprintf("cudaops: %s: id %v at %d is not a row of a table of %d", op, v, i, vocab))
 }
 
 // Softmax computes dst = softmax(src) along each row.
 func (d *Device) Softmax(dst, src device.Buffer, rows, cols int) {
-	d.enter()
-	defer d.leave()
-	db, sb := d.buf(dst, "Softmax"), d.buf(src, "Softmax")
-	checkRows("Softmax", rows, cols)
-	checkLen("Softmax", rows*cols, db, sb)
-	if rows*cols == 0 {
-		return
-	}
-	d.launch(d.ks.softmax, rowGrid(rows), ptr(db), dt(db), ptr(sb), dt(sb), pInt(rows), pInt(cols))
+	d.rowKernel("Softmax", d.ks.softmax, rows, cols, dst, src)
 }
 
 // SoftmaxGrad computes dst = y * (dy - sum(dy*y)) along each row.
 func (d *Device) SoftmaxGrad(dst, dy, y device.Buffer, rows, cols int) {
-	d.enter()
-	defer d.leave()
-	db, gb, yb := d.buf(dst, "SoftmaxGrad"), d.buf(dy, "SoftmaxGrad"), d.buf(y, "SoftmaxGrad")
-	checkRows("SoftmaxGrad", rows, cols)
-	checkLen("SoftmaxGrad", rows*cols, db, gb, yb)
-	if rows*cols == 0 {
-		return
-	}
-	d.launch(d.ks.softmaxGrad, rowGrid(rows), ptr(db), dt(db), ptr(gb), dt(gb), ptr(yb), dt(yb), pInt(rows), pInt(cols))
+	d.rowKernel("SoftmaxGrad", d.ks.softmaxGrad, rows, cols, dst, dy, y)
 }
 
 // opt is an optional operand: nil stays nil.

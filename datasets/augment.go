@@ -44,18 +44,7 @@ func RandomCropFlip(pad int) AugmentFunc {
 // so rows are visited in the order that reads each input row before it is
 // overwritten, and copy moves overlapping runs within a row correctly.
 func cropFlip(dst []float32, shape []int, pad, top, left int, flip bool) {
-	var c, h, w int
-	switch len(shape) {
-	case 2:
-		c, h, w = 1, shape[0], shape[1]
-	case 3:
-		c, h, w = shape[0], shape[1], shape[2]
-	default:
-		panic(fmt.Sprintf("datasets: RandomCropFlip needs samples of shape [C H W] or [H W], got %v", shape))
-	}
-	if len(dst) != c*h*w {
-		panic(fmt.Sprintf("datasets: RandomCropFlip: %d values for a sample of shape %v", len(dst), shape))
-	}
+	c, h, w := imageShape("RandomCropFlip", dst, shape)
 	dy, dx := top-pad, left-pad
 	// Columns of the output that have a source column: [x0, x1).
 	x0, x1 := max(0, -dx), min(w, w-dx)
@@ -87,6 +76,24 @@ func cropFlip(dst []float32, shape []int, pad, top, left int, flip bool) {
 	}
 }
 
+// imageShape returns the channels, rows and columns of a sample of shape
+// [C H W] or [H W] (one channel), and panics, naming op, on another shape
+// or on a dst that does not hold one sample of it.
+func imageShape(op string, dst []float32, shape []int) (c, h, w int) {
+	switch len(shape) {
+	case 2:
+		c, h, w = 1, shape[0], shape[1]
+	case 3:
+		c, h, w = shape[0], shape[1], shape[2]
+	default:
+		panic(fmt.Sprintf("datasets: %s needs samples of shape [C H W] or [H W], got %v", op, shape))
+	}
+	if len(dst) != c*h*w {
+		panic(fmt.Sprintf("datasets: %s: %d values for a sample of shape %v", op, len(dst), shape))
+	}
+	return c, h, w
+}
+
 // RandomShift translates each image by up to max pixels in each direction
 // (uniformly, independently for rows and columns), filling the uncovered
 // strip with fill: torchvision's RandomAffine(translate=...) with integer
@@ -109,18 +116,7 @@ func RandomShift(max int, fill float32) AugmentFunc {
 // shift moves the image in dst down by dy rows and right by dx columns in
 // place, filling what is uncovered with fill.
 func shift(dst []float32, shape []int, dy, dx int, fill float32) {
-	var c, h, w int
-	switch len(shape) {
-	case 2:
-		c, h, w = 1, shape[0], shape[1]
-	case 3:
-		c, h, w = shape[0], shape[1], shape[2]
-	default:
-		panic(fmt.Sprintf("datasets: RandomShift needs samples of shape [C H W] or [H W], got %v", shape))
-	}
-	if len(dst) != c*h*w {
-		panic(fmt.Sprintf("datasets: RandomShift: %d values for a sample of shape %v", len(dst), shape))
-	}
+	c, h, w := imageShape("RandomShift", dst, shape)
 	for ch := range c {
 		plane := dst[ch*h*w : (ch+1)*h*w]
 		// Visit rows so that each source row is read before it is

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -98,7 +97,7 @@ func (s sums) check(path, hint string) error {
 		return fmt.Errorf("datasets: %s lists no SHA-256 for %s, so it cannot be checked; add its line (sha256sum %s >> %s)",
 			s.source, name, name, s.source)
 	}
-	got, err := fileSHA256(path)
+	got, err := atomicfile.SHA256(path)
 	if err != nil {
 		return fmt.Errorf("datasets: %w", err)
 	}
@@ -106,19 +105,6 @@ func (s sums) check(path, hint string) error {
 		return &SumError{Path: path, Got: got, Want: want, Source: s.source, hint: hint}
 	}
 	return nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // stalePartial is how old a download's temporary file must be before a

@@ -18,9 +18,11 @@ import (
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/device/cpu"
+	"github.com/mixprec/mixprec/device/devicetest"
 	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/mpi"
+	"github.com/mixprec/mixprec/mpi/mpitest"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/optim"
 	"github.com/mixprec/mixprec/safetensors"
@@ -32,24 +34,6 @@ func entries(m nn.Module) []distributed.Entry {
 		out = append(out, distributed.Entry{Name: e.Name, Var: e.Var})
 	}
 	return out
-}
-
-func mpirun(t *testing.T, np int, run string, env ...string) (string, error) {
-	t.Helper()
-	bin, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not found (Debian's openmpi-bin; make test installs it): data parallelism not tested")
-	}
-	args := []string{"--oversubscribe", "-np", fmt.Sprint(np)}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
-	for _, e := range append(env, "MIXPREC_MPI_CHILD=1") {
-		args = append(args, "-x", e)
-	}
-	args = append(args, os.Args[0], "-test.run", "^"+run+"$", "-test.v")
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	return string(out), err
 }
 
 const steps = 6
@@ -176,11 +160,8 @@ func TestTwoRanksMatchOneUnderMpirun(t *testing.T) {
 	}{{dtype.F32, -1, "0"}, {dtype.F32, -1, "1"}, {dtype.F16, 2, "1"}} {
 		t.Run(c.low.String()+"/attach"+c.attach, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "ranks.safetensors")
-			log, err := mpirun(t, 2, "TestChildTrain", "MIXPREC_DP_OUT="+out, "MIXPREC_DP_LOW="+c.low.String(),
+			log := mpitest.Pass(t, 2, "TestChildTrain", "MIXPREC_DP_OUT="+out, "MIXPREC_DP_LOW="+c.low.String(),
 				fmt.Sprintf("MIXPREC_DP_OVERFLOW=%d", c.overflow), "MIXPREC_DP_ATTACH="+c.attach)
-			if err != nil {
-				t.Fatalf("2 ranks under mpirun: %v\n%s", err, log)
-			}
 			f, err := safetensors.ReadFile(out)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log)
@@ -200,21 +181,6 @@ func TestTwoRanksMatchOneUnderMpirun(t *testing.T) {
 			within(t, "2 ranks x batch 8", f, want.weights)
 		})
 	}
-}
-
-// childComm opens MPI for a rank started by mpirun, or skips the test when
-// it was not.
-func childComm(t *testing.T) *mpi.Comm {
-	t.Helper()
-	if os.Getenv("MIXPREC_MPI_CHILD") != "1" {
-		t.Skip("runs as a rank under mpirun, started by its parent test")
-	}
-	c, err := mpi.Open(mpi.Timeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // newDP returns train's constructor of data parallelism over comm, with
@@ -248,7 +214,7 @@ func sameOnEveryRank(t *testing.T, c *mpi.Comm, ws []safetensors.Tensor) {
 
 // TestChildTrain is one rank of TestTwoRanksMatchOneUnderMpirun.
 func TestChildTrain(t *testing.T) {
-	c := childComm(t)
+	c := mpitest.Comm(t, time.Minute)
 	low, err := dtype.Parse(os.Getenv("MIXPREC_DP_LOW"))
 	if err != nil {
 		t.Fatal(err)
@@ -271,15 +237,12 @@ func TestChildTrain(t *testing.T) {
 // autocast, averaging during backward (recomputed segments report their
 // gradients at the end of backward, so the buckets go in another order).
 func TestCheckpointingUnderMpirun(t *testing.T) {
-	log, err := mpirun(t, 2, "TestChildCheckpointing")
-	if err != nil || strings.Count(log, "--- PASS: TestChildCheckpointing") != 2 {
-		t.Fatalf("2 ranks under mpirun: %v\n%s", err, log)
-	}
+	mpitest.Pass(t, 2, "TestChildCheckpointing")
 }
 
 // TestChildCheckpointing is one rank of TestCheckpointingUnderMpirun.
 func TestChildCheckpointing(t *testing.T) {
-	c := childComm(t)
+	c := mpitest.Comm(t, time.Minute)
 	for _, low := range []dtype.DType{dtype.F32, dtype.F16} {
 		cfg := config{rank: c.Rank(), ranks: c.Size(), batch: 8, overflowAt: -1, low: low, attach: true}
 		plain := train(t, newDP(t, c), cfg)
@@ -314,10 +277,7 @@ func TestClippingUnderMpirun(t *testing.T) {
 	// clip, each norm at least 0.008 from the bound.
 	const maxNorm = 0.72
 	out := filepath.Join(t.TempDir(), "ranks.safetensors")
-	log, err := mpirun(t, 2, "TestChildClipping", "MIXPREC_DP_OUT="+out, fmt.Sprintf("MIXPREC_DP_CLIP=%g", maxNorm))
-	if err != nil {
-		t.Fatalf("2 ranks under mpirun: %v\n%s", err, log)
-	}
+	log := mpitest.Pass(t, 2, "TestChildClipping", "MIXPREC_DP_OUT="+out, fmt.Sprintf("MIXPREC_DP_CLIP=%g", maxNorm))
 	f, err := safetensors.ReadFile(out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
@@ -335,7 +295,7 @@ func TestClippingUnderMpirun(t *testing.T) {
 
 // TestChildClipping is one rank of TestClippingUnderMpirun.
 func TestChildClipping(t *testing.T) {
-	c := childComm(t)
+	c := mpitest.Comm(t, time.Minute)
 	var maxNorm float64
 	fmt.Sscan(os.Getenv("MIXPREC_DP_CLIP"), &maxNorm)
 	res := train(t, newDP(t, c), config{rank: c.Rank(), ranks: c.Size(), batch: 8, overflowAt: -1, low: dtype.F32, attach: true, clip: maxNorm})
@@ -348,7 +308,7 @@ func TestChildClipping(t *testing.T) {
 }
 
 func TestModelsMustMatchUnderMpirun(t *testing.T) {
-	log, _ := mpirun(t, 2, "TestChildMismatch")
+	log, _ := mpitest.Run(t, 2, "TestChildMismatch")
 	if n := strings.Count(log, `rank 1's model differs from rank 0's: entry 0 is "0.weight [16 36]" on rank 0 and "0.weight [17 36]" on rank 1`); n != 2 {
 		t.Fatalf("mismatched models were reported with the difference by %d ranks, want both:\n%s", n, log)
 	}
@@ -356,7 +316,7 @@ func TestModelsMustMatchUnderMpirun(t *testing.T) {
 
 // TestChildMismatch is one rank of TestModelsMustMatchUnderMpirun.
 func TestChildMismatch(t *testing.T) {
-	c := childComm(t)
+	c := mpitest.Comm(t, time.Minute)
 	rng := rand.New(rand.NewPCG(1, 1))
 	model := nn.NewSequential(nn.NewLinear(36, 16+c.Rank(), rng))
 	nn.To(model, cpu.New())
@@ -370,13 +330,7 @@ func TestChildMismatch(t *testing.T) {
 // to make a missing GPU a failure).
 func cudaForNCCL(t *testing.T) device.Device {
 	t.Helper()
-	dev, err := device.Open("cuda")
-	if err != nil {
-		if os.Getenv("MIXPREC_REQUIRE_CUDA") == "1" {
-			t.Fatalf("MIXPREC_REQUIRE_CUDA=1 but no GPU: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
-	}
+	dev := devicetest.Open(t, "cuda")
 	if _, err := cudaops.NewNCCLID(); err != nil {
 		t.Skipf("NCCL not tested: %v", err)
 	}
@@ -524,7 +478,7 @@ func BenchmarkSyncGrads(b *testing.B) {
 // differ: every rank returns the same error, naming each setting and which
 // ranks have which value.
 func TestSettingsMustMatchUnderMpirun(t *testing.T) {
-	log, _ := mpirun(t, 3, "TestChildSettings")
+	log, _ := mpitest.Run(t, 3, "TestChildSettings")
 	want := "distributed: the ranks must train with the same settings, and differ in -batch (64 on ranks 0 and 2, 32 on rank 1); -lr (0.1 on ranks 0 and 1, 0.2 on rank 2)"
 	if n := strings.Count(log, want); n != 3 {
 		t.Fatalf("%d ranks said %q, want all three:\n%s", n, want, log)
@@ -537,7 +491,7 @@ func TestSettingsMustMatchUnderMpirun(t *testing.T) {
 // TestChildSettings is one rank of TestSettingsMustMatchUnderMpirun; it
 // also checks that settings that agree pass, on the same communicator.
 func TestChildSettings(t *testing.T) {
-	c := childComm(t)
+	c := mpitest.Comm(t, time.Minute)
 	dev := cpu.New()
 	same := map[string]string{"-model": "mlp", "-seed": "7", "data": "60000 samples"}
 	if err := distributed.AgreeSettings(c, dev, same); err != nil {

@@ -93,20 +93,6 @@ func TestF16ToF32AllPatterns(t *testing.T) {
 	}
 }
 
-func TestF16RoundTripAllPatterns(t *testing.T) {
-	for i := 0; i < 1<<16; i++ {
-		h := uint16(i)
-		got := F32ToF16(F16ToF32(h))
-		want := h
-		if isNaN16(h, 0x7c00) {
-			want = h | 0x0200 // quieted, sign and payload kept
-		}
-		if got != want {
-			t.Errorf("F32ToF16(F16ToF32(%#04x)) = %#04x, want %#04x", h, got, want)
-		}
-	}
-}
-
 func TestBF16ToF32AllPatterns(t *testing.T) {
 	for i := 0; i < 1<<16; i++ {
 		h := uint16(i)
@@ -139,162 +125,172 @@ func TestBF16ToF32AllPatterns(t *testing.T) {
 	}
 }
 
-func TestBF16RoundTripAllPatterns(t *testing.T) {
-	for i := 0; i < 1<<16; i++ {
-		h := uint16(i)
-		got := F32ToBF16(BF16ToF32(h))
-		want := h
-		if isNaN16(h, 0x7f80) {
-			want = h | 0x0040 // quieted, sign and payload kept
-		}
-		if got != want {
-			t.Errorf("F32ToBF16(BF16ToF32(%#04x)) = %#04x, want %#04x", h, got, want)
-		}
+// TestRoundTripAllPatterns widens every 16-bit pattern and rounds it back:
+// each comes back unchanged, but a NaN comes back quiet.
+func TestRoundTripAllPatterns(t *testing.T) {
+	for _, tt := range []struct {
+		d       DType
+		expMask uint16 // the exponent's bits: a NaN has all set and a mantissa
+		quiet   uint16 // the mantissa's top bit, set in a quiet NaN
+		encode  func(float32) uint16
+		decode  func(uint16) float32
+	}{
+		{F16, 0x7c00, 0x0200, F32ToF16, F16ToF32},
+		{BF16, 0x7f80, 0x0040, F32ToBF16, BF16ToF32},
+	} {
+		t.Run(tt.d.String(), func(t *testing.T) {
+			for i := 0; i < 1<<16; i++ {
+				h := uint16(i)
+				got := tt.encode(tt.decode(h))
+				want := h
+				if isNaN16(h, tt.expMask) {
+					want = h | tt.quiet // quieted, sign and payload kept
+				}
+				if got != want {
+					t.Errorf("%v: encode(decode(%#04x)) = %#04x, want %#04x", tt.d, h, got, want)
+				}
+			}
+		})
+	}
+}
+
+// failures reports a test's errors and ends it after the twentieth, so
+// that a rounding broken over millions of patterns prints a page.
+type failures struct {
+	t *testing.T
+	n int
+}
+
+func (f *failures) Errorf(format string, args ...any) {
+	f.t.Helper()
+	f.t.Errorf(format, args...)
+	if f.n++; f.n > 20 {
+		f.t.Fatal("too many failures")
 	}
 }
 
 func TestF32ToF16Patterns(t *testing.T) {
-	bad := 0
+	bad := &failures{t: t}
 	for _, b := range testPatterns(2_000_000) {
 		f := f32(b)
 		got := F32ToF16(f)
 		if want := float16.Fromfloat32(f).Bits(); got != want {
-			t.Errorf("F32ToF16(%#08x) = %#04x, want %#04x (x448/float16)", b, got, want)
-			bad++
+			bad.Errorf("F32ToF16(%#08x) = %#04x, want %#04x (x448/float16)", b, got, want)
 		}
 		if math.IsNaN(float64(f)) {
 			if !isNaN16(got, 0x7c00) || got>>15 != uint16(b>>31) {
-				t.Errorf("F32ToF16(%#08x) = %#04x, want a NaN of the same sign", b, got)
-				bad++
+				bad.Errorf("F32ToF16(%#08x) = %#04x, want a NaN of the same sign", b, got)
 			}
 		} else if g, w := float64(F16ToF32(got)), refF16(f); g != w || math.Signbit(g) != math.Signbit(w) {
-			t.Errorf("F32ToF16(%#08x) = %#04x (%v), want %v (float64 reference)", b, got, g, w)
-			bad++
-		}
-		if bad > 20 {
-			t.Fatal("too many failures")
+			bad.Errorf("F32ToF16(%#08x) = %#04x (%v), want %v (float64 reference)", b, got, g, w)
 		}
 	}
 }
 
 func TestF32ToBF16Patterns(t *testing.T) {
-	bad := 0
+	bad := &failures{t: t}
 	for _, b := range testPatterns(2_000_000) {
 		f := f32(b)
 		got := F32ToBF16(f)
 		if math.IsNaN(float64(f)) {
 			// A NaN keeps its top 16 bits and is quieted; nothing to round.
 			if want := uint16(b>>16) | 0x40; got != want {
-				t.Errorf("F32ToBF16(%#08x) = %#04x, want %#04x", b, got, want)
-				bad++
+				bad.Errorf("F32ToBF16(%#08x) = %#04x, want %#04x", b, got, want)
 			}
 		} else if g, w := float64(BF16ToF32(got)), refBF16(f); g != w || math.Signbit(g) != math.Signbit(w) {
-			t.Errorf("F32ToBF16(%#08x) = %#04x (%v), want %v (float64 reference)", b, got, g, w)
-			bad++
-		}
-		if bad > 20 {
-			t.Fatal("too many failures")
+			bad.Errorf("F32ToBF16(%#08x) = %#04x (%v), want %v (float64 reference)", b, got, g, w)
 		}
 	}
 }
 
-func TestF32ToF16Edges(t *testing.T) {
+// TestEncodeEdges rounds the cases that decide a rounding's correctness,
+// as TestDecodeEdges widens them.
+func TestEncodeEdges(t *testing.T) {
 	tests := []struct {
 		name string
+		d    DType
 		in   float32
 		want uint16
 	}{
-		{"one", 1, 0x3c00},
-		{"tie 1+2^-11 to even below", 1 + 0x1p-11, 0x3c00},
-		{"tie 1+3*2^-11 to even above", 1 + 3*0x1p-11, 0x3c02},
-		{"just above tie rounds up", f32(0x3f801001), 0x3c01},
-		{"just below tie rounds down", f32(0x3f801fff), 0x3c01},
-		{"just below even tie", f32(0x3f800fff), 0x3c00},
-		{"negative tie to even below", -(1 + 0x1p-11), 0xbc00},
-		{"negative tie to even above", -(1 + 3*0x1p-11), 0xbc02},
-		{"max finite", 65504, 0x7bff},
-		{"just below 65520", math.Nextafter32(65520, 0), 0x7bff},
-		{"65520 ties to Inf", 65520, 0x7c00},
-		{"-65520 ties to -Inf", -65520, 0xfc00},
-		{"huge", 1e10, 0x7c00},
-		{"max float32", math.MaxFloat32, 0x7c00},
-		{"smallest normal", 0x1p-14, 0x0400},
-		{"largest subnormal", 1023 * 0x1p-24, 0x03ff},
-		{"largest subnormal + half ulp ties up to normal", 1023.5 * 0x1p-24, 0x0400},
-		{"smallest subnormal", 0x1p-24, 0x0001},
-		{"-smallest subnormal", -0x1p-24, 0x8001},
-		{"half smallest subnormal ties to 0", 0x1p-25, 0x0000},
-		{"-half smallest subnormal ties to -0", -0x1p-25, 0x8000},
-		{"just above half smallest subnormal", math.Nextafter32(0x1p-25, 1), 0x0001},
-		{"1.5 smallest subnormal ties to 2", 3 * 0x1p-25, 0x0002},
-		{"2.5 smallest subnormal ties to 2", 5 * 0x1p-25, 0x0002},
-		{"quarter smallest subnormal", 0x1p-26, 0x0000},
-		{"float32 subnormal", f32(0x00000001), 0x0000},
-		{"-float32 subnormal", f32(0x80000001), 0x8000},
-		{"zero", 0, 0x0000},
-		{"negative zero", f32(0x80000000), 0x8000},
-		{"Inf", float32(math.Inf(1)), 0x7c00},
-		{"-Inf", float32(math.Inf(-1)), 0xfc00},
-		{"quiet NaN", f32(0x7fc00000), 0x7e00},
-		{"-quiet NaN", f32(0xffc00000), 0xfe00},
-		{"NaN payload kept", f32(0x7fc02000), 0x7e01},
-		{"signalling NaN quieted", f32(0x7fa00000), 0x7f00},
-		{"signalling NaN, payload below binary16", f32(0x7f800001), 0x7e00},
+		{"f16 one", F16, 1, 0x3c00},
+		{"f16 tie 1+2^-11 to even below", F16, 1 + 0x1p-11, 0x3c00},
+		{"f16 tie 1+3*2^-11 to even above", F16, 1 + 3*0x1p-11, 0x3c02},
+		{"f16 just above tie rounds up", F16, f32(0x3f801001), 0x3c01},
+		{"f16 just below tie rounds down", F16, f32(0x3f801fff), 0x3c01},
+		{"f16 just below even tie", F16, f32(0x3f800fff), 0x3c00},
+		{"f16 negative tie to even below", F16, -(1 + 0x1p-11), 0xbc00},
+		{"f16 negative tie to even above", F16, -(1 + 3*0x1p-11), 0xbc02},
+		{"f16 max finite", F16, 65504, 0x7bff},
+		{"f16 just below 65520", F16, math.Nextafter32(65520, 0), 0x7bff},
+		{"f16 65520 ties to Inf", F16, 65520, 0x7c00},
+		{"f16 -65520 ties to -Inf", F16, -65520, 0xfc00},
+		{"f16 huge", F16, 1e10, 0x7c00},
+		{"f16 max float32", F16, math.MaxFloat32, 0x7c00},
+		{"f16 smallest normal", F16, 0x1p-14, 0x0400},
+		{"f16 largest subnormal", F16, 1023 * 0x1p-24, 0x03ff},
+		{"f16 largest subnormal + half ulp ties up to normal", F16, 1023.5 * 0x1p-24, 0x0400},
+		{"f16 smallest subnormal", F16, 0x1p-24, 0x0001},
+		{"f16 -smallest subnormal", F16, -0x1p-24, 0x8001},
+		{"f16 half smallest subnormal ties to 0", F16, 0x1p-25, 0x0000},
+		{"f16 -half smallest subnormal ties to -0", F16, -0x1p-25, 0x8000},
+		{"f16 just above half smallest subnormal", F16, math.Nextafter32(0x1p-25, 1), 0x0001},
+		{"f16 1.5 smallest subnormal ties to 2", F16, 3 * 0x1p-25, 0x0002},
+		{"f16 2.5 smallest subnormal ties to 2", F16, 5 * 0x1p-25, 0x0002},
+		{"f16 quarter smallest subnormal", F16, 0x1p-26, 0x0000},
+		{"f16 float32 subnormal", F16, f32(0x00000001), 0x0000},
+		{"f16 -float32 subnormal", F16, f32(0x80000001), 0x8000},
+		{"f16 zero", F16, 0, 0x0000},
+		{"f16 negative zero", F16, f32(0x80000000), 0x8000},
+		{"f16 Inf", F16, float32(math.Inf(1)), 0x7c00},
+		{"f16 -Inf", F16, float32(math.Inf(-1)), 0xfc00},
+		{"f16 quiet NaN", F16, f32(0x7fc00000), 0x7e00},
+		{"f16 -quiet NaN", F16, f32(0xffc00000), 0xfe00},
+		{"f16 NaN payload kept", F16, f32(0x7fc02000), 0x7e01},
+		{"f16 signalling NaN quieted", F16, f32(0x7fa00000), 0x7f00},
+		{"f16 signalling NaN, payload below binary16", F16, f32(0x7f800001), 0x7e00},
+		{"bf16 one", BF16, f32(0x3f800000), 0x3f80},
+		{"bf16 tie to even below", BF16, f32(0x3f808000), 0x3f80},
+		{"bf16 tie to even above", BF16, f32(0x3f818000), 0x3f82},
+		{"bf16 just above tie rounds up", BF16, f32(0x3f808001), 0x3f81},
+		{"bf16 just below tie rounds down", BF16, f32(0x3f817fff), 0x3f81},
+		{"bf16 just below even tie", BF16, f32(0x3f807fff), 0x3f80},
+		{"bf16 negative tie to even below", BF16, f32(0xbf808000), 0xbf80},
+		{"bf16 negative tie to even above", BF16, f32(0xbf818000), 0xbf82},
+		{"bf16 carry into exponent", BF16, f32(0x3fffffff), 0x4000},
+		{"bf16 max finite", BF16, f32(0x7f7f0000), 0x7f7f},
+		{"bf16 just below max finite + half ulp", BF16, f32(0x7f7f7fff), 0x7f7f},
+		{"bf16 max finite + half ulp ties to Inf", BF16, f32(0x7f7f8000), 0x7f80},
+		{"bf16 max float32 overflows", BF16, f32(0x7f7fffff), 0x7f80},
+		{"bf16 -max float32 overflows", BF16, f32(0xff7fffff), 0xff80},
+		{"bf16 smallest normal", BF16, f32(0x00800000), 0x0080},
+		{"bf16 largest subnormal", BF16, f32(0x007f0000), 0x007f},
+		{"bf16 top of float32 subnormals rounds to normal", BF16, f32(0x007fffff), 0x0080},
+		{"bf16 smallest subnormal", BF16, f32(0x00010000), 0x0001},
+		{"bf16 -smallest subnormal", BF16, f32(0x80010000), 0x8001},
+		{"bf16 half smallest subnormal ties to 0", BF16, f32(0x00008000), 0x0000},
+		{"bf16 -half smallest subnormal ties to -0", BF16, f32(0x80008000), 0x8000},
+		{"bf16 just above half smallest subnormal", BF16, f32(0x00008001), 0x0001},
+		{"bf16 1.5 smallest subnormal ties to 2", BF16, f32(0x00018000), 0x0002},
+		{"bf16 smallest float32 subnormal", BF16, f32(0x00000001), 0x0000},
+		{"bf16 zero", BF16, f32(0x00000000), 0x0000},
+		{"bf16 negative zero", BF16, f32(0x80000000), 0x8000},
+		{"bf16 Inf", BF16, f32(0x7f800000), 0x7f80},
+		{"bf16 -Inf", BF16, f32(0xff800000), 0xff80},
+		{"bf16 quiet NaN", BF16, f32(0x7fc00000), 0x7fc0},
+		{"bf16 -quiet NaN", BF16, f32(0xffc00000), 0xffc0},
+		{"bf16 NaN payload kept", BF16, f32(0x7fc10000), 0x7fc1},
+		{"bf16 NaN not rounded to Inf", BF16, f32(0x7fffffff), 0x7fff},
+		{"bf16 signalling NaN quieted", BF16, f32(0x7f810000), 0x7fc1},
+		{"bf16 signalling NaN, payload below bfloat16", BF16, f32(0xff800001), 0xffc0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := F32ToF16(tt.in); got != tt.want {
-				t.Errorf("F32ToF16(%v = %#08x) = %#04x, want %#04x", tt.in, math.Float32bits(tt.in), got, tt.want)
+			encode := F32ToF16
+			if tt.d == BF16 {
+				encode = F32ToBF16
 			}
-		})
-	}
-}
-
-func TestF32ToBF16Edges(t *testing.T) {
-	tests := []struct {
-		name string
-		in   uint32
-		want uint16
-	}{
-		{"one", 0x3f800000, 0x3f80},
-		{"tie to even below", 0x3f808000, 0x3f80},
-		{"tie to even above", 0x3f818000, 0x3f82},
-		{"just above tie rounds up", 0x3f808001, 0x3f81},
-		{"just below tie rounds down", 0x3f817fff, 0x3f81},
-		{"just below even tie", 0x3f807fff, 0x3f80},
-		{"negative tie to even below", 0xbf808000, 0xbf80},
-		{"negative tie to even above", 0xbf818000, 0xbf82},
-		{"carry into exponent", 0x3fffffff, 0x4000},
-		{"max finite", 0x7f7f0000, 0x7f7f},
-		{"just below max finite + half ulp", 0x7f7f7fff, 0x7f7f},
-		{"max finite + half ulp ties to Inf", 0x7f7f8000, 0x7f80},
-		{"max float32 overflows", 0x7f7fffff, 0x7f80},
-		{"-max float32 overflows", 0xff7fffff, 0xff80},
-		{"smallest normal", 0x00800000, 0x0080},
-		{"largest subnormal", 0x007f0000, 0x007f},
-		{"top of float32 subnormals rounds to normal", 0x007fffff, 0x0080},
-		{"smallest subnormal", 0x00010000, 0x0001},
-		{"-smallest subnormal", 0x80010000, 0x8001},
-		{"half smallest subnormal ties to 0", 0x00008000, 0x0000},
-		{"-half smallest subnormal ties to -0", 0x80008000, 0x8000},
-		{"just above half smallest subnormal", 0x00008001, 0x0001},
-		{"1.5 smallest subnormal ties to 2", 0x00018000, 0x0002},
-		{"smallest float32 subnormal", 0x00000001, 0x0000},
-		{"zero", 0x00000000, 0x0000},
-		{"negative zero", 0x80000000, 0x8000},
-		{"Inf", 0x7f800000, 0x7f80},
-		{"-Inf", 0xff800000, 0xff80},
-		{"quiet NaN", 0x7fc00000, 0x7fc0},
-		{"-quiet NaN", 0xffc00000, 0xffc0},
-		{"NaN payload kept", 0x7fc10000, 0x7fc1},
-		{"NaN not rounded to Inf", 0x7fffffff, 0x7fff},
-		{"signalling NaN quieted", 0x7f810000, 0x7fc1},
-		{"signalling NaN, payload below bfloat16", 0xff800001, 0xffc0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := F32ToBF16(f32(tt.in)); got != tt.want {
-				t.Errorf("F32ToBF16(%#08x) = %#04x, want %#04x", tt.in, got, tt.want)
+			if got := encode(tt.in); got != tt.want {
+				t.Errorf("%v encode %v (%#08x) = %#04x, want %#04x", tt.d, tt.in, math.Float32bits(tt.in), got, tt.want)
 			}
 		})
 	}

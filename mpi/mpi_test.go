@@ -2,107 +2,29 @@ package mpi_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/device/cpu"
+	"github.com/mixprec/mixprec/device/devicetest"
 	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/mpi"
+	"github.com/mixprec/mixprec/mpi/mpitest"
 )
 
-// mpirun runs this test binary's test named run as np ranks under mpirun,
-// or skips when mpirun cannot be had.
-func mpirun(t *testing.T, np int, run string, env ...string) (string, error) {
-	t.Helper()
-	bin, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not found (Debian's openmpi-bin; make test installs it): MPI not tested")
-	}
-	args := []string{"--oversubscribe", "-np", fmt.Sprint(np)}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
-	for _, e := range append(env, "MIXPREC_MPI_CHILD=1") {
-		args = append(args, "-x", e)
-	}
-	args = append(args, os.Args[0], "-test.run", "^"+run+"$", "-test.v")
-	cmd := exec.Command(bin, args...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func child(t *testing.T) {
-	if os.Getenv("MIXPREC_MPI_CHILD") != "1" {
-		t.Skip("runs as a rank under mpirun, started by its parent test")
-	}
-}
-
 func TestCollectivesUnderMpirun(t *testing.T) {
-	out, err := mpirun(t, 3, "TestChildCollectives")
-	if err != nil || strings.Count(out, "--- PASS: TestChildCollectives") != 3 {
-		t.Fatalf("3 ranks under mpirun: %v\n%s", err, out)
-	}
+	mpitest.Pass(t, 3, "TestChildCollectives")
 }
 
 // TestChildCollectives is one rank of TestCollectivesUnderMpirun.
 func TestChildCollectives(t *testing.T) {
-	child(t)
-	c, err := mpi.Open(mpi.Timeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := mpitest.Comm(t, time.Minute)
 	if c.Size() != 3 {
 		t.Fatalf("size %d, want 3", c.Size())
 	}
-	r := float32(c.Rank())
-	dev := cpu.New()
-	for _, dt := range dtype.All {
-		// rank r holds r+1, r+2, ... : the sum over 3 ranks of element i is
-		// 3i + 6, the average i + 2.
-		n := 1000
-		vals := make([]float32, n)
-		for i := range vals {
-			vals[i] = r + 1 + float32(i%100)
-		}
-		for _, op := range []device.ReduceOp{device.Sum, device.Avg} {
-			b := dev.Alloc(dt, n, device.Temp)
-			dev.CopyFromHost(b, vals)
-			if err := c.AllReduce(b, op); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]float32, n)
-			dev.CopyToHost(got, b)
-			for i, g := range got {
-				want := 3*float32(i%100) + 6
-				if op == device.Avg {
-					want = float32(i%100) + 2
-				}
-				if g != dtype.Round(dt, want) {
-					t.Fatalf("%v all-reduce %v: element %d = %v, want %v", dt, op, i, g, want)
-				}
-			}
-			dev.Free(b)
-		}
-		b := dev.Alloc(dt, 5, device.Temp)
-		dev.CopyFromHost(b, []float32{r, r, r, r, r})
-		if err := c.Broadcast(b, 2); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, 5)
-		dev.CopyToHost(got, b)
-		if got[0] != 2 || got[4] != 2 {
-			t.Fatalf("%v broadcast from rank 2: %v", dt, got)
-		}
-		dev.Free(b)
-	}
-	if err := c.Barrier(); err != nil {
-		t.Fatal(err)
-	}
+	devicetest.RunComm(t, c, cpu.New())
 }
 
 // TestStalledRankUnderMpirun stalls the last of three ranks: the others'
@@ -110,7 +32,7 @@ func TestChildCollectives(t *testing.T) {
 // themselves (they used to say only that another rank had stalled).
 func TestStalledRankUnderMpirun(t *testing.T) {
 	start := time.Now()
-	out, _ := mpirun(t, 3, "TestChildStalled")
+	out, _ := mpitest.Run(t, 3, "TestChildStalled")
 	if !strings.Contains(out, "barrier (collective 1) did not complete within 2s: rank 2 did not reach it and did not answer for 2s: stalled or died") {
 		t.Fatalf("a stalled rank did not make the others' barrier fail with an error naming it:\n%s", out)
 	}
@@ -128,16 +50,12 @@ func TestStalledRankUnderMpirun(t *testing.T) {
 // rank stops taking part, the others' barrier times out and one of them
 // aborts the job.
 func TestChildStalled(t *testing.T) {
-	child(t)
-	c, err := mpi.Open(mpi.Timeout(2 * time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mpitest.Comm(t, 2*time.Second)
 	if c.Rank() == c.Size()-1 {
 		time.Sleep(30 * time.Second) // stalled; the abort ends this process
 		return
 	}
-	err = c.Barrier()
+	err := c.Barrier()
 	if err == nil {
 		t.Fatal("barrier with a stalled rank succeeded")
 	}
@@ -150,7 +68,7 @@ func TestChildStalled(t *testing.T) {
 // not match) and requires a Go error in one line with MPI's words, not
 // Open MPI's abort dump or a crash: the communicator returns errors.
 func TestErrorsReturnUnderMpirun(t *testing.T) {
-	out, _ := mpirun(t, 2, "TestChildTruncate")
+	out, _ := mpitest.Run(t, 2, "TestChildTruncate")
 	if !strings.Contains(out, "mpi: rank 1: broadcast failed: MPI_ERR_TRUNCATE") || strings.Contains(out, "MPI_ERRORS_ARE_FATAL") ||
 		strings.Contains(out, "goroutine ") || strings.Contains(out, "SIGSEGV") {
 		t.Fatalf("a truncated message did not come back as one error line:\n%s", out)
@@ -160,18 +78,14 @@ func TestErrorsReturnUnderMpirun(t *testing.T) {
 // TestChildTruncate is one rank of TestErrorsReturnUnderMpirun: rank 0
 // broadcasts more than rank 1 has room for.
 func TestChildTruncate(t *testing.T) {
-	child(t)
-	c, err := mpi.Open(mpi.Timeout(20 * time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mpitest.Comm(t, 20*time.Second)
 	dev := cpu.New()
 	n := 8
 	if c.Rank() == 1 {
 		n = 4
 	}
 	b := dev.Alloc(dtype.F32, n, device.Temp)
-	err = c.Broadcast(b, 0)
+	err := c.Broadcast(b, 0)
 	if c.Rank() == 1 {
 		fmt.Println(err)
 		if err == nil {

@@ -34,11 +34,8 @@
 package runstate
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -152,7 +149,7 @@ func Save(root string, r Run, pos Position, keep int) (string, error) {
 		return "", fmt.Errorf("runstate: saving the optimiser: %w", err)
 	}
 	for _, name := range []string{"model.safetensors", "optim.safetensors"} {
-		sum, err := fileSum(filepath.Join(tmp, name))
+		sum, err := atomicfile.SHA256(filepath.Join(tmp, name))
 		if err != nil {
 			return "", fmt.Errorf("runstate: %w", err)
 		}
@@ -214,15 +211,24 @@ type Info struct {
 // ReadInfo reads and verifies the state.json of the checkpoint in dir
 // (its checksum, strictly decoded) without loading anything.
 func ReadInfo(dir string) (Info, error) {
+	st, err := readState(dir)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Dir: dir, ID: st.Run, Config: st.Config, Position: st.Position}, nil
+}
+
+// readState reads and verifies the state.json of the checkpoint in dir.
+func readState(dir string) (state, error) {
 	js, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
-		return Info{}, fmt.Errorf("runstate: %w", err)
+		return state{}, fmt.Errorf("runstate: %w", err)
 	}
 	st, err := unseal(js)
 	if err != nil {
-		return Info{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
+		return state{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
 	}
-	return Info{Dir: dir, ID: st.Run, Config: st.Config, Position: st.Position}, nil
+	return st, nil
 }
 
 // Contents is what run files a directory holds.
@@ -391,13 +397,9 @@ func list(root string) ([]int, error) {
 // tensors' names and shapes differ) is a *MismatchError: another checkpoint
 // of the same run would fail the same way.
 func Load(dir string, r Run) (Position, error) {
-	js, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	st, err := readState(dir)
 	if err != nil {
-		return Position{}, fmt.Errorf("runstate: %w", err)
-	}
-	st, err := unseal(js)
-	if err != nil {
-		return Position{}, fmt.Errorf("runstate: %s: %w", filepath.Join(dir, "state.json"), err)
+		return Position{}, err
 	}
 	if err := st.Position.check(r.Extent); err != nil {
 		return Position{}, fmt.Errorf("runstate: %s: position %w", filepath.Join(dir, "state.json"), err)
@@ -406,7 +408,7 @@ func Load(dir string, r Run) (Position, error) {
 		return Position{}, &MismatchError{err}
 	}
 	for _, name := range []string{"model.safetensors", "optim.safetensors"} {
-		sum, err := fileSum(filepath.Join(dir, name))
+		sum, err := atomicfile.SHA256(filepath.Join(dir, name))
 		if err != nil {
 			return Position{}, fmt.Errorf("runstate: %w", err)
 		}
@@ -576,17 +578,4 @@ func orNone(v string, ok bool) string {
 		return "none"
 	}
 	return v
-}
-
-func fileSum(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -153,13 +153,21 @@ func TestResumeIsExact(t *testing.T) {
 	}
 }
 
-func TestLoadRefuses(t *testing.T) {
+// checkpointed trains an F32 run to step stopAt, saving as it goes, in a
+// new directory, and returns the newest checkpoint there.
+func checkpointed(t *testing.T, stopAt int) string {
+	t.Helper()
 	dir := t.TempDir()
-	train(t, dtype.F32, dir, 2, true, false, 1)
+	train(t, dtype.F32, dir, stopAt, true, false, 1)
 	latest, err := runstate.Latest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return latest
+}
+
+func TestLoadRefuses(t *testing.T) {
+	latest := checkpointed(t, 2)
 	dev := cpu.New()
 	rng := rand.New(rand.NewPCG(1, 1))
 	model := nn.NewSequential(nn.Flatten(), nn.NewLinear(64, 32, rng), nn.ReLU(), nn.NewDropout(0.2, rng), nn.NewLinear(32, 10, rng))
@@ -187,12 +195,7 @@ func TestLoadRefuses(t *testing.T) {
 // TestCheckpointFilesOwnerOnly requires every file of a checkpoint to be
 // readable by its owner alone, state.json as the weights.
 func TestCheckpointFilesOwnerOnly(t *testing.T) {
-	dir := t.TempDir()
-	train(t, dtype.F32, dir, 2, true, false, 1)
-	latest, err := runstate.Latest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	latest := checkpointed(t, 2)
 	for _, name := range []string{"model.safetensors", "optim.safetensors", "state.json"} {
 		fi, err := os.Stat(filepath.Join(latest, name))
 		if err != nil || fi.Mode().Perm() != 0o600 {
@@ -287,12 +290,7 @@ func newRun(t *testing.T, amp string, extent runstate.Extent) runstate.Run {
 // TestStateFlips flips every byte of a checkpoint's state.json in turn,
 // three ways each: Load must refuse every one.
 func TestStateFlips(t *testing.T) {
-	dir := t.TempDir()
-	train(t, dtype.F32, dir, 9, true, false, 1)
-	latest, err := runstate.Latest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	latest := checkpointed(t, 9)
 	p := filepath.Join(latest, "state.json")
 	orig, err := os.ReadFile(p)
 	if err != nil {
@@ -494,12 +492,7 @@ func TestClean(t *testing.T) {
 // the refusal names the setting that decides the others (the model, whose
 // recipe brings its own learning rate) first, then the rest.
 func TestConfigDifference(t *testing.T) {
-	dir := t.TempDir()
-	train(t, dtype.F32, dir, 2, true, false, 1)
-	latest, err := runstate.Latest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	latest := checkpointed(t, 2)
 	for _, tt := range []struct {
 		config map[string]string
 		want   string

@@ -9,14 +9,13 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-func convCases() []struct {
+// convCase is a named convolution geometry.
+type convCase struct {
 	name string
 	s    device.ConvShape
-} {
-	type cs = struct {
-		name string
-		s    device.ConvShape
-	}
+}
+
+func convCases() []convCase {
 	sub := device.NewConvShape(4, 3, 6, 5, 3, 3, 1, 1)
 	sub.N0, sub.NB = 1, 2
 	last := device.NewConvShape(3, 2, 5, 5, 3, 3, 2, 1)
@@ -24,7 +23,7 @@ func convCases() []struct {
 	// A non-square kernel with different strides and paddings per axis.
 	rect := device.ConvShape{N: 2, C: 2, H: 7, W: 6, KH: 3, KW: 2, StrideH: 2, StrideW: 1, PadH: 1, PadW: 0}
 	rect.OH, rect.OW, rect.NB = (7+2-3)/2+1, (6-2)/1+1, 2
-	return []cs{
+	return []convCase{
 		{"k3s1p1/2x3x5x5", device.NewConvShape(2, 3, 5, 5, 3, 3, 1, 1)},
 		{"k3s2p0/1x2x7x6", device.NewConvShape(1, 2, 7, 6, 3, 3, 2, 0)},
 		{"k3s2p1/2x2x8x8", device.NewConvShape(2, 2, 8, 8, 3, 3, 2, 1)},
@@ -78,11 +77,9 @@ func testIm2Col(t *testing.T, dev device.Device) {
 				x := e.uniform(s.N*s.C*s.H*s.W, -2, 2)
 				xb := e.put(ty.src[0], x)
 				src := im2colRef(s)
-				got := e.twice(func(fill float32) [][]float32 {
-					cb := e.full(ty.dst, len(src), fill)
+				got := e.output(ty.dst, len(src), func(cb device.Buffer) {
 					e.dev.Im2Col(cb, xb, s)
-					return [][]float32{e.get(cb)}
-				})[0]
+				})
 				want := make([]float32, len(src))
 				for i, j := range src {
 					if j >= 0 {
@@ -262,17 +259,16 @@ func checkDirectConv(e *env, dc device.DirectConvKernels, dt dtype.DType, s devi
 	e.near("y without bias", dt, e.get(yb), y, slack(my, s.C*kk+1))
 }
 
-func poolCases() []struct {
+// poolCase is a named pooling geometry.
+type poolCase struct {
 	name string
 	s    device.PoolShape
-} {
-	type pc = struct {
-		name string
-		s    device.PoolShape
-	}
+}
+
+func poolCases() []poolCase {
 	rect := device.PoolShape{N: 2, C: 2, H: 7, W: 8, KH: 3, KW: 2, StrideH: 2, StrideW: 1, PadH: 1, PadW: 1}
 	rect.OH, rect.OW = (7+2-3)/2+1, (8+2-2)/1+1
-	return []pc{
+	return []poolCase{
 		{"k2s2/2x3x6x6", device.NewPoolShape(2, 3, 6, 6, 2, 2, 0)},
 		{"k2s2/odd/1x2x7x5", device.NewPoolShape(1, 2, 7, 5, 2, 2, 0)},
 		{"k3s2p1/2x2x7x7", device.NewPoolShape(2, 2, 7, 7, 3, 2, 1)},
@@ -445,11 +441,9 @@ func (e *env) checkMaxPoolGrad(s device.PoolShape, ty dtCase, x, dy []float32, a
 	e.t.Helper()
 	n := s.N * s.C * s.H * s.W
 	dyb := e.put(ty.src[0], dy)
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, n, fill)
+	got := e.output(ty.dst, n, func(db device.Buffer) {
 		e.dev.MaxPoolGrad(db, dyb, ab, s)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	e.near("dx", ty.dst, got, maxPoolGradRef(s, x, dy), nil)
 }
 
@@ -482,27 +476,28 @@ func avgDivisor(s device.PoolShape, oh, ow int) float64 {
 }
 
 func testAvgPool(t *testing.T, dev device.Device) {
-	for _, ty := range poolTypes {
-		for _, c := range poolCases() {
-			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
-				s := c.s
-				e.checkAvgPool(s, ty, e.uniform(s.N*s.C*s.H*s.W, -2, 2))
-			})
-		}
-	}
+	eachPool(t, dev, "", func(e *env, s device.PoolShape, ty dtCase) {
+		e.checkAvgPool(s, ty, e.uniform(s.N*s.C*s.H*s.W, -2, 2))
+	})
 	testAvgPoolNaN(t, dev)
 }
 
 func testAvgPoolGrad(t *testing.T, dev device.Device) {
+	eachPool(t, dev, "", func(e *env, s device.PoolShape, ty dtCase) {
+		e.checkAvgPoolGrad(s, ty, e.uniform(s.N*s.C*s.OH*s.OW, -1, 1))
+	})
+	testAvgPoolGradNaN(t, dev)
+}
+
+// eachPool runs check as a subtest "<prefix><dtypes>/<case>" for every
+// dtype combination of poolTypes and every pool case.
+func eachPool(t *testing.T, dev device.Device, prefix string, check func(e *env, s device.PoolShape, ty dtCase)) {
+	t.Helper()
 	for _, ty := range poolTypes {
 		for _, c := range poolCases() {
-			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
-				s := c.s
-				e.checkAvgPoolGrad(s, ty, e.uniform(s.N*s.C*s.OH*s.OW, -1, 1))
-			})
+			run(t, dev, fmt.Sprintf("%s%v/%s", prefix, ty, c.name), func(e *env) { check(e, c.s, ty) })
 		}
 	}
-	testAvgPoolGradNaN(t, dev)
 }
 
 // checkAvgPool runs AvgPool on x and compares it with each window's mean,
@@ -511,11 +506,9 @@ func (e *env) checkAvgPool(s device.PoolShape, ty dtCase, x []float32) {
 	e.t.Helper()
 	hw, ohw := s.H*s.W, s.OH*s.OW
 	xb := e.put(ty.src[0], x)
-	got := e.twice(func(fill float32) [][]float32 {
-		yb := e.full(ty.dst, s.N*s.C*ohw, fill)
+	got := e.output(ty.dst, s.N*s.C*ohw, func(yb device.Buffer) {
 		e.dev.AvgPool(yb, xb, s)
-		return [][]float32{e.get(yb)}
-	})[0]
+	})
 	want := make([]float64, s.N*s.C*ohw)
 	for p := range s.N * s.C {
 		for oh := range s.OH {
@@ -536,11 +529,9 @@ func (e *env) checkAvgPoolGrad(s device.PoolShape, ty dtCase, dy []float32) {
 	hw, ohw := s.H*s.W, s.OH*s.OW
 	n := s.N * s.C * hw
 	dyb := e.put(ty.src[0], dy)
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, n, fill)
+	got := e.output(ty.dst, n, func(db device.Buffer) {
 		e.dev.AvgPoolGrad(db, dyb, s)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	want := make([]float64, n)
 	for p := range s.N * s.C {
 		for oh := range s.OH {

@@ -76,11 +76,9 @@ func testFill(t *testing.T, dev device.Device) {
 		for _, n := range []int{1, 100, 40000} {
 			for _, v := range values {
 				run(t, dev, fmt.Sprintf("%v/n%d/v%v", dt, n, v), func(e *env) {
-					got := e.twice(func(fill float32) [][]float32 {
-						b := e.full(dt, n, fill)
+					got := e.output(dt, n, func(b device.Buffer) {
 						e.dev.Fill(b, v)
-						return [][]float32{e.get(b)}
-					})[0]
+					})
 					want := make([]float32, n)
 					for i := range want {
 						want[i] = dtype.Round(dt, v)

@@ -479,6 +479,17 @@ func (e *env) twice(f func(fill float32) [][]float32) [][]float32 {
 	return a
 }
 
+// output is twice for a kernel with one output: run writes dst, n
+// elements of dt, and output returns what the first run wrote.
+func (e *env) output(dt dtype.DType, n int, run func(dst device.Buffer)) []float32 {
+	e.t.Helper()
+	return e.twice(func(fill float32) [][]float32 {
+		dst := e.full(dt, n, fill)
+		run(dst)
+		return [][]float32{e.get(dst)}
+	})[0]
+}
+
 func isNaN32(f float32) bool { return f != f }
 
 // near checks got against the float64 reference want, rounded to dt, with

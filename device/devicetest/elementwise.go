@@ -34,11 +34,9 @@ func testAxpby(t *testing.T, dev device.Device) {
 						}
 					}
 					xb, yb := e.put(ty.src[0], x), e.put(ty.src[1], y)
-					got := e.twice(func(fill float32) [][]float32 {
-						db := e.full(ty.dst, n, fill)
+					got := e.output(ty.dst, n, func(db device.Buffer) {
 						e.dev.Axpby(db, xb, yb, s.alpha, s.beta)
-						return [][]float32{e.get(db)}
-					})[0]
+					})
 					e.near("dst", ty.dst, got, axpbyRef(x, y, s.alpha, s.beta), nil)
 				})
 			}
@@ -192,11 +190,9 @@ func (e *env) checkBinary(op device.BinaryOp, ref func(x, y float64) float64, ty
 	ab, bb := e.put(ty.src[0], a), e.put(ty.src[1], b)
 	n := numel(c.shape)
 	s := device.Strides{Shape: c.shape, A: c.sa, B: c.sb}
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, n, fill)
+	got := e.output(ty.dst, n, func(db device.Buffer) {
 		e.dev.Binary(op, db, ab, bb, s)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	want := make([]float64, n)
 	walk(c.shape, c.sa, c.sb, func(i, oa, ob int) {
 		want[i] = ref(float64(a[oa]), float64(b[ob]))
@@ -309,11 +305,9 @@ func testUnary(t *testing.T, dev device.Device) {
 func (e *env) checkUnary(c unaryCase, ty dtCase, x []float32) {
 	e.t.Helper()
 	xb := e.put(ty.src[0], x)
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, len(x), fill)
+	got := e.output(ty.dst, len(x), func(db device.Buffer) {
 		e.dev.Unary(c.op, db, xb, c.alpha)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	want := make([]float64, len(x))
 	for i, v := range x {
 		want[i] = c.fwd(float64(v))
@@ -363,11 +357,9 @@ func (e *env) checkUnaryGrad(c unaryCase, ty dtCase, x, dy []float32, nanIn stri
 	if c.op.Def().Keep != device.KeepNothing {
 		inb = e.put(ty.src[1], in)
 	}
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, n, fill)
+	got := e.output(ty.dst, n, func(db device.Buffer) {
 		e.dev.UnaryGrad(c.op, db, dyb, inb, c.alpha)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	want := make([]float64, n)
 	for i := range want {
 		want[i] = c.grad(e.t, float64(dy[i]), float64(in[i]))
@@ -434,11 +426,9 @@ func checkDropout(e *env, ty dtCase, n int, p float32, key device.RandKey) {
 	// No zeros in src, so a dropped element is told from a kept one.
 	src := e.signed(n, 0.5, 2)
 	sb := e.put(ty.src[0], src)
-	got := e.twice(func(fill float32) [][]float32 {
-		db := e.full(ty.dst, n, fill)
+	got := e.output(ty.dst, n, func(db device.Buffer) {
 		e.dev.Dropout(db, sb, p, key)
-		return [][]float32{e.get(db)}
-	})[0]
+	})
 	if p == 0 {
 		want := append([]float32(nil), src...)
 		roundTo(ty.dst, want)

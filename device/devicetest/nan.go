@@ -172,28 +172,18 @@ func testMaxPoolGradNaN(t *testing.T, dev device.Device) {
 // spreads over its window.
 func testAvgPoolNaN(t *testing.T, dev device.Device) {
 	for _, nk := range nanKinds {
-		for _, ty := range poolTypes {
-			for _, c := range poolCases() {
-				run(t, dev, fmt.Sprintf("nan/%s/%v/%s", nk.name, ty, c.name), func(e *env) {
-					s := c.s
-					e.checkAvgPool(s, ty, e.poolNaNInput(s.N*s.C*s.H*s.W, nk.bits))
-				})
-			}
-		}
+		eachPool(t, dev, "nan/"+nk.name+"/", func(e *env, s device.PoolShape, ty dtCase) {
+			e.checkAvgPool(s, ty, e.poolNaNInput(s.N*s.C*s.H*s.W, nk.bits))
+		})
 	}
 }
 
 func testAvgPoolGradNaN(t *testing.T, dev device.Device) {
 	for _, nk := range nanKinds {
-		for _, ty := range poolTypes {
-			for _, c := range poolCases() {
-				run(t, dev, fmt.Sprintf("nan/dy=%s/%v/%s", nk.name, ty, c.name), func(e *env) {
-					s := c.s
-					dy := e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
-					e.sprinkle(dy, nk.bits, 6)
-					e.checkAvgPoolGrad(s, ty, dy)
-				})
-			}
-		}
+		eachPool(t, dev, "nan/dy="+nk.name+"/", func(e *env, s device.PoolShape, ty dtCase) {
+			dy := e.uniform(s.N*s.C*s.OH*s.OW, -1, 1)
+			e.sprinkle(dy, nk.bits, 6)
+			e.checkAvgPoolGrad(s, ty, dy)
+		})
 	}
 }

@@ -75,21 +75,34 @@ var softmaxTypes = sameAnd(1,
 )
 
 func testLogSoftmax(t *testing.T, dev device.Device) {
+	testRowOp(t, dev, dev.LogSoftmax, oracle.LogSoftmax, lseSlack)
+}
+
+func testSoftmax(t *testing.T, dev device.Device) {
+	testRowOp(t, dev, dev.Softmax, oracle.Softmax, nil)
+}
+
+// testRowOp checks op, a softmax along rows, against the oracle's ref on
+// every case and dtype combination, allowing slack(row) more than the
+// tolerance on each element of a row (none when slack is nil).
+func testRowOp(t *testing.T, dev device.Device, op func(dst, src device.Buffer, rows, cols int),
+	ref func(oracle.Array) oracle.Array, slack func(row []float32) float64) {
 	for _, ty := range softmaxTypes {
 		for _, c := range softmaxCases {
 			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
 				x := e.logits(c)
 				xb := e.put(ty.src[0], x)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, len(x), fill)
-					e.dev.LogSoftmax(db, xb, c.rows, c.cols)
-					return [][]float32{e.get(db)}
-				})[0]
-				want, slack := rowsRef(x, c, oracle.LogSoftmax), make([]float64, len(x))
-				for i := range slack {
-					slack[i] = lseSlack(x[i/c.cols*c.cols : (i/c.cols+1)*c.cols])
+				got := e.output(ty.dst, len(x), func(db device.Buffer) {
+					op(db, xb, c.rows, c.cols)
+				})
+				var extra []float64
+				if slack != nil {
+					extra = make([]float64, len(x))
+					for i := range extra {
+						extra[i] = slack(x[i/c.cols*c.cols : (i/c.cols+1)*c.cols])
+					}
 				}
-				e.near("dst", ty.dst, got, want, slack)
+				e.near("dst", ty.dst, got, rowsRef(x, c, ref), extra)
 			})
 		}
 	}
@@ -109,11 +122,9 @@ func testLogSoftmaxGrad(t *testing.T, dev device.Device) {
 				y := narrow(rowsRef(x, c, oracle.LogSoftmax))
 				dy := e.uniform(len(x), -1, 1)
 				dyb, yb := e.put(ty.src[0], dy), e.put(ty.src[1], y)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, len(x), fill)
+				got := e.output(ty.dst, len(x), func(db device.Buffer) {
 					e.dev.LogSoftmaxGrad(db, dyb, yb, c.rows, c.cols)
-					return [][]float32{e.get(db)}
-				})[0]
+				})
 				want, slack := make([]float64, len(x)), make([]float64, len(x))
 				for r := range c.rows {
 					var s, abs float64
@@ -126,6 +137,38 @@ func testLogSoftmaxGrad(t *testing.T, dev device.Device) {
 						p := math.Exp(float64(y[i]))
 						want[i] = float64(dy[i]) - p*s
 						slack[i] = p * sumSlack(c.cols, abs)
+					}
+				}
+				e.near("dst", ty.dst, got, want, slack)
+			})
+		}
+	}
+}
+
+func testSoftmaxGrad(t *testing.T, dev device.Device) {
+	// dst; dy, y
+	types := sameAnd(2, mix(dtype.F32, dtype.BF16, dtype.F32), mix(dtype.F16, dtype.F32, dtype.F32))
+	for _, ty := range types {
+		for _, c := range softmaxCases {
+			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
+				y := narrow(rowsRef(e.logits(c), c, oracle.Softmax))
+				dy := e.uniform(len(y), -1, 1)
+				dyb, yb := e.put(ty.src[0], dy), e.put(ty.src[1], y)
+				got := e.output(ty.dst, len(y), func(db device.Buffer) {
+					dev.SoftmaxGrad(db, dyb, yb, c.rows, c.cols)
+				})
+				want, slack := make([]float64, len(y)), make([]float64, len(y))
+				for r := range c.rows {
+					var s, abs float64
+					for j := range c.cols {
+						i := r*c.cols + j
+						s += float64(dy[i]) * float64(y[i])
+						abs += math.Abs(float64(dy[i]) * float64(y[i]))
+					}
+					for j := range c.cols {
+						i := r*c.cols + j
+						want[i] = float64(y[i]) * (float64(dy[i]) - s)
+						slack[i] = float64(y[i]) * sumSlack(c.cols, abs)
 					}
 				}
 				e.near("dst", ty.dst, got, want, slack)
@@ -164,11 +207,9 @@ func testCrossEntropy(t *testing.T, dev device.Device) {
 				labels := e.labels(c.rows, c.cols, ty.src[1])
 				x := e.logits(c)
 				xb, lb := e.put(ty.src[0], x), e.put(ty.src[1], labels)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, c.rows, fill)
+				got := e.output(ty.dst, c.rows, func(db device.Buffer) {
 					e.dev.CrossEntropy(db, xb, lb, c.rows, c.cols)
-					return [][]float32{e.get(db)}
-				})[0]
+				})
 				ids := make([]int, c.rows)
 				for r, l := range labels {
 					ids[r] = int(l)
@@ -202,11 +243,9 @@ func testCrossEntropyGrad(t *testing.T, dev device.Device) {
 				dloss := e.uniform(c.rows, 0.1, 2)
 				dloss[0] = -dloss[0]
 				xb, lb, gb := e.put(ty.src[0], x), e.put(ty.src[1], labels), e.put(ty.src[2], dloss)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, len(x), fill)
+				got := e.output(ty.dst, len(x), func(db device.Buffer) {
 					e.dev.CrossEntropyGrad(db, xb, lb, gb, c.rows, c.cols)
-					return [][]float32{e.get(db)}
-				})[0]
+				})
 				want := rowsRef(x, c, oracle.Softmax)
 				for i := range want {
 					r := i / c.cols
@@ -251,11 +290,9 @@ func testArgmax(t *testing.T, dev device.Device) {
 					}
 					x := c.gen(e, c.rows*c.cols)
 					xb := e.put(dt, x)
-					got := e.twice(func(fill float32) [][]float32 {
-						db := e.full(ldt, c.rows, fill)
+					got := e.output(ldt, c.rows, func(db device.Buffer) {
 						e.dev.Argmax(db, xb, c.rows, c.cols)
-						return [][]float32{e.get(db)}
-					})[0]
+					})
 					want := make([]float32, c.rows)
 					for r := range c.rows {
 						best := 0

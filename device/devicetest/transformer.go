@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/device/devicetest/oracle"
 	"github.com/mixprec/mixprec/dtype"
 )
 
@@ -52,11 +51,9 @@ func testEmbedding(t *testing.T, dev device.Device) {
 				tb := e.put(ty.src[0], table)
 				ids := e.ids(c)
 				ib := e.put(dtype.F32, ids)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, c.n*c.dim, fill)
+				got := e.output(ty.dst, c.n*c.dim, func(db device.Buffer) {
 					dev.Embedding(db, tb, ib, c.n, c.dim)
-					return [][]float32{e.get(db)}
-				})[0]
+				})
 				want := make([]float32, c.n*c.dim)
 				for i, id := range ids {
 					for j := range c.dim {
@@ -87,11 +84,9 @@ func testEmbeddingGrad(t *testing.T, dev device.Device) {
 				gb := e.put(ty.src[0], dy)
 				ids := e.ids(c)
 				ib := e.put(dtype.F32, ids)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, c.vocab*c.dim, fill)
+				got := e.output(ty.dst, c.vocab*c.dim, func(db device.Buffer) {
 					dev.EmbeddingGrad(db, gb, ib, c.n, c.dim)
-					return [][]float32{e.get(db)}
-				})[0]
+				})
 				want, slack := make([]float64, c.vocab*c.dim), make([]float64, c.vocab*c.dim)
 				count := make([]int, c.vocab)
 				for i, id := range ids {
@@ -105,57 +100,6 @@ func testEmbeddingGrad(t *testing.T, dev device.Device) {
 					slack[k] = sumSlack(count[k/c.dim], slack[k])
 				}
 				e.near("dtable", ty.dst, got, want, slack)
-			})
-		}
-	}
-}
-
-func testSoftmax(t *testing.T, dev device.Device) {
-	for _, ty := range softmaxTypes {
-		for _, c := range softmaxCases {
-			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
-				x := e.logits(c)
-				xb := e.put(ty.src[0], x)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, len(x), fill)
-					dev.Softmax(db, xb, c.rows, c.cols)
-					return [][]float32{e.get(db)}
-				})[0]
-				e.near("dst", ty.dst, got, rowsRef(x, c, oracle.Softmax), nil)
-			})
-		}
-	}
-}
-
-func testSoftmaxGrad(t *testing.T, dev device.Device) {
-	// dst; dy, y
-	types := sameAnd(2, mix(dtype.F32, dtype.BF16, dtype.F32), mix(dtype.F16, dtype.F32, dtype.F32))
-	for _, ty := range types {
-		for _, c := range softmaxCases {
-			run(t, dev, fmt.Sprintf("%v/%s", ty, c.name), func(e *env) {
-				y := narrow(rowsRef(e.logits(c), c, oracle.Softmax))
-				dy := e.uniform(len(y), -1, 1)
-				dyb, yb := e.put(ty.src[0], dy), e.put(ty.src[1], y)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(ty.dst, len(y), fill)
-					dev.SoftmaxGrad(db, dyb, yb, c.rows, c.cols)
-					return [][]float32{e.get(db)}
-				})[0]
-				want, slack := make([]float64, len(y)), make([]float64, len(y))
-				for r := range c.rows {
-					var s, abs float64
-					for j := range c.cols {
-						i := r*c.cols + j
-						s += float64(dy[i]) * float64(y[i])
-						abs += math.Abs(float64(dy[i]) * float64(y[i]))
-					}
-					for j := range c.cols {
-						i := r*c.cols + j
-						want[i] = float64(y[i]) * (float64(dy[i]) - s)
-						slack[i] = float64(y[i]) * sumSlack(c.cols, abs)
-					}
-				}
-				e.near("dst", ty.dst, got, want, slack)
 			})
 		}
 	}
@@ -528,11 +472,9 @@ func testAttentionGrad(t *testing.T, dev device.Device) {
 				}
 				dy := e.uniform(p.Out(), -1, 1)
 				qb, yb, gb, lb := e.put(dt, qkv), e.put(dt, y32), e.put(dt, dy), e.put(dtype.F32, lse32)
-				got := e.twice(func(fill float32) [][]float32 {
-					db := e.full(dt, p.QKV(), fill)
+				got := e.output(dt, p.QKV(), func(db device.Buffer) {
 					dev.AttentionGrad(db, gb, qb, yb, lb, p)
-					return [][]float32{e.get(db)}
-				})[0]
+				})
 				want, abs := make([]float64, p.QKV()), make([]float64, p.QKV())
 				scale := float64(p.Scale)
 				for b := range p.B {

@@ -9,56 +9,53 @@ import (
 	"testing"
 )
 
-// fakeAptGet writes an apt-get to dir that fails with failMsg for the first
-// failures calls, then succeeds; each call appends its arguments to calls.
-func fakeAptGet(t *testing.T, dir, failMsg string, failures int) (calls string) {
+// aptGetThroughWrapper runs tools/apt-get.sh with args, and env added to
+// its environment, over a fake apt-get that fails with failMsg for its
+// first failures calls, then succeeds. It returns the arguments of each
+// call the fake got, and the wrapper's output and error. It skips unless
+// it runs as root (as CI does): the wrapper uses sudo otherwise.
+func aptGetThroughWrapper(t *testing.T, failMsg string, failures int, env []string, args ...string) (calls []string, out string, err error) {
 	t.Helper()
-	calls = filepath.Join(dir, "calls")
-	count := filepath.Join(dir, "count")
+	if os.Geteuid() != 0 {
+		t.Skip("tools/apt-get.sh uses sudo when not root; this test runs as root (as CI does)")
+	}
+	bin := t.TempDir()
+	log, count := filepath.Join(bin, "calls"), filepath.Join(bin, "count")
 	script := `#!/bin/sh
-echo "$*" >>` + calls + `
+echo "$*" >>` + log + `
 n=$(cat ` + count + ` 2>/dev/null || echo 0)
 n=$((n + 1))
 echo $n >` + count + `
-if [ $n -le ` + itoa(failures) + ` ]; then
+if [ $n -le ` + strconv.Itoa(failures) + ` ]; then
 	echo "` + failMsg + `" >&2
 	exit 100
 fi
 echo "fake apt-get: ok" >&2
 `
-	if err := os.WriteFile(filepath.Join(dir, "apt-get"), []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(bin, "apt-get"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return calls
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func runAptWrapper(t *testing.T, bin string, env []string, args ...string) (string, error) {
-	t.Helper()
 	cmd := exec.Command("sh", append([]string{"../apt-get.sh"}, args...)...)
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "MIXPREC_APT_PAUSE=0")
 	cmd.Env = append(cmd.Env, env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	b, err := cmd.CombinedOutput()
+	got, _ := os.ReadFile(log)
+	if s := strings.TrimSpace(string(got)); s != "" {
+		calls = strings.Split(s, "\n")
+	}
+	return calls, string(b), err
 }
 
 func TestAptGetWaitsForLock(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("tools/apt-get.sh uses sudo when not root; this test runs as root (as CI does)")
-	}
-	bin := t.TempDir()
-	calls := fakeAptGet(t, bin, "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)", 3)
-	out, err := runAptWrapper(t, bin, nil, "install", "-y", "some-package")
+	calls, out, err := aptGetThroughWrapper(t, "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)", 3,
+		nil, "install", "-y", "some-package")
 	if err != nil {
 		t.Fatalf("apt-get.sh failed while the lock was released after 3 tries: %v\n%s", err, out)
 	}
-	got, _ := os.ReadFile(calls)
-	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("apt-get called %d times, want 4 (3 locked, 1 clean):\n%s", len(lines), got)
+	if len(calls) != 4 {
+		t.Fatalf("apt-get called %d times, want 4 (3 locked, 1 clean):\n%s", len(calls), strings.Join(calls, "\n"))
 	}
-	for _, l := range lines {
+	for _, l := range calls {
 		if !strings.Contains(l, "DPkg::Lock::Timeout=") || !strings.HasSuffix(l, "install -y some-package") {
 			t.Errorf("apt-get call %q: want the lock timeout option and the arguments passed through", l)
 		}
@@ -69,18 +66,12 @@ func TestAptGetWaitsForLock(t *testing.T) {
 }
 
 func TestAptGetOtherFailuresReturnAtOnce(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("tools/apt-get.sh uses sudo when not root; this test runs as root (as CI does)")
-	}
-	bin := t.TempDir()
-	calls := fakeAptGet(t, bin, "E: Unable to locate package some-package", 5)
-	out, err := runAptWrapper(t, bin, nil, "install", "-y", "some-package")
+	calls, out, err := aptGetThroughWrapper(t, "E: Unable to locate package some-package", 5, nil, "install", "-y", "some-package")
 	if err == nil {
 		t.Fatalf("apt-get.sh succeeded although apt-get failed:\n%s", out)
 	}
-	got, _ := os.ReadFile(calls)
-	if n := strings.Count(string(got), "\n"); n != 1 {
-		t.Errorf("apt-get called %d times for a failure that is not a lock, want 1", n)
+	if len(calls) != 1 {
+		t.Errorf("apt-get called %d times for a failure that is not a lock, want 1", len(calls))
 	}
 	if !strings.Contains(out, "Unable to locate package") {
 		t.Errorf("apt-get's error is not passed on:\n%s", out)
@@ -88,12 +79,8 @@ func TestAptGetOtherFailuresReturnAtOnce(t *testing.T) {
 }
 
 func TestAptGetGivesUpAfterWait(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("tools/apt-get.sh uses sudo when not root; this test runs as root (as CI does)")
-	}
-	bin := t.TempDir()
-	fakeAptGet(t, bin, "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 4242 (apt-get)", 9)
-	out, err := runAptWrapper(t, bin, []string{"MIXPREC_APT_WAIT=0"}, "update")
+	_, out, err := aptGetThroughWrapper(t, "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 4242 (apt-get)", 9,
+		[]string{"MIXPREC_APT_WAIT=0"}, "update")
 	if err == nil {
 		t.Fatalf("apt-get.sh succeeded although the lock never came free:\n%s", out)
 	}

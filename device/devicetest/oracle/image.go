@@ -15,10 +15,7 @@ func Conv2d(x, w Array, b *Array, stride, pad int) Array {
 		for o := range oc {
 			for y := range oh {
 				for z := range ow {
-					var s float64
-					if b != nil {
-						s = b.Data[o]
-					}
+					s := biasOf(b, o)
 					for ch := range c {
 						for u := range kh {
 							for v := range kw {

@@ -43,6 +43,14 @@ func BatchMatMul(a, b Array, transA, transB bool) Array {
 	return out
 }
 
+// biasOf is b's element o, or 0 without a bias (b nil).
+func biasOf(b *Array, o int) float64 {
+	if b == nil {
+		return 0
+	}
+	return b.Data[o]
+}
+
 // Linear is x @ wᵀ + b for x (..., in), w (out, in) and b (out), or
 // without a bias when b is nil: PyTorch's layout.
 func Linear(x, w Array, b *Array) Array {
@@ -52,10 +60,7 @@ func Linear(x, w Array, b *Array) Array {
 	out := New(append(slices.Clone(x.Shape[:len(x.Shape)-1]), outF)...)
 	for r := range rows {
 		for o := range outF {
-			var s float64
-			if b != nil {
-				s = b.Data[o]
-			}
+			s := biasOf(b, o)
 			for i := range in {
 				s += x.Data[r*in+i] * w.Data[o*in+i]
 			}

@@ -43,17 +43,10 @@ func values(t *testing.T, ctx *context.Context, scope, name string) []float32 {
 
 // checkAgainst compares the single layer's weights and biases in ctx with
 // the reference's.
-func checkAgainst(t *testing.T, ctx *context.Context, what string, rw, rb []float64) {
+func checkAgainst(t *testing.T, ctx *context.Context, what string, ref *peer.Reference) {
 	t.Helper()
-	for i, v := range values(t, ctx, "/linear0", "weights") {
-		if !peer.Near(v, rw[i]) {
-			t.Fatalf("%s: weight %d = %v, want %v", what, i, v, rw[i])
-		}
-	}
-	for i, v := range values(t, ctx, "/linear0", "biases") {
-		if !peer.Near(v, rb[i]) {
-			t.Fatalf("%s: bias %d = %v, want %v", what, i, v, rb[i])
-		}
+	if diff := ref.Differs(values(t, ctx, "/linear0", "weights"), values(t, ctx, "/linear0", "biases")); diff != "" {
+		t.Fatalf("%s: %s", what, diff)
 	}
 }
 
@@ -65,8 +58,7 @@ func TestStepMatchesPyTorch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	d := peer.RandomSet(rng, 9)
 	m := newMLP(rng, 784, 10)
-	rw, rb := peer.Float64s(m.ws[0]), peer.Float64s(m.bs[0])
-	bw, bb := make([]float64, 7840), make([]float64, 10)
+	ref := peer.NewReference(m.ws[0], m.bs[0])
 	const lr, momentum = 0.05, 0.9
 	ctx := context.New()
 	tr := train.NewTrainer(newBackend(t), ctx, m.logits, losses.SparseCategoricalCrossEntropyLogits,
@@ -77,11 +69,11 @@ func TestStepMatchesPyTorch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := peer.ReferenceStep(rw, rb, bw, bb, d, idx, lr, momentum, k == 0)
+		want := ref.Step(d, idx, lr, momentum)
 		if !peer.Near(float32(got), want) {
 			t.Errorf("step %d: loss %v, want %v", k, got, want)
 		}
-		checkAgainst(t, ctx, fmt.Sprintf("step %d", k), rw, rb)
+		checkAgainst(t, ctx, fmt.Sprintf("step %d", k), ref)
 	}
 }
 
@@ -98,16 +90,15 @@ func TestWarmUpResets(t *testing.T) {
 	if err := warmUp(tr, ctx, m, d, 4); err != nil {
 		t.Fatal(err)
 	}
-	rw, rb := peer.Float64s(m.ws[0]), peer.Float64s(m.bs[0])
-	checkAgainst(t, ctx, "after warm-up", rw, rb)
-	bw, bb := make([]float64, 7840), make([]float64, 10)
+	ref := peer.NewReference(m.ws[0], m.bs[0])
+	checkAgainst(t, ctx, "after warm-up", ref)
 	idx := []int{6, 5, 4, 3}
 	x, y := make([]float32, 4*784), make([]int32, 4)
 	if _, err := step(tr, d, idx, x, y); err != nil {
 		t.Fatal(err)
 	}
-	peer.ReferenceStep(rw, rb, bw, bb, d, idx, lr, momentum, true)
-	checkAgainst(t, ctx, "first step after warm-up", rw, rb)
+	ref.Step(d, idx, lr, momentum)
+	checkAgainst(t, ctx, "first step after warm-up", ref)
 }
 
 // TestLearns trains the full MLP on a small separable problem (each class

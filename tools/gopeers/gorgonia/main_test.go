@@ -8,6 +8,22 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
+// openNet is newNet for a test, which closes it when it ends.
+func openNet(t *testing.T, w *weights, batch int, train bool) *net {
+	t.Helper()
+	n, err := newNet(w, batch, train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.vm.Close() })
+	return n
+}
+
+// layer0 is the first layer's weights and bias, as the reference takes them.
+func (w *weights) layer0() (ws, bs []float32) {
+	return w.ws[0].Data().([]float32), w.bs[0].Data().([]float32)
+}
+
 // TestStepMatchesPyTorch checks that the graph's loss is the batch's mean
 // cross-entropy and that Gorgonia's Momentum solver, at a constant rate,
 // makes torch.optim.SGD's updates, so that the peer trains the recipe.
@@ -15,13 +31,8 @@ func TestStepMatchesPyTorch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	d := peer.RandomSet(rng, 5)
 	w := newWeights(rng, 784, 10)
-	n, err := newNet(w, 5, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.vm.Close()
-	rw, rb := peer.Float64s(w.ws[0].Data().([]float32)), peer.Float64s(w.bs[0].Data().([]float32))
-	bw, bb := make([]float64, 7840), make([]float64, 10)
+	n := openNet(t, w, 5, true)
+	ref := peer.NewReference(w.layer0())
 	const lr, momentum = 0.05, 0.9
 	s := G.NewMomentum(G.WithLearnRate(lr), G.WithMomentum(momentum))
 	idx := []int{0, 1, 2, 3, 4}
@@ -30,19 +41,12 @@ func TestStepMatchesPyTorch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := peer.ReferenceStep(rw, rb, bw, bb, d, idx, lr, momentum, step == 0)
+		want := ref.Step(d, idx, lr, momentum)
 		if !peer.Near(float32(got), want) {
 			t.Errorf("step %d: loss %v, want %v", step, got, want)
 		}
-		for i, v := range w.ws[0].Data().([]float32) {
-			if !peer.Near(v, rw[i]) {
-				t.Fatalf("step %d: weight %d = %v, want %v", step, i, v, rw[i])
-			}
-		}
-		for i, v := range w.bs[0].Data().([]float32) {
-			if !peer.Near(v, rb[i]) {
-				t.Fatalf("step %d: bias %d = %v, want %v", step, i, v, rb[i])
-			}
+		if diff := ref.Differs(w.layer0()); diff != "" {
+			t.Fatalf("step %d: %s", step, diff)
 		}
 	}
 }
@@ -54,18 +58,8 @@ func TestGraphsShareWeights(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	d := peer.RandomSet(rng, 7)
 	w := newWeights(rng, 784, 10)
-	full, err := newNet(w, 4, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer full.vm.Close()
-	part, err := newNet(w, 3, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer part.vm.Close()
-	rw, rb := peer.Float64s(w.ws[0].Data().([]float32)), peer.Float64s(w.bs[0].Data().([]float32))
-	bw, bb := make([]float64, 7840), make([]float64, 10)
+	full, part := openNet(t, w, 4, true), openNet(t, w, 3, true)
+	ref := peer.NewReference(w.layer0())
 	s := G.NewMomentum(G.WithLearnRate(0.1), G.WithMomentum(0.9))
 	for step, c := range []struct {
 		n   *net
@@ -75,15 +69,13 @@ func TestGraphsShareWeights(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := peer.ReferenceStep(rw, rb, bw, bb, d, c.idx, 0.1, 0.9, step == 0)
+		want := ref.Step(d, c.idx, 0.1, 0.9)
 		if !peer.Near(float32(got), want) {
 			t.Errorf("step %d (batch %d): loss %v, want %v", step, len(c.idx), got, want)
 		}
 	}
-	for i, v := range w.ws[0].Data().([]float32) {
-		if !peer.Near(v, rw[i]) {
-			t.Fatalf("weight %d = %v after steps on both graphs, want %v", i, v, rw[i])
-		}
+	if diff := ref.Differs(w.layer0()); diff != "" {
+		t.Fatalf("after steps on both graphs: %s", diff)
 	}
 }
 
@@ -94,16 +86,7 @@ func TestLearns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	train, test := peer.Separable(rng, 512, 1000)
 	w := newWeights(rng, 784, 256, 128, 10)
-	n, err := newNet(w, 64, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.vm.Close()
-	eval, err := newNet(w, 1000, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eval.vm.Close()
+	n, eval := openNet(t, w, 64, true), openNet(t, w, 1000, false)
 	s := G.NewMomentum(G.WithLearnRate(0.05), G.WithMomentum(0.9))
 	idx := make([]int, 64)
 	for step := range 40 {

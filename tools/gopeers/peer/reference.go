@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 )
@@ -19,12 +20,26 @@ func RandomSet(rng *rand.Rand, n int) *MNIST {
 	return d
 }
 
-// ReferenceStep is one step of PyTorch's recipe for a single Linear layer
-// (784 -> 10), in float64: it returns the mean cross-entropy of the batch
-// idx of d, and makes the update of torch.optim.SGD with momentum (buf = g
-// at the first step, then buf = momentum*buf + g; w -= lr*buf) to w (784,
-// 10) and b (10), whose buffers are wBuf and bBuf.
-func ReferenceStep(w, b, wBuf, bBuf []float64, d *MNIST, idx []int, lr, momentum float64, first bool) float64 {
+// Reference is PyTorch's recipe for a single Linear layer (784 -> 10) in
+// float64, started from a peer's initial weights, for a test to step
+// beside the peer's framework and compare.
+type Reference struct {
+	W, B       []float64 // the weights (784, 10) and the bias (10)
+	wBuf, bBuf []float64 // SGD's momentum buffers
+	steps      int
+}
+
+// NewReference starts a Reference from the weights w (784, 10) and the
+// bias b.
+func NewReference(w, b []float32) *Reference {
+	return &Reference{W: Float64s(w), B: Float64s(b), wBuf: make([]float64, len(w)), bBuf: make([]float64, len(b))}
+}
+
+// Step returns the mean cross-entropy of the batch idx of d and makes the
+// update of torch.optim.SGD with momentum: buf = g at the first step, then
+// buf = momentum*buf + g; w -= lr*buf.
+func (r *Reference) Step(d *MNIST, idx []int, lr, momentum float64) float64 {
+	w, b := r.W, r.B
 	gw, gb := make([]float64, len(w)), make([]float64, len(b))
 	loss := 0.0
 	for _, j := range idx {
@@ -60,7 +75,7 @@ func ReferenceStep(w, b, wBuf, bBuf []float64, d *MNIST, idx []int, lr, momentum
 	}
 	update := func(p, buf, g []float64) {
 		for i := range p {
-			if first {
+			if r.steps == 0 {
 				buf[i] = g[i]
 			} else {
 				buf[i] = momentum*buf[i] + g[i]
@@ -68,9 +83,26 @@ func ReferenceStep(w, b, wBuf, bBuf []float64, d *MNIST, idx []int, lr, momentum
 			p[i] -= lr * buf[i]
 		}
 	}
-	update(w, wBuf, gw)
-	update(b, bBuf, gb)
+	update(w, r.wBuf, gw)
+	update(b, r.bBuf, gb)
+	r.steps++
 	return loss / float64(len(idx))
+}
+
+// Differs describes the first weight, then bias, of a peer's w and b that
+// is not Near the reference's, or returns "" when all are.
+func (r *Reference) Differs(w, b []float32) string {
+	for i, v := range w {
+		if !Near(v, r.W[i]) {
+			return fmt.Sprintf("weight %d = %v, want %v", i, v, r.W[i])
+		}
+	}
+	for i, v := range b {
+		if !Near(v, r.B[i]) {
+			return fmt.Sprintf("bias %d = %v, want %v", i, v, r.B[i])
+		}
+	}
+	return ""
 }
 
 // Near is the project's F32 tolerance: |got-want| <= 1e-5 + 1e-4·|want|.
