@@ -29,7 +29,8 @@ func compareWithCPU(t *testing.T, dev device.Device) {
 		{"Fill", cmpFill}, {"Copy", cmpCopy}, {"Axpby", cmpAxpby}, {"Binary", cmpBinary},
 		{"Unary", cmpUnary}, {"UnaryGrad", cmpUnaryGrad}, {"Reduce", cmpReduce}, {"Expand", cmpExpand},
 		{"Gemm", cmpGemm}, {"Softmax", cmpSoftmax}, {"CrossEntropy", cmpCrossEntropy}, {"Argmax", cmpArgmax},
-		{"Conv", cmpConv}, {"Pool", cmpPool}, {"Norm", cmpNorm}, {"Optim", cmpOptim}, {"Dropout", cmpDropout},
+		{"Conv", cmpConv}, {"Pool", cmpPool}, {"Norm", cmpNorm}, {"NormAct", cmpNormAct}, {"Optim", cmpOptim},
+		{"Dropout", cmpDropout},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			c := &cmp{t: t, cpu: cpu.New(), dev: dev, rng: rand.New(rand.NewPCG(uint64(len(g.name)), 0x6d70))}
@@ -572,6 +573,53 @@ func cmpNorm(c *cmp) {
 		c.near("BatchNormGrad/dgamma/"+name(ty), dg, func(int) float64 { return sg })
 		c.near("BatchNormGrad/dbeta/"+name(ty), db, func(int) float64 { return sb })
 		c.near("BatchNormGrad/dx/"+name(ty), dx, func(int) float64 { return 4.5 / float64(m) * (sb + 4*sg + 8*float64(m)/(1<<24)) })
+	}
+}
+
+// cmpNormAct compares device.BatchNormActKernels: the affine map with the
+// residual added and ReLU applied, with and without each, and its gradient
+// (dres, the gradient through ReLU, bit for bit; dx, dgamma and dbeta with
+// cmpNorm's slack).
+func cmpNormAct(c *cmp) {
+	ca, ok := c.cpu.(device.BatchNormActKernels)
+	da, dok := c.dev.(device.BatchNormActKernels)
+	if !ok || !dok {
+		c.t.Fatalf("BatchNormActKernels: CPU %v, device %v", ok, dok)
+	}
+	n, ch, hw := 8, 5, 37
+	m := n * hw
+	for _, ty := range combos(2) {
+		x := c.put(ty[1], c.uniform(n*ch*hw, -2, 2))
+		res, dy := c.put(ty[1], c.uniform(n*ch*hw, -2, 2)), c.put(ty[2], c.uniform(n*ch*hw, -1, 1))
+		mb, ib := c.put(dtype.F32, c.uniform(ch, -0.5, 0.5)), c.put(dtype.F32, c.uniform(ch, 0.5, 2))
+		gamma, beta := c.put(dtype.F32, c.uniform(ch, 0.5, 1.5)), c.put(dtype.F32, c.uniform(ch, -1, 1))
+		y, dx, dres := c.out(ty[0], n*ch*hw), c.out(ty[0], n*ch*hw), c.out(ty[0], n*ch*hw)
+		dg, db := c.out(dtype.F32, ch), c.out(dtype.F32, ch)
+		for _, v := range []struct {
+			name      string
+			res, relu bool
+		}{{"plain", false, false}, {"relu", false, true}, {"res", true, false}, {"res+relu", true, true}} {
+			r, dr := pair{}, pair{}
+			if v.res {
+				r, dr = res, dres
+			}
+			what := v.name + "/" + name(ty)
+			ca.BatchNormAct(y[0], x[0], r[0], mb[0], ib[0], gamma[0], beta[0], n, ch, hw, v.relu)
+			da.BatchNormAct(y[1], x[1], r[1], mb[1], ib[1], gamma[1], beta[1], n, ch, hw, v.relu)
+			c.near("BatchNormAct/"+what, y, nil)
+			// The gradient through ReLU at the CPU's y on both sides.
+			yy := c.put(ty[0], c.host(y[0], c.cpu))
+			ca.BatchNormActGrad(dx[0], dr[0], dg[0], db[0], dy[0], yy[0], x[0], mb[0], ib[0], gamma[0], n, ch, hw, v.relu)
+			da.BatchNormActGrad(dx[1], dr[1], dg[1], db[1], dy[1], yy[1], x[1], mb[1], ib[1], gamma[1], n, ch, hw, v.relu)
+			if v.res {
+				c.exact("BatchNormActGrad/dres/"+what, dres)
+			}
+			// |dz| < 1 and |xhat| < 2*2.5+0.5*2: as in cmpNorm.
+			sg, sb := sumSlack(m, 6*float64(m)), sumSlack(m, float64(m))
+			c.near("BatchNormActGrad/dgamma/"+what, dg, func(int) float64 { return sg })
+			c.near("BatchNormActGrad/dbeta/"+what, db, func(int) float64 { return sb })
+			c.near("BatchNormActGrad/dx/"+what, dx, func(int) float64 { return 3 / float64(m) * (sb + 6*sg + 12*float64(m)/(1<<24)) })
+		}
 	}
 }
 

@@ -172,3 +172,69 @@ func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma dev
 	d.launch(d.ks.batchnormGrad, min(c, maxGrid), ptr(db), dt(db), ptr(ps[3]), ptr(ps[4]), ptr(gb), dt(gb),
 		ptr(xb), dt(xb), ptr(ps[0]), ptr(ps[1]), ptr(ps[2]), pInt(n), pInt(c), pInt(hw))
 }
+
+var _ device.BatchNormActKernels = (*Device)(nil)
+
+// BatchNormAct computes y = relu(x*scale + shift + res) with BatchNorm's
+// affine map, res (n, c, hw) or nil for none, and ReLU only when relu,
+// in one pass (device.BatchNormActKernels).
+func (d *Device) BatchNormAct(y, x, res, mean, invstd, gamma, beta device.Buffer, n, c, hw int, relu bool) {
+	d.enter()
+	defer d.leave()
+	yb, xb := d.buf(y, "BatchNormAct"), d.buf(x, "BatchNormAct")
+	ps := d.f32("BatchNormAct", mean, invstd, gamma, beta)
+	if ps[0] == nil || ps[1] == nil {
+		panic("cudaops: BatchNormAct: nil mean or invstd")
+	}
+	checkNorm("BatchNormAct", n, c, hw)
+	checkLen("BatchNormAct", n*c*hw, yb, xb)
+	checkLen("BatchNormAct", c, ps[0])
+	var rb *Buffer
+	rdt := 0
+	if res != nil {
+		rb = d.buf(res, "BatchNormAct")
+		checkLen("BatchNormAct", n*c*hw, rb)
+		rdt = int(rb.DType())
+	}
+	total := n * c * hw
+	if total == 0 {
+		return
+	}
+	d.launch(d.ks.batchnormAct, gridFor(total), ptr(yb), dt(yb), ptr(xb), dt(xb), ptr(rb), pInt(rdt),
+		ptr(ps[0]), ptr(ps[1]), ptr(ps[2]), ptr(ps[3]), pInt(c), pInt(hw), pInt(total), pBool(relu))
+}
+
+// BatchNormActGrad computes, in training mode, dz = dy through ReLU's
+// gradient at its output y when relu (dy itself otherwise; y is then not
+// read), dz into dres unless it is nil, and BatchNormGrad of dz: dx, and
+// dgamma and dbeta when not nil.
+func (d *Device) BatchNormActGrad(dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma device.Buffer, n, c, hw int, relu bool) {
+	d.enter()
+	defer d.leave()
+	db, gb, xb := d.buf(dx, "BatchNormActGrad"), d.buf(dy, "BatchNormActGrad"), d.buf(x, "BatchNormActGrad")
+	ps := d.f32("BatchNormActGrad", mean, invstd, gamma, dgamma, dbeta)
+	if ps[0] == nil || ps[1] == nil {
+		panic("cudaops: BatchNormActGrad: nil mean or invstd")
+	}
+	checkNorm("BatchNormActGrad", n, c, hw)
+	checkLen("BatchNormActGrad", n*c*hw, db, gb, xb)
+	checkLen("BatchNormActGrad", c, ps[0])
+	var rb, yb *Buffer
+	rdt, ydt := 0, 0
+	if dres != nil {
+		rb = d.buf(dres, "BatchNormActGrad")
+		checkLen("BatchNormActGrad", n*c*hw, rb)
+		rdt = int(rb.DType())
+	}
+	if relu {
+		yb = d.buf(y, "BatchNormActGrad")
+		checkLen("BatchNormActGrad", n*c*hw, yb)
+		ydt = int(yb.DType())
+	}
+	if c == 0 {
+		return
+	}
+	d.launch(d.ks.batchnormActGrad, min(c, maxGrid), ptr(db), dt(db), ptr(rb), pInt(rdt), ptr(ps[3]), ptr(ps[4]),
+		ptr(gb), dt(gb), ptr(yb), pInt(ydt), ptr(xb), dt(xb), ptr(ps[0]), ptr(ps[1]), ptr(ps[2]),
+		pInt(n), pInt(c), pInt(hw), pBool(relu))
+}

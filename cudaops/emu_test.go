@@ -757,6 +757,76 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			}
 		}
 	},
+	"mp_batchnorm_act": func(g *fakeGPU, a *argv, _ int) {
+		y, ydt, x, xdt, res, rdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
+		mean, invstd, gamma, beta := a.ptr(), a.ptr(), a.ptr(), a.ptr()
+		c, hw, total, relu := a.int(), a.int(), a.int(), a.int() != 0
+		for idx := range total {
+			ch := (idx / hw) % c
+			gm, b := float32(1), float32(0)
+			if gamma != 0 {
+				gm = g.ld(gamma, 0, ch)
+			}
+			if beta != 0 {
+				b = g.ld(beta, 0, ch)
+			}
+			scale := g.ld(invstd, 0, ch) * gm
+			shift := b - g.ld(mean, 0, ch)*scale
+			v := g.ld(x, xdt, idx)*scale + shift
+			if res != 0 {
+				v += g.ld(res, rdt, idx)
+			}
+			if relu && !(v > 0 || v != v) {
+				v = 0
+			}
+			g.st(y, ydt, idx, v)
+		}
+	},
+	"mp_batchnorm_act_grad": func(g *fakeGPU, a *argv, _ int) {
+		dx, ddt, dres, rdt, dgamma, dbeta := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.ptr()
+		dy, gdt, y, ydt, x, xdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
+		mean, invstd, gamma, n, c, hw, relu := a.ptr(), a.ptr(), a.ptr(), a.int(), a.int(), a.int(), a.int() != 0
+		dz := func(j int) float32 {
+			if relu && g.ld(y, ydt, j) <= 0 {
+				return 0
+			}
+			return g.ld(dy, gdt, j)
+		}
+		m := n * hw
+		fm := float32(m)
+		for ch := range c {
+			mu, is := g.ld(mean, 0, ch), g.ld(invstd, 0, ch)
+			p1, p2 := make([]float32, blockSize), make([]float32, blockSize)
+			for t := range blockSize {
+				for e := t; e < m; e += blockSize {
+					j := chanIndex(e, ch, c, hw)
+					gv := dz(j)
+					if dres != 0 {
+						g.st(dres, rdt, j, gv)
+					}
+					p1[t] += gv
+					p2[t] += gv * ((g.ld(x, xdt, j) - mu) * is)
+				}
+			}
+			sdy, sdyx := treeSum(p1), treeSum(p2)
+			if dgamma != 0 {
+				g.st(dgamma, 0, ch, sdyx)
+			}
+			if dbeta != 0 {
+				g.st(dbeta, 0, ch, sdy)
+			}
+			gm := float32(1)
+			if gamma != 0 {
+				gm = g.ld(gamma, 0, ch)
+			}
+			k := gm * is / fm
+			for e := range m {
+				j := chanIndex(e, ch, c, hw)
+				xhat := (g.ld(x, xdt, j) - mu) * is
+				g.st(dx, ddt, j, k*((fm*dz(j)-sdy)-xhat*sdyx))
+			}
+		}
+	},
 	// optim.cu
 	"mp_sgd": func(g *fakeGPU, a *argv, _ int) {
 		p, gr, mom, n := a.ptr(), a.ptr(), a.ptr(), a.int()

@@ -48,7 +48,7 @@ type kernelSet struct {
 	logSoftmax, logSoftmaxGrad, crossEntropy, crossEntropyGrad *kernel
 	argmax, im2col, col2im, maxpool, maxpoolGrad, avgpool      *kernel
 	avgpoolGrad, moments, batchnorm, batchnormGrad, sgd, adam  *kernel
-	unscale, dropout, gemm                                     *kernel
+	unscale, dropout, gemm, batchnormAct, batchnormActGrad     *kernel
 	transformerSet                                             // transformer.go
 	all                                                        []*kernel
 }
@@ -76,6 +76,7 @@ func newKernelSet(ptx string) (*kernelSet, error) {
 		{&ks.moments, "mp_moments"}, {&ks.batchnorm, "mp_batchnorm"},
 		{&ks.batchnormGrad, "mp_batchnorm_grad"}, {&ks.sgd, "mp_sgd"}, {&ks.adam, "mp_adam"},
 		{&ks.unscale, "mp_unscale"}, {&ks.dropout, "mp_dropout"}, {&ks.gemm, "mp_gemm"},
+		{&ks.batchnormAct, "mp_batchnorm_act"}, {&ks.batchnormActGrad, "mp_batchnorm_act_grad"},
 	} {
 		params, ok := entries[k.name]
 		if !ok {
