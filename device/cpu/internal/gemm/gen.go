@@ -130,83 +130,97 @@ type kernelSpec struct {
 	unscale bool
 }
 
+// genKernel writes the micro-kernel s: its doc comment, the k loop that
+// accumulates the tile in registers and the store that merges it into C
+// (or out).
 func genKernel(w *bytes.Buffer, s kernelSpec) {
-	lanes := s.vecBits / 32
-	nv := s.nr / lanes
-	reg := "Z"
+	k := newKernel(w, s)
+	k.doc()
+	k.prologue()
+	k.loop()
+	k.storeTile()
+}
+
+// kernel is genKernel's state: the spec, its register layout and where the
+// assembly goes.
+type kernel struct {
+	kernelSpec
+	p         func(string, ...any)
+	lanes, nv int    // float32 lanes a vector, vectors a row of the tile
+	reg, zero string // the vector registers' prefix and the zeroing instruction
+	accBase   int    // the first accumulator register
+	nb        int    // how many registers the broadcast A values rotate through
+}
+
+// newKernel lays out s's registers and checks that s is one the generator
+// can write.
+func newKernel(w *bytes.Buffer, s kernelSpec) *kernel {
+	k := &kernel{kernelSpec: s, p: printer(w), lanes: s.vecBits / 32, reg: "Z", zero: "VPXORD"}
+	k.nv = s.nr / k.lanes
 	nregs := 32
-	zero := "VPXORD"
 	if s.vecBits == 256 {
-		reg = "Y"
+		k.reg = "Y"
 		nregs = 16
-		zero = "VXORPS"
+		k.zero = "VXORPS"
 	}
 	// Accumulators take the top registers; B vectors the bottom ones; the
 	// broadcast A values rotate through what is left.
-	nacc := s.mr * nv
-	accBase := nregs - nacc
-	nb := accBase - nv
-	if nb < 1 {
-		log.Fatalf("%s: %dx%d tile needs %d accumulators, %d registers left for broadcasts", s.name, s.mr, s.nr, nacc, nb)
+	nacc := s.mr * k.nv
+	k.accBase = nregs - nacc
+	k.nb = k.accBase - k.nv
+	if k.nb < 1 {
+		log.Fatalf("%s: %dx%d tile needs %d accumulators, %d registers left for broadcasts", s.name, s.mr, s.nr, nacc, k.nb)
 	}
 	if s.dot && s.vecBits != 512 {
 		log.Fatalf("%s: VDPBF16PS is encoded for Z registers only", s.name)
 	}
-	acc := func(i, v int) string { return fmt.Sprintf("%s%d", reg, accBase+i*nv+v) }
-	bv := func(v int) string { return fmt.Sprintf("%s%d", reg, v) }
-	bc := func(i int) string { return fmt.Sprintf("%s%d", reg, nv+i%nb) }
-	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	if s.half && (s.dot || (s.bf16 && s.vecBits != 256)) {
+		log.Fatalf("%s: the 16-bit store is written for the float32 kernels, bfloat16 for AVX2", s.name)
+	}
+	if s.half && s.unscale && (!s.widen || s.bf16) {
+		log.Fatalf("%s: unscale is written for the binary16-widening store", s.name)
+	}
+	if k.accBase < 3 {
+		log.Fatalf("%s: no room for alpha, beta and a temporary", s.name)
+	}
+	if s.unscale && (k.nb < 2 || k.inv() == k.tmp()) {
+		log.Fatalf("%s: no broadcast register left for inv", s.name)
+	}
+	return k
+}
 
+// acc is the accumulator of the tile's row i, vector v.
+func (k *kernel) acc(i, v int) string { return fmt.Sprintf("%s%d", k.reg, k.accBase+i*k.nv+v) }
+
+// bv is the register of a k step's B vector v.
+func (k *kernel) bv(v int) string { return fmt.Sprintf("%s%d", k.reg, v) }
+
+// bc is the register that A's row i is broadcast into.
+func (k *kernel) bc(i int) string { return fmt.Sprintf("%s%d", k.reg, k.nv+i%k.nb) }
+
+// alpha is the store's register for alpha, free once the k loop is done.
+func (k *kernel) alpha() string { return k.bv(0) }
+
+// beta is the store's register for beta, free once the k loop is done.
+func (k *kernel) beta() string { return fmt.Sprintf("%s%d", k.reg, 1) }
+
+// tmp is the store's temporary for beta*c, free once the k loop is done.
+func (k *kernel) tmp() string { return fmt.Sprintf("%s%d", k.reg, 2) }
+
+// inv is the unscaling store's register for inv: the broadcast register
+// the k loop used second.
+func (k *kernel) inv() string { return k.bc(1) }
+
+// flag is where the unscaling store ORs the stored values' differences:
+// the first accumulator, once that has been stored.
+func (k *kernel) flag() string { return k.acc(0, 0) }
+
+// doc writes the kernel's doc comment and its TEXT line.
+func (k *kernel) doc() {
+	p, s := k.p, k.kernelSpec
 	p("")
 	if s.half {
-		base := fmt.Sprintf("kernAVX512x%dx%d", s.mr, s.nr)
-		if s.vecBits == 256 {
-			base = fmt.Sprintf("kernAVX2x%dx%d", s.mr, s.nr)
-		}
-		if s.dot || (s.bf16 && s.vecBits != 256) {
-			log.Fatalf("%s: the 16-bit store is written for the float32 kernels, bfloat16 for AVX2", s.name)
-		}
-		if s.unscale && (!s.widen || s.bf16) {
-			log.Fatalf("%s: unscale is written for the binary16-widening store", s.name)
-		}
-		switch {
-		case s.unscale:
-			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int, inv float32) (nonFinite bool)", s.name)
-			p("//")
-			p("// %s is %sHW multiplying each widened binary16 value by inv", s.name, base)
-			p("// before storing it into out, and reporting whether any of those")
-			p("// products is Inf or NaN (x-x is NaN exactly for them; the differences")
-			p("// are OR-ed into the tile's first accumulator once it is stored). A")
-			p("// weight gradient's tile so leaves the kernel unscaled (Out16.Unscale).")
-		case s.bf16 && s.widen:
-			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
-			p("//")
-			p("// %s is %s storing bfloat16 widened: the float32 value", s.name, base)
-			p("// that kernel stores in c is rounded to nearest even to bfloat16 (a NaN")
-			p("// quieted, as F32ToBF16 does) and stored widened into out (ldo elements")
-			p("// a row); c is read only when beta != 0.")
-		case s.bf16:
-			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
-			p("//")
-			p("// %s is %s storing bfloat16: the float32 value that kernel", s.name, base)
-			p("// stores in c is rounded to nearest even (a NaN quieted, as F32ToBF16")
-			p("// does) into out (ldo elements a row); c is read only when beta != 0.")
-		case s.widen:
-			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
-			p("//")
-			p("// %s is %s storing binary16 widened: the float32", s.name, base)
-			p("// value that kernel stores in c is rounded to nearest even to binary16")
-			p("// and that value, exactly widened, is stored into out (ldo elements a")
-			p("// row) instead; c is read only when beta != 0. A Gemm16 tile whose C")
-			p("// is kept in float32 uses it for its last k block.")
-		default:
-			p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
-			p("//")
-			p("// %s is %s storing binary16: the float32 value that", s.name, base)
-			p("// kernel stores in c is rounded to nearest even into out (ldo elements")
-			p("// a row) instead; c is read only when beta != 0. A Gemm16 tile's last")
-			p("// k block uses it, so the tile never goes through float32 memory.")
-		}
+		k.halfDoc()
 	} else {
 		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32)", s.name)
 	}
@@ -234,6 +248,60 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	default:
 		p("TEXT ·%s(SB), NOSPLIT, $0-48", s.name)
 	}
+}
+
+// halfDoc writes the signature and first paragraph of a 16-bit-storing
+// kernel's doc comment.
+func (k *kernel) halfDoc() {
+	p, s := k.p, k.kernelSpec
+	base := fmt.Sprintf("kernAVX512x%dx%d", s.mr, s.nr)
+	if s.vecBits == 256 {
+		base = fmt.Sprintf("kernAVX2x%dx%d", s.mr, s.nr)
+	}
+	switch {
+	case s.unscale:
+		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int, inv float32) (nonFinite bool)", s.name)
+		p("//")
+		p("// %s is %sHW multiplying each widened binary16 value by inv", s.name, base)
+		p("// before storing it into out, and reporting whether any of those")
+		p("// products is Inf or NaN (x-x is NaN exactly for them; the differences")
+		p("// are OR-ed into the tile's first accumulator once it is stored). A")
+		p("// weight gradient's tile so leaves the kernel unscaled (Out16.Unscale).")
+	case s.bf16 && s.widen:
+		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
+		p("//")
+		p("// %s is %s storing bfloat16 widened: the float32 value", s.name, base)
+		p("// that kernel stores in c is rounded to nearest even to bfloat16 (a NaN")
+		p("// quieted, as F32ToBF16 does) and stored widened into out (ldo elements")
+		p("// a row); c is read only when beta != 0.")
+	case s.bf16:
+		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
+		p("//")
+		p("// %s is %s storing bfloat16: the float32 value that kernel", s.name, base)
+		p("// stores in c is rounded to nearest even (a NaN quieted, as F32ToBF16")
+		p("// does) into out (ldo elements a row); c is read only when beta != 0.")
+	case s.widen:
+		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *float32, ldo int)", s.name)
+		p("//")
+		p("// %s is %s storing binary16 widened: the float32", s.name, base)
+		p("// value that kernel stores in c is rounded to nearest even to binary16")
+		p("// and that value, exactly widened, is stored into out (ldo elements a")
+		p("// row) instead; c is read only when beta != 0. A Gemm16 tile whose C")
+		p("// is kept in float32 uses it for its last k block.")
+	default:
+		p("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, out *uint16, ldo int)", s.name)
+		p("//")
+		p("// %s is %s storing binary16: the float32 value that", s.name, base)
+		p("// kernel stores in c is rounded to nearest even into out (ldo elements")
+		p("// a row) instead; c is read only when beta != 0. A Gemm16 tile's last")
+		p("// k block uses it, so the tile never goes through float32 memory.")
+	}
+}
+
+// prologue writes the loads of the arguments the k loop uses, the
+// prefetches of the tile's destination and the zeroing of the accumulators.
+func (k *kernel) prologue() {
+	p := k.p
 	p("\tMOVQ kc+0(FP), CX")
 	p("\tMOVQ a+8(FP), AX")
 	p("\tMOVQ b+16(FP), BX")
@@ -243,60 +311,49 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	// Touch the tile's destination now so its lines arrive while the k
 	// loop runs: C, or for a half kernel out (its c, read only when beta
 	// != 0, is the calling goroutine's own block, already in cache).
-	prefetch := func(base, ld string, rowBytes int) {
-		p("\tMOVQ %s, R10", base)
-		for i := 0; i < s.mr; i++ {
-			for off := 0; off < rowBytes; off += 64 {
-				p("\tPREFETCHT0 %d(R10)", off)
-			}
-			if i < s.mr-1 {
-				p("\tADDQ %s, R10", ld)
-			}
-		}
-	}
-	if s.half {
+	if k.half {
 		outBytes, shift := 2, 1
-		if s.widen {
+		if k.widen {
 			outBytes, shift = 4, 2
 		}
 		p("\tMOVQ out+48(FP), R9")
 		p("\tMOVQ ldo+56(FP), R11")
 		p("\tSHLQ $%d, R11", shift)
-		prefetch("R9", "R11", s.nr*outBytes)
+		k.prefetch("R9", "R11", k.nr*outBytes)
 	} else {
-		prefetch("DI", "DX", s.nr*4)
+		k.prefetch("DI", "DX", k.nr*4)
 	}
-	for i := 0; i < s.mr; i++ {
-		for v := 0; v < nv; v++ {
-			p("\t%s %s, %s, %s", zero, acc(i, v), acc(i, v), acc(i, v))
+	for i := 0; i < k.mr; i++ {
+		for v := 0; v < k.nv; v++ {
+			p("\t%s %s, %s, %s", k.zero, k.acc(i, v), k.acc(i, v), k.acc(i, v))
 		}
 	}
-	step := func(u int) {
-		for v := 0; v < nv; v++ {
-			p("\tVMOVUPS %d(BX), %s", u*s.strideB*4+v*lanes*4, bv(v))
+}
+
+// prefetch writes PREFETCHT0s of the tile's rows, rowBytes each, from base
+// on, ld bytes apart, with R10 walking them.
+func (k *kernel) prefetch(base, ld string, rowBytes int) {
+	p := k.p
+	p("\tMOVQ %s, R10", base)
+	for i := 0; i < k.mr; i++ {
+		for off := 0; off < rowBytes; off += 64 {
+			p("\tPREFETCHT0 %d(R10)", off)
 		}
-		for i := 0; i < s.mr; i++ {
-			if s.dot {
-				// The pair of A values is broadcast as one 32-bit
-				// lane and multiplies each column's pair of B.
-				p("\tVPBROADCASTD %d(AX), %s", u*s.strideA*4+i*4, bc(i))
-				for v := 0; v < nv; v++ {
-					dst, src1, src2 := accBase+i*nv+v, nv+i%nb, v
-					p("\t%s // VDPBF16PS zmm%d, zmm%d, zmm%d", byteDirectives(vdpbf16ps(dst, src1, src2)), dst, src1, src2)
-				}
-				continue
-			}
-			p("\tVBROADCASTSS %d(AX), %s", u*s.strideA*4+i*4, bc(i))
-			for v := 0; v < nv; v++ {
-				p("\tVFMADD231PS %s, %s, %s", bv(v), bc(i), acc(i, v))
-			}
+		if i < k.mr-1 {
+			p("\tADDQ %s, R10", ld)
 		}
 	}
+}
+
+// loop writes the k loop, unroll steps an iteration, and its tail of
+// single steps.
+func (k *kernel) loop() {
+	p, s := k.p, k.kernelSpec
 	p("\tCMPQ CX, $%d", s.unroll)
 	p("\tJLT %s_tail", s.name)
 	p("%s_loop:", s.name)
 	for u := 0; u < s.unroll; u++ {
-		step(u)
+		k.step(u)
 	}
 	p("\tADDQ $%d, AX", s.unroll*s.strideA*4)
 	p("\tADDQ $%d, BX", s.unroll*s.strideB*4)
@@ -306,135 +363,176 @@ func genKernel(w *bytes.Buffer, s kernelSpec) {
 	p("%s_tail:", s.name)
 	p("\tTESTQ CX, CX")
 	p("\tJEQ %s_store", s.name)
-	step(0)
+	k.step(0)
 	p("\tADDQ $%d, AX", s.strideA*4)
 	p("\tADDQ $%d, BX", s.strideB*4)
 	p("\tDECQ CX")
 	p("\tJMP %s_tail", s.name)
+}
 
-	p("%s_store:", s.name)
-	alpha, beta, tmp := bv(0), fmt.Sprintf("%s%d", reg, 1), fmt.Sprintf("%s%d", reg, 2)
-	if accBase < 3 {
-		log.Fatalf("%s: no room for alpha, beta and a temporary", s.name)
+// step writes k step u of an iteration: B's vectors loaded, each of A's
+// values broadcast and multiplied into its row's accumulators.
+func (k *kernel) step(u int) {
+	p, s, nv := k.p, k.kernelSpec, k.nv
+	for v := 0; v < nv; v++ {
+		p("\tVMOVUPS %d(BX), %s", u*s.strideB*4+v*k.lanes*4, k.bv(v))
 	}
+	for i := 0; i < s.mr; i++ {
+		if s.dot {
+			// The pair of A values is broadcast as one 32-bit
+			// lane and multiplies each column's pair of B.
+			p("\tVPBROADCASTD %d(AX), %s", u*s.strideA*4+i*4, k.bc(i))
+			for v := 0; v < nv; v++ {
+				dst, src1, src2 := k.accBase+i*nv+v, nv+i%k.nb, v
+				p("\t%s // VDPBF16PS zmm%d, zmm%d, zmm%d", byteDirectives(vdpbf16ps(dst, src1, src2)), dst, src1, src2)
+			}
+			continue
+		}
+		p("\tVBROADCASTSS %d(AX), %s", u*s.strideA*4+i*4, k.bc(i))
+		for v := 0; v < nv; v++ {
+			p("\tVFMADD231PS %s, %s, %s", k.bv(v), k.bc(i), k.acc(i, v))
+		}
+	}
+}
+
+// storeTile writes the store: alpha*acc + beta*c into each row, or
+// alpha*acc alone when beta is 0, and the return.
+func (k *kernel) storeTile() {
+	p, s := k.p, k.kernelSpec
+	p("%s_store:", s.name)
+	alpha, beta, tmp := k.alpha(), k.beta(), k.tmp()
 	p("\tVBROADCASTSS alpha+40(FP), %s", alpha)
 	p("\tVBROADCASTSS beta+44(FP), %s", beta)
-	// The unscaling store keeps inv in the broadcast register the k loop
-	// used second, and the OR of the stored values' differences in the
-	// first accumulator once that has been stored.
-	inv, flag := bc(1), acc(0, 0)
 	if s.unscale {
-		if nb < 2 || inv == tmp {
-			log.Fatalf("%s: no broadcast register left for inv", s.name)
-		}
-		p("\tVBROADCASTSS inv+64(FP), %s", inv)
+		p("\tVBROADCASTSS inv+64(FP), %s", k.inv())
 	}
 	// beta == 0 (either sign) means C is not read, so NaNs in it vanish.
 	p("\tMOVL beta+44(FP), R8")
 	p("\tANDL $0x7fffffff, R8")
 	p("\tJEQ %s_store0", s.name)
-	// store writes row i's vector v: to c, or rounded to binary16 (the
-	// register form of VCVTPS2PH and a separate store, see dtype) to out.
-	store := func(i, v int) {
-		if !s.half {
-			p("\tVMOVUPS %s, %d(DI)", acc(i, v), v*lanes*4)
-			return
-		}
-		if s.bf16 {
-			// dtype's BF16ROUND on the accumulator x, with Y2 and Y3 as
-			// temporaries: x>>16 | 0x40 (a NaN, quieted) where x is a
-			// NaN, else (x + 0x7fff + (x>>16 & 1)) >> 16.
-			x := acc(i, v)
-			p("\tVPSRLD $16, %s, Y2", x)
-			p("\tVPAND bf16Consts<>+0(SB), Y2, Y3")
-			p("\tVPADDD %s, Y3, Y3", x)
-			p("\tVPADDD bf16Consts<>+32(SB), Y3, Y3")
-			p("\tVPSRLD $16, Y3, Y3")
-			p("\tVPOR bf16Consts<>+64(SB), Y2, Y2")
-			p("\tVPAND bf16Consts<>+96(SB), %s, %s", x, x)
-			p("\tVPCMPGTD bf16Consts<>+128(SB), %s, %s", x, x)
-			p("\tVPBLENDVB %s, Y2, Y3, %s", x, x)
-			if s.widen {
-				p("\tVPSLLD $16, %s, %s", x, x)
-				p("\tVMOVUPS %s, %d(R9)", x, v*lanes*4)
-				return
-			}
-			// Each lane is <= 0xffff, so the saturating pack narrows.
-			xx := "X" + x[1:]
-			p("\tVEXTRACTI128 $1, %s, X2", x)
-			p("\tVPACKUSDW X2, %s, %s", xx, xx)
-			p("\tVMOVDQU %s, %d(R9)", xx, v*lanes*2)
-			return
-		}
-		// The rounded lanes take half the accumulator's width: a Y
-		// register for a Z accumulator, an X register for a Y one.
-		half, wide := "Y2", "Z2"
-		if s.vecBits == 256 {
-			half, wide = "X2", "Y2"
-		}
-		p("\tVCVTPS2PH $0, %s, %s", acc(i, v), half)
-		if s.unscale {
-			or := "VPORD"
-			if s.vecBits == 256 {
-				or = "VPOR"
-			}
-			p("\tVCVTPH2PS %s, %s", half, wide)
-			p("\tVMULPS %s, %s, %s", inv, wide, wide)
-			p("\tVMOVUPS %s, %d(R9)", wide, v*lanes*4)
-			if i == 0 && v == 0 {
-				p("\tVSUBPS %s, %s, %s", wide, wide, flag)
-				return
-			}
-			p("\tVSUBPS %s, %s, %s", wide, wide, wide)
-			p("\t%s %s, %s, %s", or, wide, flag, flag)
-			return
-		}
-		if s.widen {
-			p("\tVCVTPH2PS %s, %s", half, wide)
-			p("\tVMOVUPS %s, %d(R9)", wide, v*lanes*4)
-			return
-		}
-		p("\tVMOVDQU %s, %d(R9)", half, v*lanes*2)
-	}
-	next := func() {
-		p("\tADDQ DX, DI")
-		if s.half {
-			p("\tADDQ R11, R9")
-		}
-	}
-	// ret reports the unscaling store's check and returns.
-	ret := func() {
-		if s.unscale {
-			if s.vecBits == 256 {
-				p("\tVPTEST %s, %s", flag, flag)
-			} else {
-				p("\tVPTESTMD %s, %s, K1", flag, flag)
-				p("\tKORTESTW K1, K1")
-			}
-			p("\tSETNE nonFinite+72(FP)")
-		}
-		p("\tVZEROUPPER")
-		p("\tRET")
-	}
 	for i := 0; i < s.mr; i++ {
-		for v := 0; v < nv; v++ {
-			p("\tVMULPS %s, %s, %s", alpha, acc(i, v), acc(i, v))
-			p("\tVMULPS %d(DI), %s, %s", v*lanes*4, beta, tmp)
-			p("\tVADDPS %s, %s, %s", tmp, acc(i, v), acc(i, v))
-			store(i, v)
+		for v := 0; v < k.nv; v++ {
+			p("\tVMULPS %s, %s, %s", alpha, k.acc(i, v), k.acc(i, v))
+			p("\tVMULPS %d(DI), %s, %s", v*k.lanes*4, beta, tmp)
+			p("\tVADDPS %s, %s, %s", tmp, k.acc(i, v), k.acc(i, v))
+			k.store(i, v)
 		}
-		next()
+		k.next()
 	}
-	ret()
+	k.ret()
 	p("%s_store0:", s.name)
 	for i := 0; i < s.mr; i++ {
-		for v := 0; v < nv; v++ {
-			p("\tVMULPS %s, %s, %s", alpha, acc(i, v), acc(i, v))
-			store(i, v)
+		for v := 0; v < k.nv; v++ {
+			p("\tVMULPS %s, %s, %s", alpha, k.acc(i, v), k.acc(i, v))
+			k.store(i, v)
 		}
-		next()
+		k.next()
 	}
-	ret()
+	k.ret()
+}
+
+// store writes row i's vector v: to c, or rounded to binary16 (the
+// register form of VCVTPS2PH and a separate store, see dtype) or bfloat16
+// to out.
+func (k *kernel) store(i, v int) {
+	switch {
+	case !k.half:
+		k.p("\tVMOVUPS %s, %d(DI)", k.acc(i, v), v*k.lanes*4)
+	case k.bf16:
+		k.storeBF16(i, v)
+	default:
+		k.storeF16(i, v)
+	}
+}
+
+// storeBF16 writes row i's vector v rounded to bfloat16 to out, narrowed
+// or widened.
+func (k *kernel) storeBF16(i, v int) {
+	p := k.p
+	// dtype's BF16ROUND on the accumulator x, with Y2 and Y3 as
+	// temporaries: x>>16 | 0x40 (a NaN, quieted) where x is a
+	// NaN, else (x + 0x7fff + (x>>16 & 1)) >> 16.
+	x := k.acc(i, v)
+	p("\tVPSRLD $16, %s, Y2", x)
+	p("\tVPAND bf16Consts<>+0(SB), Y2, Y3")
+	p("\tVPADDD %s, Y3, Y3", x)
+	p("\tVPADDD bf16Consts<>+32(SB), Y3, Y3")
+	p("\tVPSRLD $16, Y3, Y3")
+	p("\tVPOR bf16Consts<>+64(SB), Y2, Y2")
+	p("\tVPAND bf16Consts<>+96(SB), %s, %s", x, x)
+	p("\tVPCMPGTD bf16Consts<>+128(SB), %s, %s", x, x)
+	p("\tVPBLENDVB %s, Y2, Y3, %s", x, x)
+	if k.widen {
+		p("\tVPSLLD $16, %s, %s", x, x)
+		p("\tVMOVUPS %s, %d(R9)", x, v*k.lanes*4)
+		return
+	}
+	// Each lane is <= 0xffff, so the saturating pack narrows.
+	xx := "X" + x[1:]
+	p("\tVEXTRACTI128 $1, %s, X2", x)
+	p("\tVPACKUSDW X2, %s, %s", xx, xx)
+	p("\tVMOVDQU %s, %d(R9)", xx, v*k.lanes*2)
+}
+
+// storeF16 writes row i's vector v rounded to binary16 to out: as it is,
+// widened, or widened, unscaled and checked.
+func (k *kernel) storeF16(i, v int) {
+	p := k.p
+	// The rounded lanes take half the accumulator's width: a Y
+	// register for a Z accumulator, an X register for a Y one.
+	half, wide := "Y2", "Z2"
+	if k.vecBits == 256 {
+		half, wide = "X2", "Y2"
+	}
+	p("\tVCVTPS2PH $0, %s, %s", k.acc(i, v), half)
+	if k.unscale {
+		or := "VPORD"
+		if k.vecBits == 256 {
+			or = "VPOR"
+		}
+		flag := k.flag()
+		p("\tVCVTPH2PS %s, %s", half, wide)
+		p("\tVMULPS %s, %s, %s", k.inv(), wide, wide)
+		p("\tVMOVUPS %s, %d(R9)", wide, v*k.lanes*4)
+		if i == 0 && v == 0 {
+			p("\tVSUBPS %s, %s, %s", wide, wide, flag)
+			return
+		}
+		p("\tVSUBPS %s, %s, %s", wide, wide, wide)
+		p("\t%s %s, %s, %s", or, wide, flag, flag)
+		return
+	}
+	if k.widen {
+		p("\tVCVTPH2PS %s, %s", half, wide)
+		p("\tVMOVUPS %s, %d(R9)", wide, v*k.lanes*4)
+		return
+	}
+	p("\tVMOVDQU %s, %d(R9)", half, v*k.lanes*2)
+}
+
+// next writes the step to the tile's next row: of c, and of out.
+func (k *kernel) next() {
+	k.p("\tADDQ DX, DI")
+	if k.half {
+		k.p("\tADDQ R11, R9")
+	}
+}
+
+// ret writes the return, reporting the unscaling store's check.
+func (k *kernel) ret() {
+	p := k.p
+	if k.unscale {
+		flag := k.flag()
+		if k.vecBits == 256 {
+			p("\tVPTEST %s, %s", flag, flag)
+		} else {
+			p("\tVPTESTMD %s, %s, K1", flag, flag)
+			p("\tKORTESTW K1, K1")
+		}
+		p("\tSETNE nonFinite+72(FP)")
+	}
+	p("\tVZEROUPPER")
+	p("\tRET")
 }
 
 // genBF16Consts writes the constants that the bfloat16-rounding kernels'
@@ -1094,16 +1192,27 @@ func tileAddr(base, index string, disp int) string {
 func genAMX(w *bytes.Buffer) {
 	p := printer(w)
 	const name = "amxBF16"
-	emit := func(code []byte, intel string) { p("\t%s // %s", byteDirectives(code), intel) }
-	load := func(t int, base, index string, disp int) {
-		emit(tileMem(false, t, base, index, disp), fmt.Sprintf("tileloadd tmm%d, %s", t, tileAddr(base, index, disp)))
-	}
-	store := func(t int, base, index string, disp int) {
-		emit(tileMem(true, t, base, index, disp), fmt.Sprintf("tilestored %s, tmm%d", tileAddr(base, index, disp), t))
-	}
-	dp := func(dst, a, b int) {
-		emit(tdpbf16ps(dst, a, b), fmt.Sprintf("tdpbf16ps tmm%d, tmm%d, tmm%d", dst, a, b))
-	}
+	amxCfgData(p)
+	amxEntry(p, name)
+	amxStartTile(p, name)
+	amxKLoop(p, name)
+	amxStoreTile(p, name)
+	p("%s_next:", name)
+	p("\tADDQ R13, SI")
+	p("\tMOVQ R11, AX")
+	p("\tSHLQ $5, AX")
+	p("\tADDQ AX, DX")
+	p("\tDECQ n+48(FP)")
+	p("\tJNZ %s_tile", name)
+	_, _, _, emit := amxEmitters(p)
+	emit(tilerelease, "tilerelease")
+	p("%s_ret:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// amxCfgData writes amxCfg, the tile configuration that the AMX kernels load.
+func amxCfgData(p func(string, ...any)) {
 	p("")
 	p("// amxCfg is the tile configuration: palette 1, tmm0-7 each 16 rows of")
 	p("// 64 bytes (16 float32, or 16 pairs of bfloat16).")
@@ -1116,6 +1225,12 @@ func genAMX(w *bytes.Buffer) {
 	p("DATA amxCfg<>+48(SB)/8, $0x1010101010101010")
 	p("DATA amxCfg<>+56(SB)/8, $0")
 	p("GLOBL amxCfg<>(SB), RODATA|NOPTR, $64")
+}
+
+// amxEntry writes amxBF16's doc comment, its TEXT line, the loads of its
+// arguments and of the tile configuration.
+func amxEntry(p func(string, ...any), name string) {
+	_, _, _, emit := amxEmitters(p)
 	p("")
 	p("// func %s(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int)", name)
 	p("//")
@@ -1142,6 +1257,12 @@ func genAMX(w *bytes.Buffer) {
 	p("\tJLE %s_ret", name)
 	p("\tLEAQ amxCfg<>(SB), AX")
 	emit(ldtilecfg("AX"), "ldtilecfg [rax]")
+}
+
+// amxStartTile writes the start of a C tile: the accumulators zeroed, or
+// loaded from C in mode 1.
+func amxStartTile(p func(string, ...any), name string) {
+	load, _, _, emit := amxEmitters(p)
 	p("%s_tile:", name)
 	p("\tCMPQ mode+56(FP), $1")
 	p("\tJEQ %s_loadc", name)
@@ -1158,6 +1279,12 @@ func genAMX(w *bytes.Buffer) {
 	load(1, "DX", "R11", 64)
 	load(2, "BX", "R11", 0)
 	load(3, "BX", "R11", 64)
+}
+
+// amxKLoop writes the k loop, 16 pairs of k an iteration, which also
+// prefetches the next tile's C and A's tiles two iterations ahead.
+func amxKLoop(p func(string, ...any), name string) {
+	load, _, dp, _ := amxEmitters(p)
 	p("%s_kstart:", name)
 	p("\tMOVQ SI, AX")
 	p("\tMOVQ DI, CX")
@@ -1200,6 +1327,12 @@ func genAMX(w *bytes.Buffer) {
 	p("\tADDQ $2048, CX")
 	p("\tDECQ R12")
 	p("\tJNZ %s_k", name)
+}
+
+// amxStoreTile writes the store of a C tile: the accumulators into C, or
+// in mode 2 into the scratch and merged from there into C.
+func amxStoreTile(p func(string, ...any), name string) {
+	_, store, _, _ := amxEmitters(p)
 	p("%s_store:", name)
 	p("\tCMPQ mode+56(FP), $2")
 	p("\tJEQ %s_scratch", name)
@@ -1223,39 +1356,29 @@ func genAMX(w *bytes.Buffer) {
 	p("\tVXORPS X0, X0, X0")
 	p("\tVUCOMISS beta+44(FP), X0")
 	p("\tJEQ %s_set", name) // beta == 0 (either sign; NaN is unordered and reads C)
-	// A scratch row (AX) times alpha, plus C's row (BX) times beta when
-	// readC, into C's row.
-	rows := func(label string, readC bool) {
-		p("%s_%s:", name, label)
-		p("\tVMULPS (AX), Z30, Z0")
-		p("\tVMULPS 64(AX), Z30, Z1")
-		if readC {
-			p("\tVMULPS (BX), Z31, Z2")
-			p("\tVMULPS 64(BX), Z31, Z3")
-			p("\tVADDPS Z2, Z0, Z0")
-			p("\tVADDPS Z3, Z1, Z1")
-		}
-		p("\tVMOVUPS Z0, (BX)")
-		p("\tVMOVUPS Z1, 64(BX)")
-		p("\tADDQ $128, AX")
-		p("\tADDQ R11, BX")
-		p("\tDECQ R12")
-		p("\tJNZ %s_%s", name, label)
-	}
-	rows("merge", true)
+	amxMergeRows(p, name, "merge", true)
 	p("\tJMP %s_next", name)
-	rows("set", false)
-	p("%s_next:", name)
-	p("\tADDQ R13, SI")
-	p("\tMOVQ R11, AX")
-	p("\tSHLQ $5, AX")
-	p("\tADDQ AX, DX")
-	p("\tDECQ n+48(FP)")
-	p("\tJNZ %s_tile", name)
-	emit(tilerelease, "tilerelease")
-	p("%s_ret:", name)
-	p("\tVZEROUPPER")
-	p("\tRET")
+	amxMergeRows(p, name, "set", false)
+}
+
+// amxMergeRows writes the loop, at label, that stores the scratch's rows
+// (AX) times alpha, plus C's rows (BX) times beta when readC, into C's rows.
+func amxMergeRows(p func(string, ...any), name, label string, readC bool) {
+	p("%s_%s:", name, label)
+	p("\tVMULPS (AX), Z30, Z0")
+	p("\tVMULPS 64(AX), Z30, Z1")
+	if readC {
+		p("\tVMULPS (BX), Z31, Z2")
+		p("\tVMULPS 64(BX), Z31, Z3")
+		p("\tVADDPS Z2, Z0, Z0")
+		p("\tVADDPS Z3, Z1, Z1")
+	}
+	p("\tVMOVUPS Z0, (BX)")
+	p("\tVMOVUPS Z1, 64(BX)")
+	p("\tADDQ $128, AX")
+	p("\tADDQ R11, BX")
+	p("\tDECQ R12")
+	p("\tJNZ %s_%s", name, label)
 }
 
 // genAMXPeak writes amxPeak(n): n iterations of four independent
