@@ -32,13 +32,11 @@ const (
 // testBinaries are the test binaries bundle.sh builds (tests/NAME.test).
 var testBinaries = []string{"cudaops", "internal-testdev", "autograd", "amp", "nn", "optim", "examples-mnist", "distributed"}
 
-// writeTarGz writes a gzipped tar of files (name to contents, all mode
-// 0755) to path.
-func writeTarGz(t *testing.T, path string, files map[string]string) {
+// tarOf is a tar of files (name to contents, all mode 0755).
+func tarOf(t *testing.T, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
+	tw := tar.NewWriter(&buf)
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
@@ -55,27 +53,28 @@ func writeTarGz(t *testing.T, path string, files map[string]string) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
+	return buf.Bytes()
+}
+
+// writeTarXz writes an xz-compressed tar of files (name to contents, all
+// mode 0755) to path, as bundle.sh packs its payload, with the xz command.
+func writeTarXz(t *testing.T, path string, files map[string]string) {
+	t.Helper()
+	cmd := exec.Command("xz", "-c", "-0")
+	cmd.Stdin = bytes.NewReader(tarOf(t, files))
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("xz: %v", err)
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// readTarGz returns the regular files of the gzipped tar at path.
-func readTarGz(t *testing.T, path string) map[string][]byte {
+// readTar returns the regular files of the tar r, read from path.
+func readTar(t *testing.T, path string, r io.Reader) map[string][]byte {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	tr := tar.NewReader(zr)
+	tr := tar.NewReader(r)
 	out := map[string][]byte{}
 	for {
 		h, err := tr.Next()
@@ -94,6 +93,32 @@ func readTarGz(t *testing.T, path string) map[string][]byte {
 		}
 		out[h.Name] = b
 	}
+}
+
+// readTarGz returns the regular files of the gzipped tar at path.
+func readTarGz(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return readTar(t, path, zr)
+}
+
+// readTarXz returns the regular files of the xz-compressed tar at path,
+// decompressed by the xz command.
+func readTarXz(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	b, err := exec.Command("xz", "-dc", path).Output()
+	if err != nil {
+		t.Fatalf("xz -dc %s: %v", path, err)
+	}
+	return readTar(t, path, bytes.NewReader(b))
 }
 
 func writeFile(t *testing.T, path, contents string, mode os.FileMode) {
@@ -190,7 +215,7 @@ func fakeBundle(t *testing.T) string {
 	for _, n := range testBinaries {
 		payload["tests/"+n+".test"] = fakeTest
 	}
-	writeTarGz(t, filepath.Join(dir, "payload.tar.gz"), payload)
+	writeTarXz(t, filepath.Join(dir, "payload.tar.xz"), payload)
 	return dir
 }
 
@@ -482,7 +507,7 @@ func TestBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := readTarGz(t, filepath.Join(bundle, "payload.tar.gz"))
+	payload := readTarXz(t, filepath.Join(bundle, "payload.tar.xz"))
 	checkPayloadRuns(t, payload)
 	checkInterop(t, bundle, payload)
 	for _, n := range []string{"bin/mixprec", "bin/mnist", "tests/cudaops.test"} {

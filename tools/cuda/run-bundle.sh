@@ -132,7 +132,14 @@ B=$here/bin
 T=$here/tests
 if [ ! -x "$here/bin/mixprec" ]; then
 	bins=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-bundle.XXXXXX") || stop "cannot create a temporary folder"
-	tar xzf "$here/payload.tar.gz" -C "$bins" || stop "cannot unpack payload.tar.gz"
+	if command -v xz >/dev/null 2>&1; then
+		xz -dc "$here/payload.tar.xz" | tar xf - -C "$bins" || stop "cannot unpack payload.tar.xz"
+	elif command -v python3 >/dev/null 2>&1; then
+		python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$here/payload.tar.xz" "$bins" ||
+			stop "cannot unpack payload.tar.xz with Python's lzma"
+	else
+		stop "cannot unpack payload.tar.xz: this machine has neither xz nor python3"
+	fi
 	B=$bins/bin
 	T=$bins/tests
 fi
