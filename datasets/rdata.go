@@ -132,7 +132,9 @@ func (d *rReader) length(unit int) (int, error) {
 		}
 		l = int64(uint32(hi))<<32 | int64(uint32(lo))
 	}
-	if l < 0 || l*int64(unit) > int64(d.r.Len()) {
+	// l > left/unit rather than l*unit > left: a long length's l*unit
+	// overflows.
+	if l < 0 || l > int64(d.r.Len())/int64(max(unit, 1)) {
 		return 0, fmt.Errorf("%w: a length of %d with %d bytes left", errRData, l, d.r.Len())
 	}
 	return int(l), nil
