@@ -135,42 +135,13 @@ func (d *Device) Moments(mean, variance, x device.Buffer, n, c, hw int) {
 // BatchNorm computes y = (x - mean) * invstd * gamma + beta per channel;
 // gamma and beta may be nil.
 func (d *Device) BatchNorm(y, x, mean, invstd, gamma, beta device.Buffer, n, c, hw int) {
-	d.enter()
-	defer d.leave()
-	yb, xb := d.buf(y, "BatchNorm"), d.buf(x, "BatchNorm")
-	ps := d.f32("BatchNorm", mean, invstd, gamma, beta)
-	if ps[0] == nil || ps[1] == nil {
-		panic("cudaops: BatchNorm: nil mean or invstd")
-	}
-	checkNorm("BatchNorm", n, c, hw)
-	checkLen("BatchNorm", n*c*hw, yb, xb)
-	checkLen("BatchNorm", c, ps[0])
-	total := n * c * hw
-	if total == 0 {
-		return
-	}
-	d.launch(d.ks.batchnorm, gridFor(total), ptr(yb), dt(yb), ptr(xb), dt(xb),
-		ptr(ps[0]), ptr(ps[1]), ptr(ps[2]), ptr(ps[3]), pInt(c), pInt(hw), pInt(total))
+	d.batchNorm("BatchNorm", y, x, nil, mean, invstd, gamma, beta, n, c, hw, false)
 }
 
 // BatchNormGrad computes dx, and dgamma and dbeta when not nil, of
 // training-mode BatchNorm; gamma may be nil.
 func (d *Device) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma device.Buffer, n, c, hw int) {
-	d.enter()
-	defer d.leave()
-	db, gb, xb := d.buf(dx, "BatchNormGrad"), d.buf(dy, "BatchNormGrad"), d.buf(x, "BatchNormGrad")
-	ps := d.f32("BatchNormGrad", mean, invstd, gamma, dgamma, dbeta)
-	if ps[0] == nil || ps[1] == nil {
-		panic("cudaops: BatchNormGrad: nil mean or invstd")
-	}
-	checkNorm("BatchNormGrad", n, c, hw)
-	checkLen("BatchNormGrad", n*c*hw, db, gb, xb)
-	checkLen("BatchNormGrad", c, ps[0])
-	if c == 0 {
-		return
-	}
-	d.launch(d.ks.batchnormGrad, min(c, maxGrid), ptr(db), dt(db), ptr(ps[3]), ptr(ps[4]), ptr(gb), dt(gb),
-		ptr(xb), dt(xb), ptr(ps[0]), ptr(ps[1]), ptr(ps[2]), pInt(n), pInt(c), pInt(hw))
+	d.batchNormGrad("BatchNormGrad", dx, nil, dgamma, dbeta, dy, nil, x, mean, invstd, gamma, n, c, hw, false)
 }
 
 var _ device.BatchNormActKernels = (*Device)(nil)
@@ -179,23 +150,41 @@ var _ device.BatchNormActKernels = (*Device)(nil)
 // affine map, res (n, c, hw) or nil for none, and ReLU only when relu,
 // in one pass (device.BatchNormActKernels).
 func (d *Device) BatchNormAct(y, x, res, mean, invstd, gamma, beta device.Buffer, n, c, hw int, relu bool) {
+	d.batchNorm("BatchNormAct", y, x, res, mean, invstd, gamma, beta, n, c, hw, relu)
+}
+
+// BatchNormActGrad computes, in training mode, dz = dy through ReLU's
+// gradient at its output y when relu (dy itself otherwise; y is then not
+// read), dz into dres unless it is nil, and BatchNormGrad of dz: dx, and
+// dgamma and dbeta when not nil.
+func (d *Device) BatchNormActGrad(dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma device.Buffer, n, c, hw int, relu bool) {
+	d.batchNormGrad("BatchNormActGrad", dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma, n, c, hw, relu)
+}
+
+// optBuf is b's buffer and dtype code, or none (a null pointer) for nil.
+func (d *Device) optBuf(b device.Buffer, op string, n int) (*Buffer, int) {
+	if b == nil {
+		return nil, 0
+	}
+	bb := d.buf(b, op)
+	checkLen(op, n, bb)
+	return bb, int(bb.DType())
+}
+
+// batchNorm is BatchNorm and BatchNormAct: mp_batchnorm_act, with neither
+// residual nor ReLU for BatchNorm.
+func (d *Device) batchNorm(op string, y, x, res, mean, invstd, gamma, beta device.Buffer, n, c, hw int, relu bool) {
 	d.enter()
 	defer d.leave()
-	yb, xb := d.buf(y, "BatchNormAct"), d.buf(x, "BatchNormAct")
-	ps := d.f32("BatchNormAct", mean, invstd, gamma, beta)
+	yb, xb := d.buf(y, op), d.buf(x, op)
+	ps := d.f32(op, mean, invstd, gamma, beta)
 	if ps[0] == nil || ps[1] == nil {
-		panic("cudaops: BatchNormAct: nil mean or invstd")
+		panic("cudaops: " + op + ": nil mean or invstd")
 	}
-	checkNorm("BatchNormAct", n, c, hw)
-	checkLen("BatchNormAct", n*c*hw, yb, xb)
-	checkLen("BatchNormAct", c, ps[0])
-	var rb *Buffer
-	rdt := 0
-	if res != nil {
-		rb = d.buf(res, "BatchNormAct")
-		checkLen("BatchNormAct", n*c*hw, rb)
-		rdt = int(rb.DType())
-	}
+	checkNorm(op, n, c, hw)
+	checkLen(op, n*c*hw, yb, xb)
+	checkLen(op, c, ps[0])
+	rb, rdt := d.optBuf(res, op, n*c*hw)
 	total := n * c * hw
 	if total == 0 {
 		return
@@ -204,32 +193,27 @@ func (d *Device) BatchNormAct(y, x, res, mean, invstd, gamma, beta device.Buffer
 		ptr(ps[0]), ptr(ps[1]), ptr(ps[2]), ptr(ps[3]), pInt(c), pInt(hw), pInt(total), pBool(relu))
 }
 
-// BatchNormActGrad computes, in training mode, dz = dy through ReLU's
-// gradient at its output y when relu (dy itself otherwise; y is then not
-// read), dz into dres unless it is nil, and BatchNormGrad of dz: dx, and
-// dgamma and dbeta when not nil.
-func (d *Device) BatchNormActGrad(dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma device.Buffer, n, c, hw int, relu bool) {
+// batchNormGrad is BatchNormGrad and BatchNormActGrad:
+// mp_batchnorm_act_grad, with neither dres nor ReLU for BatchNormGrad.
+func (d *Device) batchNormGrad(op string, dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma device.Buffer, n, c, hw int, relu bool) {
 	d.enter()
 	defer d.leave()
-	db, gb, xb := d.buf(dx, "BatchNormActGrad"), d.buf(dy, "BatchNormActGrad"), d.buf(x, "BatchNormActGrad")
-	ps := d.f32("BatchNormActGrad", mean, invstd, gamma, dgamma, dbeta)
+	db, gb, xb := d.buf(dx, op), d.buf(dy, op), d.buf(x, op)
+	ps := d.f32(op, mean, invstd, gamma, dgamma, dbeta)
 	if ps[0] == nil || ps[1] == nil {
-		panic("cudaops: BatchNormActGrad: nil mean or invstd")
+		panic("cudaops: " + op + ": nil mean or invstd")
 	}
-	checkNorm("BatchNormActGrad", n, c, hw)
-	checkLen("BatchNormActGrad", n*c*hw, db, gb, xb)
-	checkLen("BatchNormActGrad", c, ps[0])
-	var rb, yb *Buffer
-	rdt, ydt := 0, 0
-	if dres != nil {
-		rb = d.buf(dres, "BatchNormActGrad")
-		checkLen("BatchNormActGrad", n*c*hw, rb)
-		rdt = int(rb.DType())
-	}
+	checkNorm(op, n, c, hw)
+	checkLen(op, n*c*hw, db, gb, xb)
+	checkLen(op, c, ps[0])
+	rb, rdt := d.optBuf(dres, op, n*c*hw)
+	var yb *Buffer
+	ydt := 0
 	if relu {
-		yb = d.buf(y, "BatchNormActGrad")
-		checkLen("BatchNormActGrad", n*c*hw, yb)
-		ydt = int(yb.DType())
+		if y == nil {
+			panic("cudaops: " + op + ": ReLU's gradient without its output y")
+		}
+		yb, ydt = d.optBuf(y, op, n*c*hw)
 	}
 	if c == 0 {
 		return

@@ -704,59 +704,6 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			g.st(vr, 0, ch, treeSum(part)/float32(m))
 		}
 	},
-	"mp_batchnorm": func(g *fakeGPU, a *argv, _ int) {
-		y, ydt, x, xdt := a.ptr(), a.int(), a.ptr(), a.int()
-		mean, invstd, gamma, beta := a.ptr(), a.ptr(), a.ptr(), a.ptr()
-		c, hw, total := a.int(), a.int(), a.int()
-		for idx := range total {
-			ch := (idx / hw) % c
-			gm, b := float32(1), float32(0)
-			if gamma != 0 {
-				gm = g.ld(gamma, 0, ch)
-			}
-			if beta != 0 {
-				b = g.ld(beta, 0, ch)
-			}
-			scale := g.ld(invstd, 0, ch) * gm
-			shift := b - g.ld(mean, 0, ch)*scale
-			g.st(y, ydt, idx, g.ld(x, xdt, idx)*scale+shift)
-		}
-	},
-	"mp_batchnorm_grad": func(g *fakeGPU, a *argv, _ int) {
-		dx, ddt, dgamma, dbeta, dy, gdt, x, xdt := a.ptr(), a.int(), a.ptr(), a.ptr(), a.ptr(), a.int(), a.ptr(), a.int()
-		mean, invstd, gamma, n, c, hw := a.ptr(), a.ptr(), a.ptr(), a.int(), a.int(), a.int()
-		m := n * hw
-		fm := float32(m)
-		for ch := range c {
-			mu, is := g.ld(mean, 0, ch), g.ld(invstd, 0, ch)
-			p1, p2 := make([]float32, blockSize), make([]float32, blockSize)
-			for t := range blockSize {
-				for e := t; e < m; e += blockSize {
-					j := chanIndex(e, ch, c, hw)
-					gv := g.ld(dy, gdt, j)
-					p1[t] += gv
-					p2[t] += gv * ((g.ld(x, xdt, j) - mu) * is)
-				}
-			}
-			sdy, sdyx := treeSum(p1), treeSum(p2)
-			if dgamma != 0 {
-				g.st(dgamma, 0, ch, sdyx)
-			}
-			if dbeta != 0 {
-				g.st(dbeta, 0, ch, sdy)
-			}
-			gm := float32(1)
-			if gamma != 0 {
-				gm = g.ld(gamma, 0, ch)
-			}
-			k := gm * is / fm
-			for e := range m {
-				j := chanIndex(e, ch, c, hw)
-				xhat := (g.ld(x, xdt, j) - mu) * is
-				g.st(dx, ddt, j, k*((fm*g.ld(dy, gdt, j)-sdy)-xhat*sdyx))
-			}
-		}
-	},
 	"mp_batchnorm_act": func(g *fakeGPU, a *argv, _ int) {
 		y, ydt, x, xdt, res, rdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
 		mean, invstd, gamma, beta := a.ptr(), a.ptr(), a.ptr(), a.ptr()

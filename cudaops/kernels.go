@@ -47,7 +47,7 @@ type kernelSet struct {
 	reduceThread, reduceBlock, expand                          *kernel
 	logSoftmax, logSoftmaxGrad, crossEntropy, crossEntropyGrad *kernel
 	argmax, im2col, col2im, maxpool, maxpoolGrad, avgpool      *kernel
-	avgpoolGrad, moments, batchnorm, batchnormGrad, sgd, adam  *kernel
+	avgpoolGrad, moments, sgd, adam                            *kernel
 	unscale, dropout, gemm, batchnormAct, batchnormActGrad     *kernel
 	transformerSet                                             // transformer.go
 	all                                                        []*kernel
@@ -73,8 +73,7 @@ func newKernelSet(ptx string) (*kernelSet, error) {
 		{&ks.argmax, "mp_argmax"}, {&ks.im2col, "mp_im2col"}, {&ks.col2im, "mp_col2im"},
 		{&ks.maxpool, "mp_maxpool"}, {&ks.maxpoolGrad, "mp_maxpool_grad"},
 		{&ks.avgpool, "mp_avgpool"}, {&ks.avgpoolGrad, "mp_avgpool_grad"},
-		{&ks.moments, "mp_moments"}, {&ks.batchnorm, "mp_batchnorm"},
-		{&ks.batchnormGrad, "mp_batchnorm_grad"}, {&ks.sgd, "mp_sgd"}, {&ks.adam, "mp_adam"},
+		{&ks.moments, "mp_moments"}, {&ks.sgd, "mp_sgd"}, {&ks.adam, "mp_adam"},
 		{&ks.unscale, "mp_unscale"}, {&ks.dropout, "mp_dropout"}, {&ks.gemm, "mp_gemm"},
 		{&ks.batchnormAct, "mp_batchnorm_act"}, {&ks.batchnormActGrad, "mp_batchnorm_act_grad"},
 	} {

@@ -1,5 +1,7 @@
-// norm.cu: batch-norm statistics (Moments), BatchNorm and BatchNormGrad,
-// and BatchNormAct and BatchNormActGrad (the residual add and ReLU fused in).
+// norm.cu: batch-norm statistics (Moments) and batch norm's affine map and
+// gradient, with the residual add and ReLU fused in where asked: BatchNorm
+// and BatchNormGrad are mp_batchnorm_act and mp_batchnorm_act_grad with
+// neither.
 // The per-channel sums run one block per channel, each thread summing a
 // fixed stride of the channel's n*hw elements in float and a fixed tree
 // combining them: deterministic, and two-pass for the variance, which a
@@ -35,60 +37,6 @@ extern "C" __global__ void mp_moments(float* mean, float* var, const void* x, in
 	}
 }
 
-// mp_batchnorm: y = x*scale + shift with scale = invstd*gamma and shift =
-// beta - mean*scale, the CPU's operations in the CPU's order. gamma and
-// beta may be null (1 and 0).
-extern "C" __global__ void mp_batchnorm(void* y, int ydt, const void* x, int xdt, const float* mean,
-                                        const float* invstd, const float* gamma, const float* beta,
-                                        int c, int hw, int total) {
-	GRID_STRIDE(idx, total) {
-		int ch = (idx / hw) % c;
-		float g = gamma ? gamma[ch] : 1.0f;
-		float b = beta ? beta[ch] : 0.0f;
-		float scale = invstd[ch] * g;
-		float shift = b - mean[ch] * scale;
-		st(y, ydt, idx, ld(x, xdt, idx) * scale + shift);
-	}
-}
-
-// mp_batchnorm_grad: per channel, sdy = sum dy and sdyx = sum dy*xhat, then
-// dx = gamma*invstd/m * (m*dy - sdy - xhat*sdyx). dgamma = sdyx and dbeta =
-// sdy are written when not null; gamma may be null (1).
-extern "C" __global__ void mp_batchnorm_grad(void* dx, int ddt, float* dgamma, float* dbeta,
-                                             const void* dy, int gdt, const void* x, int xdt,
-                                             const float* mean, const float* invstd, const float* gamma,
-                                             int n, int c, int hw) {
-	__shared__ float sh[BLOCK];
-	int m = n * hw;
-	float fm = (float)m;
-	for (int ch = blockIdx.x; ch < c; ch += gridDim.x) {
-		float mu = mean[ch], is = invstd[ch];
-		float sdy = 0.0f, sdyx = 0.0f;
-		for (int t = threadIdx.x; t < m; t += blockDim.x) {
-			int j = chan_index(t, ch, c, hw);
-			float g = ld(dy, gdt, j);
-			sdy += g;
-			sdyx += g * ((ld(x, xdt, j) - mu) * is);
-		}
-		sdy = block_sum(sdy, sh);
-		sdyx = block_sum(sdyx, sh);
-		if (threadIdx.x == 0) {
-			if (dgamma) {
-				dgamma[ch] = sdyx;
-			}
-			if (dbeta) {
-				dbeta[ch] = sdy;
-			}
-		}
-		float k = (gamma ? gamma[ch] : 1.0f) * is / fm;
-		for (int t = threadIdx.x; t < m; t += blockDim.x) {
-			int j = chan_index(t, ch, c, hw);
-			float xhat = (ld(x, xdt, j) - mu) * is;
-			st(dx, ddt, j, k * ((fm * ld(dy, gdt, j) - sdy) - xhat * sdyx));
-		}
-	}
-}
-
 // bn_relu is ReLU as the CPU's: x where x > 0 or x is NaN, else +0.
 __device__ __forceinline__ float bn_relu(float x) { return (x > 0.0f || is_nan(x)) ? x : 0.0f; }
 
@@ -102,9 +50,11 @@ __device__ __forceinline__ float bn_dz(const void* dy, int gdt, const void* y, i
 	return g;
 }
 
-// mp_batchnorm_act: y = relu(x*scale + shift + res), mp_batchnorm's affine
-// map with the residual res (null for none) added and ReLU applied when
-// relu, all in float and rounded once into y.
+// mp_batchnorm_act: y = relu(x*scale + shift + res) with scale =
+// invstd*gamma and shift = beta - mean*scale (the CPU's operations in the
+// CPU's order; gamma and beta may be null, 1 and 0), the residual res (null
+// for none) added and ReLU applied when relu, all in float and rounded once
+// into y.
 extern "C" __global__ void mp_batchnorm_act(void* y, int ydt, const void* x, int xdt, const void* res, int rdt,
                                             const float* mean, const float* invstd, const float* gamma,
                                             const float* beta, int c, int hw, int total, int relu) {
@@ -125,9 +75,11 @@ extern "C" __global__ void mp_batchnorm_act(void* y, int ydt, const void* x, int
 	}
 }
 
-// mp_batchnorm_act_grad: mp_batchnorm_grad of dz = bn_dz(dy, y) (y is not
-// read without relu), with dz stored into dres (the residual's gradient)
-// when it is not null.
+// mp_batchnorm_act_grad: per channel, with dz = bn_dz(dy, y) (y is not read
+// without relu), sdy = sum dz and sdyx = sum dz*xhat, then dx =
+// gamma*invstd/m * (m*dz - sdy - xhat*sdyx); dgamma = sdyx and dbeta = sdy
+// are written when not null, dz into dres (the residual's gradient) when it
+// is not null; gamma may be null (1).
 extern "C" __global__ void mp_batchnorm_act_grad(void* dx, int ddt, void* dres, int rdt, float* dgamma, float* dbeta,
                                                  const void* dy, int gdt, const void* y, int ydt,
                                                  const void* x, int xdt, const float* mean, const float* invstd,
