@@ -99,7 +99,7 @@ func TestDistSettingsMustMatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MPI jobs; skipped with -short")
 	}
-	d := tinyMNIST(t, 200, 50)
+	d, other := tinyMNIST(t, 200, 50), tinyMNIST(t, 201, 50) // other: one more training sample
 	base := []string{"-data", d, "-dist", "mpi", "-batch", "16", "-max-steps", "5", "-json"}
 	for _, c := range []struct {
 		name  string
@@ -111,6 +111,11 @@ func TestDistSettingsMustMatch(t *testing.T) {
 		{"seed", []string{"-seed", "3"}, "-seed (0 on rank 0, 3 on rank 1)"},
 		{"lr", []string{"-lr", "0.01"}, "-lr (0.05 on rank 0, 0.01 on rank 1)"},
 		{"model", []string{"-model", "cnn"}, "-model (mlp on rank 0, cnn on rank 1)"},
+		{"amp", []string{"-amp", "bf16"}, "-amp (off on rank 0, bf16 on rank 1)"},
+		{"epochs", []string{"-epochs", "2"}, "-epochs (1 on rank 0, 2 on rank 1)"},
+		{"optim", []string{"-optim", "adam"}, "-optim (sgd on rank 0, adam on rank 1)"},
+		{"checkpoint", []string{"-checkpoint", "auto"}, "-checkpoint (off on rank 0, auto on rank 1)"},
+		{"data", []string{"-data", other}, "data (mnist/train: 200 samples of [1 28 28], labels "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, code := mpirunEach(t, base, append(slices.Clone(base), c.other...))
