@@ -16,7 +16,6 @@ func synthetic(rng *rand.Rand, n int) *Profile {
 	p := &Profile{Units: make([]UnitCost, n), Step: time.Second}
 	mb := func(lo, hi int) int64 { return int64(lo+rng.IntN(hi-lo+1)) << 20 }
 	p.keptBase = mb(10, 20)
-	p.allCasts = mb(0, 2)
 	base := p.keptBase + mb(0, 5)
 	for i := range p.Units {
 		u := &p.Units[i]
@@ -30,11 +29,12 @@ func synthetic(rng *rand.Rand, n int) *Profile {
 		u.fwdPeak = u.Kept + mb(0, 10)
 		u.firstKept = u.Kept - mb(0, 1)/2
 		u.firstPeak = max(u.firstKept, u.fwdPeak-mb(0, 2))
-		u.backBase = base + mb(0, 10)
+		u.keptBack = base + u.keptFwd + mb(0, 10)
+		u.keptBackPeak = u.Kept + mb(0, 20)
 		u.backPeak = u.Kept + mb(0, 20)
 		u.Recompute = time.Duration(1+rng.IntN(1000)) * time.Microsecond
 	}
-	p.postBase, p.postPeak, p.preBase = base, mb(0, 30), base+mb(0, 20)
+	p.keptPost, p.keptPre = base+mb(0, 30), base+mb(0, 20)
 	return p
 }
 

@@ -59,7 +59,6 @@ type UnitCost struct {
 	fwdPeak      int64 // peak above live when it is recomputed
 	firstKept    int64 // bytes its first run inside a checkpointed segment leaves until the segment ends
 	firstPeak    int64 // the peak above live during that run
-	backBase     int64 // live when the backward pass reached it, less the outputs of the units before it
 	backPeak     int64 // the peak above that (its recomputed bytes included) during its backward pass
 	keptFwd      int64 // what it adds to live when it runs as it is, its input freed if it keeps none (autocast's copies aside)
 	keptPeak     int64 // the peak above live as it runs as it is
@@ -103,15 +102,10 @@ type Profile struct {
 	keptBase int64            // live when the chain begins, every unit kept, with the copies to come
 	keptPost int64            // the peak from the chain's end to its backward pass, less the chain's kept bytes
 	keptPre  int64            // the peak from there to the step's end
-	allCasts int64            // the weight copies of the chain's units, kept
 	peaks    map[string]int64 // Peak's measurements, by choice
 	min      *Plan            // Minimum's, once found
 	bounded  *Profile         // Bounded's, once measured
 	parent   *Profile         // for Bounded's, the profile it bounds
-	fwdBase  int64            // live at the chain's start, less nothing (no unit has run)
-	postBase int64            // live after the chain less its kept bytes
-	postPeak int64            // the peak above live from the chain's end to its backward pass
-	preBase  int64            // the peak from the chain's backward end to the step's, less the chain's kept bytes
 }
 
 // mark is a reading of the device's accounting.
@@ -340,7 +334,6 @@ func (p *Profile) keptRun() error {
 	// unit instead makes them a pass at a time, which the units' own
 	// figures count again (an overcount of no more than the copies).
 	p.keptBase = m.chainStart.live.Total + (castEnd - cast(m.chainStart)) + adj
-	p.allCasts = casts
 	p.keptPost = postEnd.peak.Total + adj - before
 	p.keptPre = last.peak.Total + adj
 	p.Unconstrained = top + adj
@@ -425,9 +418,8 @@ func (m *meter) profile(c Config, units []nn.Unit, held int64, start, end, after
 	n := len(units)
 	cast := func(u device.Usage) int64 { return u.Category(device.Cast) }
 	// Autocast's weight copies live from the first step on; the dry step
-	// made them as it went. A reading gets the copies still to come.
+	// made them as it went.
 	castEnd := cast(after.live)
-	ss := func(mk mark) int64 { return castEnd - cast(mk.live) }
 
 	p := &Profile{Device: c.Dev.Name(), Units: make([]UnitCost, n)}
 	// Optimiser state: as it will be after the first step.
@@ -470,16 +462,9 @@ func (m *meter) profile(c Config, units []nn.Unit, held int64, start, end, after
 		// recording and then recomputed: the shorter of the two is the
 		// one less disturbed by whatever else the machine did.
 		u.Recompute = min(m.reEnd[i].at.Sub(m.reStart[i].at), m.firstEnd[i].at.Sub(m.first[i].at))
-		// When its backward pass begins, the later units' outputs are
-		// gone (each freed once the segment that kept it is done) and
-		// the earlier ones' are there: those the plan decides.
-		u.backBase = m.reStart[i].live.Total + adj - (kmeas - u.Output)
+		// Its backward peak above what is live as the pass begins.
 		u.backPeak = m.backEnd[i].peak.Total - m.reStart[i].live.Total
 	}
-	p.fwdBase = m.chainStart.live.Total + ss(m.chainStart) + adj
-	p.postBase = m.chainEnd.live.Total + ss(m.chainEnd) + adj - kmeas
-	p.postPeak = m.postEnd.peak.Total - m.chainEnd.live.Total - (cast(m.postEnd.live) - cast(m.chainEnd.live))
-	p.preBase = end.peak.Total + adj
 	p.Other = start.live.Total - held - start.live.Category(device.Param) - start.live.Category(device.Cast) - optimLive
 	p.Workspace = max(m.peakOf(device.Workspace), end.peak.Category(device.Workspace))
 	var re time.Duration
