@@ -210,29 +210,20 @@ type Block struct {
 // sum). The LayerNorms' outputs, which the projections keep, go once the
 // backward pass has used them.
 func (b *Block) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	x1 := b.forwardAttn(g, x)
-	x2 := b.forwardMLP(g, x1)
+	x1 := residual(g, x, b.Ln1, b.Attn)
+	x2 := residual(g, x1, b.Ln2, b.MLP)
 	g.Free(x1)
 	return x2
 }
 
-// forwardAttn is x + attn(ln_1(x)), the branch freed once added.
-func (b *Block) forwardAttn(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	n1 := b.Ln1.ForwardFor(g, x, autograd.OpLinear)
-	a := handOn(g, n1, b.Attn.Forward(g, n1))
-	x1 := g.Add(x, a)
-	g.Free(a)
-	return x1
-}
-
-// forwardMLP is x + mlp(ln_2(x)), the branch freed once added; x is the
-// caller's to free.
-func (b *Block) forwardMLP(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	n2 := b.Ln2.ForwardFor(g, x, autograd.OpLinear)
-	m := handOn(g, n2, b.MLP.Forward(g, n2))
-	x2 := g.Add(x, m)
-	g.Free(m)
-	return x2
+// residual is x + branch(ln(x)), the branch's output freed once added; x
+// is the caller's to free.
+func residual(g *autograd.Graph, x *autograd.Var, ln *LayerNorm, branch Module) *autograd.Var {
+	n := ln.ForwardFor(g, x, autograd.OpLinear)
+	r := handOn(g, n, branch.Forward(g, n))
+	out := g.Add(x, r)
+	g.Free(r)
+	return out
 }
 
 // Halves are the block's residual halves as modules, x + attn(ln_1(x))
@@ -240,29 +231,24 @@ func (b *Block) forwardMLP(g *autograd.Graph, x *autograd.Var) *autograd.Var {
 // chain they let a planner recompute one half without the other
 // (selective recomputation: attention's activations cost the most per
 // FLOP of recomputation, or the MLP's four-times-wide ones may).
-func (b *Block) Halves() [2]Module { return [2]Module{attnHalf{b}, mlpHalf{b}} }
-
-// attnHalf is a Block's first residual half.
-type attnHalf struct{ b *Block }
-
-func (h attnHalf) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	return h.b.forwardAttn(g, x)
+func (b *Block) Halves() [2]Module {
+	return [2]Module{half{b.Ln1, b.Attn, "ln_1 + attn"}, half{b.Ln2, b.MLP, "ln_2 + mlp"}}
 }
 
-func (h attnHalf) Params() []*autograd.Var { return append(h.b.Ln1.Params(), h.b.Attn.Params()...) }
-
-func (h attnHalf) String() string { return "ln_1 + attn" }
-
-// mlpHalf is a Block's second residual half.
-type mlpHalf struct{ b *Block }
-
-func (h mlpHalf) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
-	return h.b.forwardMLP(g, x)
+// half is one of a Block's residual halves: x + branch(ln(x)).
+type half struct {
+	ln     *LayerNorm
+	branch Module
+	name   string
 }
 
-func (h mlpHalf) Params() []*autograd.Var { return append(h.b.Ln2.Params(), h.b.MLP.Params()...) }
+func (h half) Forward(g *autograd.Graph, x *autograd.Var) *autograd.Var {
+	return residual(g, x, h.ln, h.branch)
+}
 
-func (h mlpHalf) String() string { return "ln_2 + mlp" }
+func (h half) Params() []*autograd.Var { return append(h.ln.Params(), h.branch.Params()...) }
+
+func (h half) String() string { return h.name }
 
 // Params are the block's parameters in its children's order.
 func (b *Block) Params() []*autograd.Var {

@@ -81,52 +81,23 @@ func classifierBatch(rng *rand.Rand, spec models.Spec, batch int) (tensor.Host, 
 }
 
 func (w *gptWorkload) session(dev device.Device, low dtype.DType) *session {
-	rng := rand.New(rand.NewPCG(w.seed, 1))
-	m := models.NewGPT(w.cfg, rng)
-	nn.To(m, dev)
-	opt := optim.NewAdamWGroups(optim.DecayGroups(m.Params(), 0.1), optim.LR(1e-3), optim.Betas(0.9, 0.99))
-	scaler := amp.NewGradScaler(amp.For(low))
-	x, y := gptBatch(rng, w.cfg, w.batch)
-	loss := func(g *autograd.Graph) *autograd.Var {
-		if low != dtype.F32 {
-			amp.Autocast(g, low)
-		}
-		return m.Loss(g, m.Forward(g, g.InputIDs(x, w.batch, w.cfg.Block)), y)
-	}
-	return &session{model: m, opt: opt,
-		loss: func(g *autograd.Graph) *autograd.Var { return scaler.Scale(g, loss(g)) },
+	r := w.newRun(dev, low)
+	return &session{model: r.m, opt: r.opt,
+		loss: func(g *autograd.Graph) *autograd.Var { return r.scaler.Scale(g, r.loss(g, w, low)) },
 		step: func(opts []autograd.Option, inspect func()) (float64, error) {
 			g := autograd.NewGraph(dev, opts...)
 			defer g.Release()
-			l := loss(g)
-			g.Backward(scaler.Scale(g, l))
+			l := r.loss(g, w, low)
+			g.Backward(r.scaler.Scale(g, l))
 			if inspect != nil {
 				inspect()
 			}
-			if err := scaler.Unscale(opt); err != nil {
+			if err := r.update(); err != nil {
 				return 0, err
 			}
-			optim.ClipGradNorm(opt.Params(), 1)
-			if _, err := scaler.Step(opt); err != nil {
-				return 0, err
-			}
-			if err := scaler.Update(); err != nil {
-				return 0, err
-			}
-			opt.ZeroGrad()
 			return float64(l.Value.Item()), nil
 		},
-		release: func() { optim.Release(opt); nn.Release(m) }}
-}
-
-// gptBatch is the random windows memcompare trains the GPT on.
-func gptBatch(rng *rand.Rand, cfg models.GPTConfig, batch int) ([]int32, []int32) {
-	n := batch * cfg.Block
-	x, y := make([]int32, n), make([]int32, n)
-	for i := range x {
-		x[i], y[i] = int32(rng.IntN(cfg.Vocab)), int32(rng.IntN(cfg.Vocab))
-	}
-	return x, y
+		release: r.release}
 }
 
 // profileOf measures a fresh session's step for the planner; release

@@ -36,40 +36,76 @@ func newGPTWorkload(batch int, batchSet bool, ckpt cli.Checkpoint, seed uint64) 
 func (w *gptWorkload) batchSize() int    { return w.batch }
 func (w *gptWorkload) segmentCount() int { return len(nn.Split(w.cfg.Layers, w.segments)) - 1 }
 
-func (w *gptWorkload) start(dev device.Device, c mcConfig, prof *profile.Profiler) (func() (float64, error), *amp.GradScaler, func()) {
+// gptRun is the GPT workload's model, optimiser, scaler and batch, made
+// afresh from the workload's seed.
+type gptRun struct {
+	m      *models.GPT
+	opt    optim.Optimizer
+	scaler *amp.GradScaler
+	x, y   []int32
+}
+
+func (w *gptWorkload) newRun(dev device.Device, low dtype.DType) *gptRun {
 	rng := rand.New(rand.NewPCG(w.seed, 1))
 	m := models.NewGPT(w.cfg, rng)
 	nn.To(m, dev)
-	if c.Checkpoint {
-		m.Segments = w.segments
+	r := &gptRun{m: m, scaler: amp.NewGradScaler(amp.For(low))}
+	r.opt = optim.NewAdamWGroups(optim.DecayGroups(m.Params(), 0.1), optim.LR(1e-3), optim.Betas(0.9, 0.99))
+	r.x, r.y = gptBatch(rng, w.cfg, w.batch)
+	return r
+}
+
+// loss records the batch's forward pass on g, under autocast to low.
+func (r *gptRun) loss(g *autograd.Graph, w *gptWorkload, low dtype.DType) *autograd.Var {
+	if low != dtype.F32 {
+		amp.Autocast(g, low)
 	}
-	opt := optim.NewAdamWGroups(optim.DecayGroups(m.Params(), 0.1), optim.LR(1e-3), optim.Betas(0.9, 0.99))
-	scaler := amp.NewGradScaler(amp.For(c.Low))
-	n := w.batch * w.cfg.Block
+	return r.m.Loss(g, r.m.Forward(g, g.InputIDs(r.x, w.batch, w.cfg.Block)), r.y)
+}
+
+// update is the recipe's step after backward: unscale, clip to norm 1,
+// the scaler's step and update, and zeroed gradients.
+func (r *gptRun) update() error {
+	if err := r.scaler.Unscale(r.opt); err != nil {
+		return err
+	}
+	optim.ClipGradNorm(r.opt.Params(), 1)
+	if _, err := r.scaler.Step(r.opt); err != nil {
+		return err
+	}
+	if err := r.scaler.Update(); err != nil {
+		return err
+	}
+	r.opt.ZeroGrad()
+	return nil
+}
+
+func (r *gptRun) release() { optim.Release(r.opt); nn.Release(r.m) }
+
+// gptBatch is the random windows memcompare trains the GPT on.
+func gptBatch(rng *rand.Rand, cfg models.GPTConfig, batch int) ([]int32, []int32) {
+	n := batch * cfg.Block
 	x, y := make([]int32, n), make([]int32, n)
 	for i := range x {
-		x[i], y[i] = int32(rng.IntN(w.cfg.Vocab)), int32(rng.IntN(w.cfg.Vocab))
+		x[i], y[i] = int32(rng.IntN(cfg.Vocab)), int32(rng.IntN(cfg.Vocab))
+	}
+	return x, y
+}
+
+func (w *gptWorkload) start(dev device.Device, c mcConfig, prof *profile.Profiler) (func() (float64, error), *amp.GradScaler, func()) {
+	r := w.newRun(dev, c.Low)
+	if c.Checkpoint {
+		r.m.Segments = w.segments
 	}
 	step := func() (float64, error) {
 		g := autograd.NewGraph(dev, prof.Graph())
 		defer g.Release()
-		if c.Low != dtype.F32 {
-			amp.Autocast(g, c.Low)
-		}
-		loss := m.Loss(g, m.Forward(g, g.InputIDs(x, w.batch, w.cfg.Block)), y)
-		g.Backward(scaler.Scale(g, loss))
-		if err := scaler.Unscale(opt); err != nil {
+		loss := r.loss(g, w, c.Low)
+		g.Backward(r.scaler.Scale(g, loss))
+		if err := r.update(); err != nil {
 			return 0, err
 		}
-		optim.ClipGradNorm(opt.Params(), 1)
-		if _, err := scaler.Step(opt); err != nil {
-			return 0, err
-		}
-		if err := scaler.Update(); err != nil {
-			return 0, err
-		}
-		opt.ZeroGrad()
 		return float64(loss.Value.Item()), nil
 	}
-	return step, scaler, func() { optim.Release(opt); nn.Release(m) }
+	return step, r.scaler, r.release
 }

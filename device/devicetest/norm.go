@@ -233,30 +233,7 @@ func testBatchNormGrad(t *testing.T, dev device.Device) {
 					e.dev.BatchNormGrad(db, dgb, dbb, dyb, xb, mb, ib, gb, c.n, c.c, c.hw)
 					return [][]float32{e.get(db), e.get(dgb), e.get(dbb)}
 				})
-				dx, dgamma, dbeta := bnGradRef(widen(dy), widen(x), widen(mean), widen(invstd), widen(gamma), c.n, c.c, c.hw)
-				// Slack for the channel sums: dbeta and dgamma are sums of
-				// m terms; dx subtracts them (scaled by gamma*invstd/m).
-				m := c.n * c.hw
-				absDy, absDyx := make([]float64, c.c), make([]float64, c.c)
-				for i := range x {
-					ch := i / c.hw % c.c
-					absDy[ch] += math.Abs(float64(dy[i]))
-					absDyx[ch] += math.Abs(float64(dy[i]) * (float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
-				}
-				sg, sb := make([]float64, c.c), make([]float64, c.c)
-				for ch := range c.c {
-					sg[ch], sb[ch] = sumSlack(m, absDyx[ch]), sumSlack(m, absDy[ch])
-				}
-				sx := make([]float64, len(x))
-				for i := range x {
-					ch := i / c.hw % c.c
-					xhat := math.Abs((float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
-					k := float64(gamma[ch]) * float64(invstd[ch]) / float64(m)
-					sx[i] = k * (sb[ch] + xhat*sg[ch] + 2*u32*(float64(m)*math.Abs(float64(dy[i]))+absDy[ch]+xhat*absDyx[ch]))
-				}
-				e.near("dx", ty.dst, got[0], dx, sx)
-				e.near("dgamma", dtype.F32, got[1], dgamma, sg)
-				e.near("dbeta", dtype.F32, got[2], dbeta, sb)
+				checkBNGrad(e, c, ty.dst, got, dy, x, mean, invstd, gamma)
 			})
 		}
 	}
@@ -358,30 +335,37 @@ func testBatchNormActGrad(t *testing.T, dev device.Device) {
 					if v.res {
 						e.exact("dres", got[3], dz)
 					}
-					dx, dgamma, dbeta := bnGradRef(widen(dz), widen(x), widen(mean), widen(invstd), widen(gamma), c.n, c.c, c.hw)
-					m := c.n * c.hw
-					absDy, absDyx := make([]float64, c.c), make([]float64, c.c)
-					for i := range x {
-						ch := i / c.hw % c.c
-						absDy[ch] += math.Abs(float64(dz[i]))
-						absDyx[ch] += math.Abs(float64(dz[i]) * (float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
-					}
-					sg, sb := make([]float64, c.c), make([]float64, c.c)
-					for ch := range c.c {
-						sg[ch], sb[ch] = sumSlack(m, absDyx[ch]), sumSlack(m, absDy[ch])
-					}
-					sx := make([]float64, len(x))
-					for i := range x {
-						ch := i / c.hw % c.c
-						xhat := math.Abs((float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
-						k := float64(gamma[ch]) * float64(invstd[ch]) / float64(m)
-						sx[i] = k * (sb[ch] + xhat*sg[ch] + 2*u32*(float64(m)*math.Abs(float64(dz[i]))+absDy[ch]+xhat*absDyx[ch]))
-					}
-					e.near("dx", dt, got[0], dx, sx)
-					e.near("dgamma", dtype.F32, got[1], dgamma, sg)
-					e.near("dbeta", dtype.F32, got[2], dbeta, sb)
+					checkBNGrad(e, c, dt, got, dz, x, mean, invstd, gamma)
 				})
 			}
 		}
 	}
+}
+
+// checkBNGrad checks got's dx (in dt), dgamma and dbeta against bnGradRef
+// of dy: dbeta and dgamma are sums of m terms, with sumSlack of their
+// magnitudes, and dx subtracts them (scaled by gamma*invstd/m).
+func checkBNGrad(e *env, c normCase, dt dtype.DType, got [][]float32, dy, x, mean, invstd, gamma []float32) {
+	dx, dgamma, dbeta := bnGradRef(widen(dy), widen(x), widen(mean), widen(invstd), widen(gamma), c.n, c.c, c.hw)
+	m := c.n * c.hw
+	absDy, absDyx := make([]float64, c.c), make([]float64, c.c)
+	for i := range x {
+		ch := i / c.hw % c.c
+		absDy[ch] += math.Abs(float64(dy[i]))
+		absDyx[ch] += math.Abs(float64(dy[i]) * (float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
+	}
+	sg, sb := make([]float64, c.c), make([]float64, c.c)
+	for ch := range c.c {
+		sg[ch], sb[ch] = sumSlack(m, absDyx[ch]), sumSlack(m, absDy[ch])
+	}
+	sx := make([]float64, len(x))
+	for i := range x {
+		ch := i / c.hw % c.c
+		xhat := math.Abs((float64(x[i]) - float64(mean[ch])) * float64(invstd[ch]))
+		k := float64(gamma[ch]) * float64(invstd[ch]) / float64(m)
+		sx[i] = k * (sb[ch] + xhat*sg[ch] + 2*u32*(float64(m)*math.Abs(float64(dy[i]))+absDy[ch]+xhat*absDyx[ch]))
+	}
+	e.near("dx", dt, got[0], dx, sx)
+	e.near("dgamma", dtype.F32, got[1], dgamma, sg)
+	e.near("dbeta", dtype.F32, got[2], dbeta, sb)
 }

@@ -40,18 +40,20 @@ type Signals struct {
 	prog   string
 	stderr io.Writer
 
-	ch   chan os.Signal
-	done chan struct{}
-	mu   sync.Mutex
-	got  os.Signal // the first, nil until then
-	what string    // what a Hold is waiting for; "" when none
-	held bool      // a save has started: catch every signal until Stop
+	ch    chan os.Signal
+	done  chan struct{}
+	mu    sync.Mutex
+	got   os.Signal     // the first, nil until then
+	what  string        // what a Hold is waiting for; "" when none
+	held  bool          // a save has started: catch every signal until Stop
+	pause time.Duration // holdPauseEnv's, read once
 }
 
 // NotifySignals starts watching for StopSignals on behalf of program prog,
 // which reports on stderr; Stop ends it.
 func NotifySignals(prog string, stderr io.Writer) *Signals {
 	s := &Signals{prog: prog, stderr: stderr, ch: make(chan os.Signal, 4), done: make(chan struct{})}
+	s.pause, _ = time.ParseDuration(os.Getenv(holdPauseEnv))
 	signal.Notify(s.ch, StopSignals...)
 	go s.watch()
 	return s
@@ -103,9 +105,7 @@ func (s *Signals) Hold(what string) (release func()) {
 	}
 	s.mu.Unlock()
 	return func() {
-		if d, err := time.ParseDuration(os.Getenv(holdPauseEnv)); err == nil {
-			time.Sleep(d)
-		}
+		time.Sleep(s.pause)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.what = ""
