@@ -30,7 +30,11 @@ func dataDir(t *testing.T) string {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(d, "mnist", "train-images-idx3-ubyte.gz")); err == nil {
-			return d
+			abs, err := filepath.Abs(d) // the programs run in directories of their own (clitest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return abs
 		}
 	}
 	t.Skip("MNIST is not in ../../data/mnist or $MIXPREC_DATA/mnist; run make data")

@@ -35,8 +35,7 @@ type Result struct {
 // binary itself, through Main) with env added to the environment.
 func Run(t *testing.T, env []string, args ...string) Result {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), envVar+"=1"), env...)
+	cmd := command(t, env, args)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -62,4 +61,21 @@ func OneLine(s string) string {
 		return "not exactly one line"
 	}
 	return ""
+}
+
+// command is the child process that runs the program's main with args:
+// the test binary itself, with env added to the environment, in a
+// temporary working directory of its own, so that whatever a run writes
+// beside itself (a checkpoint saved without -save, a default output file)
+// goes with the test instead of into the package's folder.
+func command(t *testing.T, env, args []string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(append(os.Environ(), envVar+"=1"), env...)
+	cmd.Dir = t.TempDir()
+	return cmd
 }

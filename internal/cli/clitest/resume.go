@@ -96,8 +96,7 @@ func (c *Child) WaitStderr(t *testing.T, s string) {
 // still running when the test ends.
 func Start(t *testing.T, env []string, args ...string) *Child {
 	t.Helper()
-	c := &Child{cmd: exec.Command(os.Args[0], args...), done: make(chan struct{})}
-	c.cmd.Env = append(append(os.Environ(), envVar+"=1"), env...)
+	c := &Child{cmd: command(t, env, args), done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.errout
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
