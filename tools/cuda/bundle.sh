@@ -32,7 +32,7 @@ cd "$root"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/tests" "$out/src/github.com/mixprec/mixprec" "$out/data"
 out=$(cd "$out" && pwd)
-trap 'rm -rf "$out/bin" "$out/tests"' EXIT
+trap 'rm -rf "$out/bin" "$out/tests" "$out/data/austen"' EXIT
 export CGO_ENABLED=0
 
 # Test binaries: the CUDA backend's (conformance, CPU comparison, NCCL),
@@ -50,6 +50,7 @@ done
 $GO build -trimpath -ldflags="-s -w" -o "$out/bin/mixprec" ./cmd/mixprec
 $GO build -trimpath -ldflags="-s -w" -o "$out/bin/mnist" ./examples/mnist
 $GO build -trimpath -ldflags="-s -w" -o "$out/bin/cifar" ./examples/cifar
+$GO build -trimpath -ldflags="-s -w" -o "$out/bin/gpt" ./examples/gpt
 
 # Data and support files.
 if [ ! -f data/mnist/train-images-idx3-ubyte.gz ]; then
@@ -57,10 +58,18 @@ if [ ! -f data/mnist/train-images-idx3-ubyte.gz ]; then
 	exit 1
 fi
 cp -r data/mnist "$out/data/mnist"
+# The GPT's corpus travels in the payload, where xz packs its 4 MB of text
+# into about 1.
+if [ ! -f data/austen/austen.txt ]; then
+	echo "bundle: data/austen/austen.txt is missing; run make data" >&2
+	exit 1
+fi
+mkdir -p "$out/data/austen"
+cp data/austen/austen.txt "$out/data/austen/austen.txt"
 cp -r testdata "$out/src/github.com/mixprec/mixprec/testdata"
 mkdir -p "$out/src/github.com/mixprec/mixprec/tools/reference"
 cp tools/reference/torch_safetensors.py "$out/src/github.com/mixprec/mixprec/tools/reference/"
-(cd "$out" && tar cf - bin tests | xz -T0 -6 >payload.tar.xz && rm -rf bin tests)
+(cd "$out" && tar cf - bin tests data/austen | xz -T0 -6 >payload.tar.xz && rm -rf bin tests data/austen)
 cp tools/cuda/torch_mm.py "$out/torch_mm.py"
 cp tools/cuda/run-bundle.sh "$out/run.sh"
 chmod +x "$out/run.sh" "$out/torch_mm.py"
@@ -69,7 +78,8 @@ mixprec CUDA bundle, built $(date -u +%Y-%m-%dT%H:%MZ) from $(git rev-parse --sh
 Run:  sh run.sh OUTDIR     (about 3 to 8 minutes; prints the summary and leaves two files in
 OUTDIR: summary.txt and mixprec-cuda-logs.tar.gz, which holds one log per step; a run
 killed part-way leaves summary.txt and the folder mixprec-cuda-logs/ as far as it got)
-The binaries (bin/mixprec, bin/mnist, bin/cifar, tests/*.test) are in payload.tar.xz; run.sh
+The binaries (bin/mixprec, bin/mnist, bin/cifar, bin/gpt, tests/*.test) and the GPT's corpus
+(data/austen/austen.txt) are in payload.tar.xz; run.sh
 unpacks them into a temporary folder. To use them by hand: tar xJf payload.tar.xz
 They are Go without cgo but dynamically linked against glibc: they need
 /lib64/ld-linux-x86-64.so.2 and libc.so.6, libdl.so.2, libpthread.so.0 (any glibc).

@@ -159,6 +159,20 @@ exit 0
 echo "$(basename "$0") $*" >>"$FAKE_TRACE"
 echo '{"schema":1,"device":"cuda:0","test_accuracy":0.97,"samples_per_sec":1000,"ms_per_step":2.5,"peak_bytes":{"total":1048576}}'
 `
+	// fakeGPT stands for bin/gpt: it fails unless -data names a folder
+	// holding the corpus, as the real one does, and reports losses.
+	fakeGPT = `#!/bin/sh
+echo "gpt $*" >>"$FAKE_TRACE"
+data="" prev=""
+for a; do
+	[ "$prev" = -data ] && data=$a
+	prev=$a
+done
+[ -f "$data/austen/austen.txt" ] || { echo "gpt: no corpus in $data/austen"; exit 1; }
+dev=cpu
+case " $* " in *" -device cuda "*) dev=cuda:0 ;; esac
+echo '{"schema":1,"model":"gpt","device":"'$dev'","train_loss":2.5,"val_loss":2.4,"tokens_per_sec":1000,"skipped_steps":0}'
+`
 	// fakeTest stands for every test binary; one named by $FAKE_SLOW
 	// sleeps first, as a step that hangs does.
 	fakeTest = `#!/bin/sh
@@ -211,7 +225,8 @@ func fakeBundle(t *testing.T) string {
 	writeFile(t, filepath.Join(dir, "torch_mm.py"), "", 0o644)
 	writeFile(t, filepath.Join(dir, "src", "github.com", "mixprec", "mixprec", "testdata", "x"), "", 0o644)
 	writeFile(t, filepath.Join(dir, "data", "mnist", "x"), "", 0o644)
-	payload := map[string]string{"bin/mixprec": fakeMixprec, "bin/mnist": fakeTrainer, "bin/cifar": fakeTrainer}
+	payload := map[string]string{"bin/mixprec": fakeMixprec, "bin/mnist": fakeTrainer, "bin/cifar": fakeTrainer,
+		"bin/gpt": fakeGPT, "data/austen/austen.txt": "It is a truth universally acknowledged\n"}
 	for _, n := range testBinaries {
 		payload["tests/"+n+".test"] = fakeTest
 	}
@@ -344,8 +359,9 @@ func cudaEnv(t *testing.T, extra ...string) (env []string, trace, wheel, nccl, n
 var runLogs = []string{"01-nvidia-smi.log", "02-device.log", "03-cudaops-tests.log", "04-testdev-tests.log",
 	"05-autograd-tests.log", "05-amp-tests.log", "05-nn-tests.log", "05-optim-tests.log", "06-mnist-tests.log",
 	"07-nccl-tests.log", "08-nccl-dp-tests.log", "09-mnist-cuda-f16.log", "10-mnist-cuda-bf16.log",
-	"11-mnist-cnn-cuda-f16.log", "12-resnet20-cuda-f16.log", "13-bench-matmul.log", "14-torch-mm.log",
-	"15-memcompare-cuda.log", "16-mnist-cpu-f16.log"}
+	"11-mnist-cnn-cuda-f16.log", "12-resnet20-cuda-f16.log", "13-gpt-cuda-fp32.log", "14-gpt-cuda-bf16.log",
+	"15-gpt-cpu-fp32.log", "16-bench-matmul.log", "17-torch-mm.log", "18-memcompare-cuda.log",
+	"19-budget-resnet20-cuda.log", "20-budget-gpt-cuda.log", "21-mnist-cpu-f16.log"}
 
 // TestRunWithCUDA runs run.sh where CUDA opens: every step runs, the
 // NCCL ones with NCCL_DEBUG=INFO and before the training runs and
@@ -383,7 +399,8 @@ func TestRunWithCUDA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range append(testBinaries, "mnist -device cuda -model cnn", "cifar -device cuda -synthetic", "mnist -device cuda -amp bf16") {
+	for _, n := range append(testBinaries, "mnist -device cuda -model cnn", "cifar -device cuda -synthetic", "mnist -device cuda -amp bf16",
+		"gpt -device cuda", "gpt -device cpu") {
 		if !strings.Contains(string(got), n) {
 			t.Errorf("%s did not run; programs run:\n%s", n, got)
 		}
@@ -404,7 +421,8 @@ func TestRunWithCUDA(t *testing.T) {
 	}
 	for _, want := range []string{"F16 at least 60% of torch.mm: PASS (75%)", "test accuracy cuda 0.9700, cpu 0.9700",
 		"MLP bf16             cuda:0 test accuracy 0.9700      1000 samples/s    2.50 ms/step  peak 1.0 MiB",
-		"CNN f16", "ResNet-20 f16", "measured peaks"} {
+		"CNN f16", "ResNet-20 f16", "measured peaks",
+		"GPT bf16 cuda  train loss 2.5  val loss 2.4      1000 tokens/s  skipped 0", "GPT fp32 train loss cuda - cpu: 0"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, summary)
 		}
@@ -573,12 +591,14 @@ func checkPayloadRuns(t *testing.T, payload map[string][]byte) {
 		case "tests":
 			name := strings.TrimSuffix(base, ".test")
 			runs = strings.Contains(string(script), `"$T/`+base+`"`) || (loop != nil && slices.Contains(strings.Fields(string(loop[1])), name))
+		case "data/austen":
+			runs = strings.Contains(string(script), `"$B/gpt" -device cuda -data "$D"`)
 		}
 		if !runs {
 			t.Errorf("the payload holds %s, which run.sh does not run", n)
 		}
 	}
-	for _, n := range []string{"bin/mixprec", "bin/mnist", "bin/cifar", "tests/cudaops.test", "tests/nn.test"} {
+	for _, n := range []string{"bin/mixprec", "bin/mnist", "bin/cifar", "bin/gpt", "data/austen/austen.txt", "tests/cudaops.test", "tests/nn.test"} {
 		if _, ok := payload[n]; !ok {
 			t.Errorf("the payload lacks %s", n)
 		}

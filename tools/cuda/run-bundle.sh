@@ -3,7 +3,8 @@
 # time limit, and leaves two files in OUTDIR: summary.txt (each step's exit
 # status and seconds, then the key figures: the driver, the tests' counts,
 # the NCCL lines, a row per training run (MLP in F16 and BF16, the CNN,
-# ResNet-20; accuracy, speed, peak memory), GEMM TFLOP/s of mixprec and
+# ResNet-20; accuracy, speed, peak memory), the GPT's losses on the GPU
+# and the CPU, GEMM TFLOP/s of mixprec and
 # torch.mm and their F16 ratio, and memcompare's rows) and
 # mixprec-cuda-logs.tar.gz (every step's NN-step.log, the summary and the
 # memcompare chart, in a folder mixprec-cuda-logs/). The summary is also
@@ -130,6 +131,7 @@ fi
 # them when done.
 B=$here/bin
 T=$here/tests
+D=$here/data
 if [ ! -x "$here/bin/mixprec" ]; then
 	bins=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-bundle.XXXXXX") || stop "cannot create a temporary folder"
 	if command -v xz >/dev/null 2>&1; then
@@ -142,6 +144,7 @@ if [ ! -x "$here/bin/mixprec" ]; then
 	fi
 	B=$bins/bin
 	T=$bins/tests
+	D=$bins/data
 fi
 src=$here/src
 
@@ -251,15 +254,25 @@ step 09-mnist-cuda-f16 60 "$here" "$B/mnist" -device cuda -amp f16 -epochs 3 -js
 step 10-mnist-cuda-bf16 60 "$here" "$B/mnist" -device cuda -amp bf16 -epochs 3 -json
 step 11-mnist-cnn-cuda-f16 60 "$here" "$B/mnist" -device cuda -model cnn -amp f16 -epochs 1 -json
 step 12-resnet20-cuda-f16 60 "$here" "$B/cifar" -device cuda -synthetic -amp f16 -max-steps 200 -json
-step 13-bench-matmul 60 "$here" "$B/mixprec" bench matmul -json
-step 14-torch-mm 60 "$here" "$py" "$here/torch_mm.py" --json
+# The character GPT: FP32 and BF16 autocast on the GPU, and FP32 on the
+# CPU from the same binary and seed, whose losses the GPU's should match.
+step 13-gpt-cuda-fp32 60 "$here" "$B/gpt" -device cuda -data "$D" -amp off -iters 200 -eval-every 0 -seed 1 -json
+step 14-gpt-cuda-bf16 60 "$here" "$B/gpt" -device cuda -data "$D" -amp bf16 -iters 200 -eval-every 0 -seed 1 -json
+step 15-gpt-cpu-fp32 60 "$here" "$B/gpt" -device cpu -data "$D" -amp off -iters 200 -eval-every 0 -seed 1 -json
+step 16-bench-matmul 60 "$here" "$B/mixprec" bench matmul -json
+step 17-torch-mm 60 "$here" "$py" "$here/torch_mm.py" --json
 if "$B/mixprec" memcompare -h 2>&1 | grep -q -- '-device'; then
-	step 15-memcompare-cuda 90 "$here" "$B/mixprec" memcompare -device cuda -png "$logs/memcompare.png"
+	step 18-memcompare-cuda 90 "$here" "$B/mixprec" memcompare -device cuda -png "$logs/memcompare.png"
 else
-	printf '%-22s skipped: this mixprec memcompare has no -device flag\n' 15-memcompare-cuda >>"$summary"
+	printf '%-22s skipped: this mixprec memcompare has no -device flag\n' 18-memcompare-cuda >>"$summary"
 fi
+# A memory budget planned through the GPU's MemStats: ResNet-20 in BF16
+# and the GPT in FP32 at 0.6 of their peaks without a plan, each checked
+# against its budget, its prediction and the unplanned run's bits.
+step 19-budget-resnet20-cuda 60 "$here" "$B/mixprec" memcompare -device cuda -model resnet20 -amp bf16 -mem-budget 0.6x -verify 10
+step 20-budget-gpt-cuda 60 "$here" "$B/mixprec" memcompare -device cuda -model gpt -mem-budget 0.6x -verify 10
 # The CPU's MNIST, for the accuracies side by side: last, as the slowest.
-step 16-mnist-cpu-f16 90 "$here" "$B/mnist" -device cpu -amp f16 -epochs 3 -json
+step 21-mnist-cpu-f16 90 "$here" "$B/mnist" -device cpu -amp f16 -epochs 3 -json
 
 # Key figures.
 {
@@ -283,17 +296,22 @@ step 16-mnist-cpu-f16 90 "$here" "$B/mnist" -device cpu -amp f16 -epochs 3 -json
 	grep -h 'NCCL INFO' "$logs"/07-nccl-tests.log "$logs"/08-nccl-dp-tests.log 2>/dev/null | sed 's/^ *//' | head -8
 	echo
 	echo "== training runs (last JSON line of each)"
-	for f in 09-mnist-cuda-f16 10-mnist-cuda-bf16 11-mnist-cnn-cuda-f16 12-resnet20-cuda-f16 16-mnist-cpu-f16; do
+	for f in 09-mnist-cuda-f16 10-mnist-cuda-bf16 11-mnist-cnn-cuda-f16 12-resnet20-cuda-f16 13-gpt-cuda-fp32 14-gpt-cuda-bf16 15-gpt-cpu-fp32 21-mnist-cpu-f16; do
 		line=$(grep '^{' "$logs/$f.log" 2>/dev/null | tail -1)
 		echo "$f: ${line:-(no JSON summary; see $f.log)}"
 	done
 	echo
 	echo "== GEMM"
-	grep '^{' "$logs/13-bench-matmul.log" 2>/dev/null | tail -1
-	grep '^{' "$logs/14-torch-mm.log" 2>/dev/null | tail -1
+	grep '^{' "$logs/16-bench-matmul.log" 2>/dev/null | tail -1
+	grep '^{' "$logs/17-torch-mm.log" 2>/dev/null | tail -1
 	echo
 	echo "== memcompare"
-	grep -v '^==' "$logs/15-memcompare-cuda.log" 2>/dev/null | grep -v '^ *$' | tail -12
+	grep -v '^==' "$logs/18-memcompare-cuda.log" 2>/dev/null | grep -v '^ *$' | tail -12
+	for f in 19-budget-resnet20-cuda 20-budget-gpt-cuda; do
+		echo
+		echo "== $f"
+		grep -v '^==' "$logs/$f.log" 2>/dev/null | grep -v '^ *$' | tail -8
+	done
 } >>"$summary"
 # The rows and ratios, when a Python is around.
 if command -v "$py" >/dev/null 2>&1; then
@@ -309,7 +327,7 @@ def last_json(name):
 def mib(b):
     return "%.1f MiB" % (b / 2**20) if isinstance(b, (int, float)) else "?"
 runs = [("MLP f16", "09-mnist-cuda-f16"), ("MLP bf16", "10-mnist-cuda-bf16"), ("CNN f16", "11-mnist-cnn-cuda-f16"),
-        ("ResNet-20 f16", "12-resnet20-cuda-f16"), ("MLP f16 on the CPU", "16-mnist-cpu-f16")]
+        ("ResNet-20 f16", "12-resnet20-cuda-f16"), ("MLP f16 on the CPU", "21-mnist-cpu-f16")]
 rows = [(label, last_json(name)) for label, name in runs]
 if any(r for _, r in rows):
     print()
@@ -322,7 +340,7 @@ if any(r for _, r in rows):
         print("%-20s %-6s test accuracy %s  %8.0f samples/s  %6.2f ms/step  peak %s" % (
             label, r.get("device", "?"), "%.4f" % acc if isinstance(acc, (int, float)) else "null",
             r.get("samples_per_sec") or 0, r.get("ms_per_step") or 0, mib((r.get("peak_bytes") or {}).get("total"))))
-mp, tm = last_json("13-bench-matmul"), last_json("14-torch-mm")
+mp, tm = last_json("16-bench-matmul"), last_json("17-torch-mm")
 if mp and tm:
     ours = {r["dtype"]: r["gpu_tflops"] for r in mp.get("results", [])}
     theirs = {r["dtype"]: r["tflops"] for r in tm.get("results", [])}
@@ -334,7 +352,21 @@ if mp and tm:
     if "f16" in ours and theirs.get("f16"):
         r = ours["f16"] / theirs["f16"]
         print("F16 at least 60%% of torch.mm: %s (%.0f%%)" % ("PASS" if r >= 0.6 else "FAIL", 100 * r))
-gpu, cpu = last_json("09-mnist-cuda-f16"), last_json("16-mnist-cpu-f16")
+gpts = [(label, last_json(name)) for label, name in
+        [("GPT fp32 cuda", "13-gpt-cuda-fp32"), ("GPT bf16 cuda", "14-gpt-cuda-bf16"), ("GPT fp32 cpu", "15-gpt-cpu-fp32")]]
+if any(r for _, r in gpts):
+    print()
+    print("== GPT -iters 200 -seed 1: losses and speed")
+    for label, r in gpts:
+        if not r:
+            print("%-14s (no summary)" % label)
+            continue
+        print("%-14s train loss %r  val loss %r  %8.0f tokens/s  skipped %s" % (
+            label, r.get("train_loss"), r.get("val_loss"), r.get("tokens_per_sec") or 0, r.get("skipped_steps")))
+    g, c = gpts[0][1], gpts[2][1]
+    if g and c and isinstance(g.get("train_loss"), float) and isinstance(c.get("train_loss"), float):
+        print("GPT fp32 train loss cuda - cpu: %.3g" % (g["train_loss"] - c["train_loss"]))
+gpu, cpu = last_json("09-mnist-cuda-f16"), last_json("21-mnist-cpu-f16")
 if gpu and cpu and isinstance(gpu.get("test_accuracy"), (int, float)) and isinstance(cpu.get("test_accuracy"), (int, float)):
     print()
     print("== MNIST -amp f16 -epochs 3: test accuracy cuda %.4f, cpu %.4f (difference %.4f); samples/s cuda %.0f, cpu %.0f"
