@@ -30,13 +30,19 @@ func TestProfileFlags(t *testing.T) {
 			if err := run(args, &stdout, &stderr); err != nil {
 				t.Fatalf("run: %v\n%s", err, stderr.String())
 			}
-			for _, want := range []string{"profile: 10 steps on cpu", "op ", "linear ", "forward", "backward", "optimizer", "unscale",
-				"data ", "host ", "Compute time (cpu): ", "Data loading time: ", "Host overhead: "} {
+			ops, dev := profiledOps(t, stdout.String())
+			// -device auto: the CPU measures compute time, a GPU the time
+			// its events measured on the device.
+			timed := "Compute time (" + dev + "): "
+			if dev != "cpu" {
+				timed = "Device time (" + dev + "): "
+			}
+			for _, want := range []string{"profile: 10 steps on " + dev, "op ", "linear ", "forward", "backward", "optimizer", "unscale",
+				"data ", "host ", timed, "Data loading time: ", "Host overhead: "} {
 				if !strings.Contains(stderr.String(), want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 				}
 			}
-			ops := profiledOps(t, stdout.String())
 			checkTraceOps(t, trace, ops)
 			checkMetricsLines(t, metrics, map[string]string{"off": "fp32", "f16": "f16"}[amp])
 			if events, _ := filepath.Glob(filepath.Join(tb, amp, "events.out.tfevents.*")); len(events) != 1 {
@@ -52,16 +58,22 @@ func TestProfileFlags(t *testing.T) {
 
 // profiledOps checks the JSON summary's profile of a run of 10 steps of
 // the MLP (the shares of its time add up; 3 Linears a step, one optimizer
-// step and one wait for data) and returns the calls of each op by op and
-// phase.
-func profiledOps(t *testing.T, stdout string) map[string]int {
+// step and one wait for data; device time where the device is not the
+// CPU) and returns the calls of each op by op and phase, and the device.
+func profiledOps(t *testing.T, stdout string) (map[string]int, string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var s struct {
 		cli.Summary
 		Profile *struct {
-			Summary map[string]float64 `json:"summary"`
-			Ops     []struct {
+			Summary struct {
+				Steps       int     `json:"steps"`
+				ComputePct  float64 `json:"compute_pct"`
+				DataPct     float64 `json:"data_pct"`
+				OverheadPct float64 `json:"overhead_pct"`
+				DeviceTime  bool    `json:"device_time"`
+			} `json:"summary"`
+			Ops []struct {
 				Name, Phase string
 				Calls       int
 				Ms          float64
@@ -71,12 +83,15 @@ func profiledOps(t *testing.T, stdout string) map[string]int {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || s.Profile == nil {
 		t.Fatalf("summary %q: %v; want one with a profile", lines[len(lines)-1], err)
 	}
-	if s.Steps != 10 || s.Profile.Summary["steps"] != 10 {
-		t.Errorf("steps %d, profile %v; want 10", s.Steps, s.Profile.Summary)
+	ps := s.Profile.Summary
+	if s.Steps != 10 || ps.Steps != 10 {
+		t.Errorf("steps %d, profile %+v; want 10", s.Steps, ps)
 	}
-	shares := s.Profile.Summary["compute_pct"] + s.Profile.Summary["data_pct"] + s.Profile.Summary["overhead_pct"]
-	if shares < 99.999 || shares > 100.001 {
+	if shares := ps.ComputePct + ps.DataPct + ps.OverheadPct; shares < 99.999 || shares > 100.001 {
 		t.Errorf("compute, data and overhead add up to %v%%", shares)
+	}
+	if ps.DeviceTime != (s.Device != "cpu") {
+		t.Errorf("device_time %v on %s", ps.DeviceTime, s.Device)
 	}
 	ops := map[string]int{}
 	for _, o := range s.Profile.Ops {
@@ -85,7 +100,7 @@ func profiledOps(t *testing.T, stdout string) map[string]int {
 	if ops["linear forward"] != 30 || ops["optimizer step"] != 10 || ops["data wait"] != 10 {
 		t.Errorf("ops %v; want 3 linear forward per step, one optimizer step and data wait", ops)
 	}
-	return ops
+	return ops, s.Device
 }
 
 // checkTraceOps checks that the trace at path has its 10 steps and an
