@@ -326,20 +326,24 @@ def last_json(name):
         return None
 def mib(b):
     return "%.1f MiB" % (b / 2**20) if isinstance(b, (int, float)) else "?"
-runs = [("MLP f16", "09-mnist-cuda-f16"), ("MLP bf16", "10-mnist-cuda-bf16"), ("CNN f16", "11-mnist-cnn-cuda-f16"),
-        ("ResNet-20 f16", "12-resnet20-cuda-f16"), ("MLP f16 on the CPU", "21-mnist-cpu-f16")]
-rows = [(label, last_json(name)) for label, name in runs]
-if any(r for _, r in rows):
+def table(title, width, runs, row):
+    """Prints title and a row per (label, log) of runs that has a summary; None when none has."""
+    rows = [(label, last_json(name)) for label, name in runs]
+    if not any(r for _, r in rows):
+        return None
     print()
-    print("== measured: accuracy, speed and peak memory of each run")
+    print(title)
     for label, r in rows:
-        if not r:
-            print("%-20s (no summary)" % label)
-            continue
-        acc = r.get("test_accuracy")
-        print("%-20s %-6s test accuracy %s  %8.0f samples/s  %6.2f ms/step  peak %s" % (
-            label, r.get("device", "?"), "%.4f" % acc if isinstance(acc, (int, float)) else "null",
-            r.get("samples_per_sec") or 0, r.get("ms_per_step") or 0, mib((r.get("peak_bytes") or {}).get("total"))))
+        print("%-*s %s" % (width, label, row(r) if r else "(no summary)"))
+    return [r for _, r in rows]
+def run_row(r):
+    acc = r.get("test_accuracy")
+    return "%-6s test accuracy %s  %8.0f samples/s  %6.2f ms/step  peak %s" % (
+        r.get("device", "?"), "%.4f" % acc if isinstance(acc, (int, float)) else "null",
+        r.get("samples_per_sec") or 0, r.get("ms_per_step") or 0, mib((r.get("peak_bytes") or {}).get("total")))
+table("== measured: accuracy, speed and peak memory of each run", 20,
+      [("MLP f16", "09-mnist-cuda-f16"), ("MLP bf16", "10-mnist-cuda-bf16"), ("CNN f16", "11-mnist-cnn-cuda-f16"),
+       ("ResNet-20 f16", "12-resnet20-cuda-f16"), ("MLP f16 on the CPU", "21-mnist-cpu-f16")], run_row)
 mp, tm = last_json("16-bench-matmul"), last_json("17-torch-mm")
 if mp and tm:
     ours = {r["dtype"]: r["gpu_tflops"] for r in mp.get("results", [])}
@@ -352,18 +356,12 @@ if mp and tm:
     if "f16" in ours and theirs.get("f16"):
         r = ours["f16"] / theirs["f16"]
         print("F16 at least 60%% of torch.mm: %s (%.0f%%)" % ("PASS" if r >= 0.6 else "FAIL", 100 * r))
-gpts = [(label, last_json(name)) for label, name in
-        [("GPT fp32 cuda", "13-gpt-cuda-fp32"), ("GPT bf16 cuda", "14-gpt-cuda-bf16"), ("GPT fp32 cpu", "15-gpt-cpu-fp32")]]
-if any(r for _, r in gpts):
-    print()
-    print("== GPT -iters 200 -seed 1: losses and speed")
-    for label, r in gpts:
-        if not r:
-            print("%-14s (no summary)" % label)
-            continue
-        print("%-14s train loss %r  val loss %r  %8.0f tokens/s  skipped %s" % (
-            label, r.get("train_loss"), r.get("val_loss"), r.get("tokens_per_sec") or 0, r.get("skipped_steps")))
-    g, c = gpts[0][1], gpts[2][1]
+gpts = table("== GPT -iters 200 -seed 1: losses and speed", 14,
+             [("GPT fp32 cuda", "13-gpt-cuda-fp32"), ("GPT bf16 cuda", "14-gpt-cuda-bf16"), ("GPT fp32 cpu", "15-gpt-cpu-fp32")],
+             lambda r: "train loss %r  val loss %r  %8.0f tokens/s  skipped %s" % (
+                 r.get("train_loss"), r.get("val_loss"), r.get("tokens_per_sec") or 0, r.get("skipped_steps")))
+if gpts:
+    g, c = gpts[0], gpts[2]
     if g and c and isinstance(g.get("train_loss"), float) and isinstance(c.get("train_loss"), float):
         print("GPT fp32 train loss cuda - cpu: %.3g" % (g["train_loss"] - c["train_loss"]))
 gpu, cpu = last_json("09-mnist-cuda-f16"), last_json("21-mnist-cpu-f16")
