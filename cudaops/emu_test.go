@@ -351,6 +351,33 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			}
 		}
 	},
+	"mp_gemm_fold": func(g *fakeGPU, a *argv, _ int) {
+		c, cdt, off, t, mn, nb, beta := a.ptr(), a.int(), a.int(), a.ptr(), a.int(), a.int(), a.f32()
+		rnd := func(v float32) float32 { // gemm.cu's rnd
+			switch cdt {
+			case 1:
+				return dtype.F16ToF32(dtype.F32ToF16(v))
+			case 2:
+				return math.Float32frombits(uint32(f32ToBF16Bits(v)) << 16)
+			}
+			return v
+		}
+		for i := range mn {
+			var v float32
+			if beta != 0 {
+				v = g.ld(c, cdt, off+i)
+			}
+			for e := range nb {
+				x := g.ld(t, 0, e*mn+i)
+				if beta == 0 {
+					v = rnd(x)
+				} else {
+					v = rnd(x + beta*v)
+				}
+			}
+			g.st(c, cdt, off+i, v)
+		}
+	},
 	"mp_gemm": func(g *fakeGPU, a *argv, _ int) {
 		ta, tb, m, n, k, alpha := a.int(), a.int(), a.int(), a.int(), a.int(), a.f32()
 		pa, adt, lda, sa := a.ptr(), a.int(), a.int(), a.int()

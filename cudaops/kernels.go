@@ -49,6 +49,7 @@ type kernelSet struct {
 	argmax, im2col, col2im, maxpool, maxpoolGrad, avgpool      *kernel
 	avgpoolGrad, moments, sgd, adam                            *kernel
 	unscale, dropout, gemm, batchnormAct, batchnormActGrad     *kernel
+	gemmFold                                                   *kernel
 	transformerSet                                             // transformer.go
 	all                                                        []*kernel
 }
@@ -76,6 +77,7 @@ func newKernelSet(ptx string) (*kernelSet, error) {
 		{&ks.moments, "mp_moments"}, {&ks.sgd, "mp_sgd"}, {&ks.adam, "mp_adam"},
 		{&ks.unscale, "mp_unscale"}, {&ks.dropout, "mp_dropout"}, {&ks.gemm, "mp_gemm"},
 		{&ks.batchnormAct, "mp_batchnorm_act"}, {&ks.batchnormActGrad, "mp_batchnorm_act_grad"},
+		{&ks.gemmFold, "mp_gemm_fold"},
 	} {
 		params, ok := entries[k.name]
 		if !ok {

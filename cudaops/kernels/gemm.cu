@@ -33,3 +33,28 @@ extern "C" __global__ void mp_gemm(int ta, int tb, int m, int n, int k, float al
 		st(c, cdt, ci, v);
 	}
 }
+
+// rnd rounds v to dtype dt, as st then ld would.
+__device__ __forceinline__ float rnd(int dt, float v) {
+	if (dt == DT_F32) {
+		return v;
+	}
+	return dt == DT_F16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v));
+}
+
+// mp_gemm_fold adds nb products into one C, as nb GEMMs into that C would
+// in order (a batched Gemm whose entries share C, StrideC 0): t holds the
+// products, mn floats each, and element i of C at off becomes, for each in
+// turn, t[e*mn + i] + beta*C (t alone when beta is 0: C is not read),
+// rounded to C's dtype each time. One thread an element, the entries in
+// order: deterministic.
+extern "C" __global__ void mp_gemm_fold(void* c, int cdt, int off, const float* t, int mn, int nb, float beta) {
+	GRID_STRIDE(i, mn) {
+		float v = beta == 0.0f ? 0.0f : ld(c, cdt, off + i);
+		for (int e = 0; e < nb; e++) {
+			float x = t[e * mn + i];
+			v = rnd(cdt, beta == 0.0f ? x : x + beta * v);
+		}
+		st(c, cdt, off + i, v);
+	}
+}

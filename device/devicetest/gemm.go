@@ -71,6 +71,22 @@ func gemmCases() []gemmCase {
 			p.StrideA, p.StrideB, p.StrideC = 0, 8*17+1, 3*17
 			p.OffB = 2
 		})
+		// Entries that share C (StrideC 0), as a convolution's weight
+		// gradient sums its images: run in order, each onto what the last
+		// left, Beta applying to it each time (0: only the last counts).
+		add("batch5/sharedC", func(p *device.GemmParams) {
+			p.M, p.N, p.K, p.Alpha, p.Beta, p.Batch = 7, 9, 13, 1, 1, 5
+			p.StrideA, p.StrideB, p.StrideC = 7*13, 13*9+1, 0
+			p.OffC = 3
+		})
+		add("batch4/sharedC/a0.5_b0.5", func(p *device.GemmParams) {
+			p.M, p.N, p.K, p.Alpha, p.Beta, p.Batch = 6, 5, 8, 0.5, 0.5, 4
+			p.StrideA, p.StrideB, p.StrideC = 6*8, 8*5, 0
+		})
+		add("batch3/sharedC/b0", func(p *device.GemmParams) {
+			p.M, p.N, p.K, p.Alpha, p.Beta, p.Batch = 5, 4, 6, 1, 0, 3
+			p.StrideA, p.StrideB, p.StrideC = 5*6, 6*4, 0
+		})
 		add("batch5/large", func(p *device.GemmParams) {
 			p.M, p.N, p.K, p.Alpha, p.Beta, p.Batch = 33, 40, 64, 0.5, 1, 5
 			p.StrideA, p.StrideB, p.StrideC = 33*64, 64*40, 33*40
@@ -120,7 +136,7 @@ func checkGemm(e *env, ty dtCase, p device.GemmParams) {
 		return [][]float32{e.get(cb)}
 	})[0]
 
-	want, slack := gemmRef(p, a, b, c0)
+	want, slack := gemmRef(p, ty.dst, a, b, c0)
 	var gw []float32
 	var ww, sw []float64
 	var gapGot, gapWant []float32
@@ -150,9 +166,18 @@ func checkGemm(e *env, ty dtCase, p device.GemmParams) {
 // tolerance; the slack, sqrt(K)*2^-24*|alpha|*sum|a*b|, about 1.3e-5 in
 // that case, is for backends that sum in another order (cuBLAS split-K,
 // tensor cores).
-func gemmRef(p device.GemmParams, a, b, c []float32) (want, slack []float64) {
+//
+// Entries that share C are run in order, each onto what the last left (the
+// reference rounds it to dst, the dtype it is stored in), and their slacks
+// add up, with a rounding of dst's tolerance for every entry but the last.
+func gemmRef(p device.GemmParams, dst dtype.DType, a, b, c []float32) (want, slack []float64) {
 	want = make([]float64, len(c))
 	slack = make([]float64, len(c))
+	cur := make([]float64, len(c)) // C as the entries so far left it
+	for i, v := range c {
+		cur[i] = float64(v)
+	}
+	atol, rtol := dtype.Tolerance(dst)
 	m, n, k := p.M, p.N, p.K
 	at := func(base, i, l int) float64 { // op(A)[i, l]
 		if p.TransA {
@@ -177,14 +202,18 @@ func gemmRef(p device.GemmParams, a, b, c []float32) (want, slack []float64) {
 					s += x
 					abs += math.Abs(x)
 				}
+				at := oc + i*n + j
 				w := alpha * s
 				sl := sumSlack(k, math.Abs(alpha)*abs)
 				if p.Beta != 0 {
-					w += beta * float64(c[oc+i*n+j])
-					sl += u32 * math.Abs(beta*float64(c[oc+i*n+j]))
+					w += beta * cur[at]
+					sl += u32*math.Abs(beta*cur[at]) + math.Abs(beta)*slack[at]
 				}
-				want[oc+i*n+j] = w
-				slack[oc+i*n+j] = sl
+				if bi > 0 && p.StrideC == 0 {
+					sl += atol + rtol*math.Abs(cur[at]) // the last entry's result, stored in dst
+				}
+				want[at], slack[at] = w, sl
+				cur[at] = float64(dtype.Round(dst, float32(w)))
 			}
 		}
 	}
