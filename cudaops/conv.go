@@ -129,8 +129,28 @@ func (d *Device) Moments(mean, variance, x device.Buffer, n, c, hw int) {
 	if c == 0 {
 		return
 	}
-	d.launch(d.ks.moments, min(c, maxGrid), ptr(bs[0]), ptr(bs[1]), ptr(xb), dt(xb), pInt(n), pInt(c), pInt(hw))
+	parts := bnParts(n * hw)
+	part := d.scratch(c * parts)
+	defer d.unscratch(part)
+	for what, out := range []*Buffer{bs[0], bs[1]} { // the mean, then the variance about it
+		var mean *Buffer
+		if what == 1 {
+			mean = bs[0]
+		}
+		d.launch(d.ks.bnSums, min(c*parts, maxGrid), ptr(part), pInt(what), ptr(nil), pInt(0), ptr(nil), pInt(0),
+			ptr(xb), dt(xb), ptr(mean), ptr(nil), ptr(nil), pInt(0), pInt(n), pInt(c), pInt(hw), pInt(parts), pBool(false))
+		d.launch(d.ks.bnCombine, gridFor(c), ptr(out), ptr(nil), ptr(nil), ptr(part), pInt(c), pInt(parts), pInt(0), pF32(float32(n*hw)))
+	}
 }
+
+// bnPartElems is about how many of a channel's elements one block of
+// mp_bn_sums sums (16 a thread), and bnMaxParts the most blocks a channel
+// is cut into.
+const bnPartElems, bnMaxParts = 16 * blockSize, 256
+
+// bnParts is how many parts mp_bn_sums cuts a channel of m elements into:
+// a function of m alone, so that the sums' order is too.
+func bnParts(m int) int { return max(1, min(m/bnPartElems, bnMaxParts)) }
 
 // BatchNorm computes y = (x - mean) * invstd * gamma + beta per channel;
 // gamma and beta may be nil.
@@ -218,7 +238,15 @@ func (d *Device) batchNormGrad(op string, dx, dres, dgamma, dbeta, dy, y, x, mea
 	if c == 0 {
 		return
 	}
-	d.launch(d.ks.batchnormActGrad, min(c, maxGrid), ptr(db), dt(db), ptr(rb), pInt(rdt), ptr(ps[3]), ptr(ps[4]),
-		ptr(gb), dt(gb), ptr(yb), pInt(ydt), ptr(xb), dt(xb), ptr(ps[0]), ptr(ps[1]), ptr(ps[2]),
-		pInt(n), pInt(c), pInt(hw), pBool(relu))
+	parts := bnParts(n * hw)
+	part, tot := d.scratch(2*c*parts), d.scratch(2*c)
+	defer d.unscratch(part)
+	defer d.unscratch(tot)
+	d.launch(d.ks.bnSums, min(c*parts, maxGrid), ptr(part), pInt(2), ptr(gb), dt(gb), ptr(yb), pInt(ydt),
+		ptr(xb), dt(xb), ptr(ps[0]), ptr(ps[1]), ptr(rb), pInt(rdt), pInt(n), pInt(c), pInt(hw), pInt(parts), pBool(relu))
+	d.launch(d.ks.bnCombine, gridFor(c), ptr(tot), ptr(ps[4]), ptr(ps[3]), ptr(part), pInt(c), pInt(parts), pInt(1), pF32(1))
+	if total := n * c * hw; total > 0 {
+		d.launch(d.ks.bnGradApply, gridFor(total), ptr(db), dt(db), ptr(gb), dt(gb), ptr(yb), pInt(ydt), ptr(xb), dt(xb),
+			ptr(ps[0]), ptr(ps[1]), ptr(ps[2]), ptr(tot), pInt(n), pInt(c), pInt(hw), pBool(relu))
+	}
 }

@@ -178,6 +178,14 @@ func (g *fakeGPU) st(p uint64, dt, i int, v float32) {
 	}
 }
 
+// bnDz is norm.cu's bn_dz: dy, or with relu dy where y > 0 (or NaN), else 0.
+func bnDz(g *fakeGPU, dy uint64, gdt int, y uint64, ydt, j int, relu bool) float32 {
+	if relu && g.ld(y, ydt, j) <= 0 {
+		return 0
+	}
+	return g.ld(dy, gdt, j)
+}
+
 // f32ToBF16Bits is common.cuh's f32_to_bf16.
 func f32ToBF16Bits(f float32) uint16 {
 	u := math.Float32bits(f)
@@ -709,26 +717,94 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 		}
 	},
 	// norm.cu
-	"mp_moments": func(g *fakeGPU, a *argv, _ int) {
-		mean, vr, x, xdt, n, c, hw := a.ptr(), a.ptr(), a.ptr(), a.int(), a.int(), a.int(), a.int()
+	"mp_bn_sums": func(g *fakeGPU, a *argv, _ int) {
+		part, what, dy, gdt, y, ydt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
+		x, xdt, mean, invstd, dres, rdt := a.ptr(), a.int(), a.ptr(), a.ptr(), a.ptr(), a.int()
+		n, c, hw, parts, relu := a.int(), a.int(), a.int(), a.int(), a.int() != 0
 		m := n * hw
+		chunk := (m + parts - 1) / parts
+		for b := range c * parts {
+			ch := b / parts
+			t0 := (b - ch*parts) * chunk
+			t1 := min(m, t0+chunk)
+			var mu, is float32
+			if what != 0 {
+				mu = g.ld(mean, 0, ch)
+			}
+			if what == 2 {
+				is = g.ld(invstd, 0, ch)
+			}
+			p1, p2 := make([]float32, blockSize), make([]float32, blockSize)
+			for t := range blockSize {
+				for e := t0 + t; e < t1; e += blockSize {
+					j := chanIndex(e, ch, c, hw)
+					switch what {
+					case 0:
+						p1[t] += g.ld(x, xdt, j)
+					case 1:
+						d := g.ld(x, xdt, j) - mu
+						p1[t] += d * d
+					default:
+						gv := bnDz(g, dy, gdt, y, ydt, j, relu)
+						if dres != 0 {
+							g.st(dres, rdt, j, gv)
+						}
+						p1[t] += gv
+						p2[t] += gv * ((g.ld(x, xdt, j) - mu) * is)
+					}
+				}
+			}
+			if what == 2 {
+				g.st(part, 0, 2*b, treeSum(p1))
+				g.st(part, 0, 2*b+1, treeSum(p2))
+			} else {
+				g.st(part, 0, b, treeSum(p1))
+			}
+		}
+	},
+	"mp_bn_combine": func(g *fakeGPU, a *argv, _ int) {
+		tot, dbeta, dgamma, part := a.ptr(), a.ptr(), a.ptr(), a.ptr()
+		c, parts, pairs, div := a.int(), a.int(), a.int() != 0, a.f32()
 		for ch := range c {
-			part := make([]float32, blockSize)
-			for t := range blockSize {
-				for e := t; e < m; e += blockSize {
-					part[t] += g.ld(x, xdt, chanIndex(e, ch, c, hw))
+			var s, s2 float32
+			for p := range parts {
+				b := ch*parts + p
+				if pairs {
+					s += g.ld(part, 0, 2*b)
+					s2 += g.ld(part, 0, 2*b+1)
+				} else {
+					s += g.ld(part, 0, b)
 				}
 			}
-			mu := treeSum(part) / float32(m)
-			for t := range blockSize {
-				part[t] = 0
-				for e := t; e < m; e += blockSize {
-					d := g.ld(x, xdt, chanIndex(e, ch, c, hw)) - mu
-					part[t] += d * d
-				}
+			if !pairs {
+				g.st(tot, 0, ch, s/div)
+				continue
 			}
-			g.st(mean, 0, ch, mu)
-			g.st(vr, 0, ch, treeSum(part)/float32(m))
+			g.st(tot, 0, ch, s)
+			g.st(tot, 0, c+ch, s2)
+			if dbeta != 0 {
+				g.st(dbeta, 0, ch, s)
+			}
+			if dgamma != 0 {
+				g.st(dgamma, 0, ch, s2)
+			}
+		}
+	},
+	"mp_bn_grad_apply": func(g *fakeGPU, a *argv, _ int) {
+		dx, ddt, dy, gdt, y, ydt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
+		x, xdt, mean, invstd, gamma, tot := a.ptr(), a.int(), a.ptr(), a.ptr(), a.ptr(), a.ptr()
+		n, c, hw, relu := a.int(), a.int(), a.int(), a.int() != 0
+		fm := float32(n * hw)
+		for j := range n * c * hw {
+			ch := (j / hw) % c
+			is := g.ld(invstd, 0, ch)
+			gm := float32(1)
+			if gamma != 0 {
+				gm = g.ld(gamma, 0, ch)
+			}
+			k := gm * is / fm
+			xhat := (g.ld(x, xdt, j) - g.ld(mean, 0, ch)) * is
+			g.st(dx, ddt, j, k*((fm*bnDz(g, dy, gdt, y, ydt, j, relu)-g.ld(tot, 0, ch))-xhat*g.ld(tot, 0, c+ch)))
 		}
 	},
 	"mp_batchnorm_act": func(g *fakeGPU, a *argv, _ int) {
@@ -756,52 +832,6 @@ var emulators = map[string]func(g *fakeGPU, a *argv, grid int){
 			g.st(y, ydt, idx, v)
 		}
 	},
-	"mp_batchnorm_act_grad": func(g *fakeGPU, a *argv, _ int) {
-		dx, ddt, dres, rdt, dgamma, dbeta := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.ptr()
-		dy, gdt, y, ydt, x, xdt := a.ptr(), a.int(), a.ptr(), a.int(), a.ptr(), a.int()
-		mean, invstd, gamma, n, c, hw, relu := a.ptr(), a.ptr(), a.ptr(), a.int(), a.int(), a.int(), a.int() != 0
-		dz := func(j int) float32 {
-			if relu && g.ld(y, ydt, j) <= 0 {
-				return 0
-			}
-			return g.ld(dy, gdt, j)
-		}
-		m := n * hw
-		fm := float32(m)
-		for ch := range c {
-			mu, is := g.ld(mean, 0, ch), g.ld(invstd, 0, ch)
-			p1, p2 := make([]float32, blockSize), make([]float32, blockSize)
-			for t := range blockSize {
-				for e := t; e < m; e += blockSize {
-					j := chanIndex(e, ch, c, hw)
-					gv := dz(j)
-					if dres != 0 {
-						g.st(dres, rdt, j, gv)
-					}
-					p1[t] += gv
-					p2[t] += gv * ((g.ld(x, xdt, j) - mu) * is)
-				}
-			}
-			sdy, sdyx := treeSum(p1), treeSum(p2)
-			if dgamma != 0 {
-				g.st(dgamma, 0, ch, sdyx)
-			}
-			if dbeta != 0 {
-				g.st(dbeta, 0, ch, sdy)
-			}
-			gm := float32(1)
-			if gamma != 0 {
-				gm = g.ld(gamma, 0, ch)
-			}
-			k := gm * is / fm
-			for e := range m {
-				j := chanIndex(e, ch, c, hw)
-				xhat := (g.ld(x, xdt, j) - mu) * is
-				g.st(dx, ddt, j, k*((fm*dz(j)-sdy)-xhat*sdyx))
-			}
-		}
-	},
-	// optim.cu
 	"mp_sgd": func(g *fakeGPU, a *argv, _ int) {
 		p, gr, mom, n := a.ptr(), a.ptr(), a.ptr(), a.int()
 		lr, momentum, dampening, wd, nesterov, first := a.f32(), a.f32(), a.f32(), a.f32(), a.int(), a.int()

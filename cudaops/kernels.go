@@ -47,9 +47,8 @@ type kernelSet struct {
 	reduceThread, reduceBlock, expand                          *kernel
 	logSoftmax, logSoftmaxGrad, crossEntropy, crossEntropyGrad *kernel
 	argmax, im2col, col2im, maxpool, maxpoolGrad, avgpool      *kernel
-	avgpoolGrad, moments, sgd, adam                            *kernel
-	unscale, dropout, gemm, batchnormAct, batchnormActGrad     *kernel
-	gemmFold                                                   *kernel
+	avgpoolGrad, sgd, adam, unscale, dropout, gemm, gemmFold   *kernel
+	batchnormAct, bnSums, bnCombine, bnGradApply               *kernel
 	transformerSet                                             // transformer.go
 	all                                                        []*kernel
 }
@@ -74,10 +73,10 @@ func newKernelSet(ptx string) (*kernelSet, error) {
 		{&ks.argmax, "mp_argmax"}, {&ks.im2col, "mp_im2col"}, {&ks.col2im, "mp_col2im"},
 		{&ks.maxpool, "mp_maxpool"}, {&ks.maxpoolGrad, "mp_maxpool_grad"},
 		{&ks.avgpool, "mp_avgpool"}, {&ks.avgpoolGrad, "mp_avgpool_grad"},
-		{&ks.moments, "mp_moments"}, {&ks.sgd, "mp_sgd"}, {&ks.adam, "mp_adam"},
+		{&ks.sgd, "mp_sgd"}, {&ks.adam, "mp_adam"},
 		{&ks.unscale, "mp_unscale"}, {&ks.dropout, "mp_dropout"}, {&ks.gemm, "mp_gemm"},
-		{&ks.batchnormAct, "mp_batchnorm_act"}, {&ks.batchnormActGrad, "mp_batchnorm_act_grad"},
-		{&ks.gemmFold, "mp_gemm_fold"},
+		{&ks.batchnormAct, "mp_batchnorm_act"}, {&ks.gemmFold, "mp_gemm_fold"},
+		{&ks.bnSums, "mp_bn_sums"}, {&ks.bnCombine, "mp_bn_combine"}, {&ks.bnGradApply, "mp_bn_grad_apply"},
 	} {
 		params, ok := entries[k.name]
 		if !ok {

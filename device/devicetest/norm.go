@@ -27,6 +27,9 @@ var normCases = []normCase{
 	// float32 loses the variance, which a two-pass or Welford kernel keeps.
 	{"offset/8x4x16", 8, 4, 16, 30, 1},
 	{"large/32x16x196", 32, 16, 196, 0.2, 1},
+	// Channels of 12,300 elements, which a GPU backend sums in parts
+	// (cudaops: three of 4,100) and then adds the parts.
+	{"parts/3x2x4100", 3, 2, 4100, 2, 1},
 }
 
 func (e *env) normInput(c normCase) []float32 {
