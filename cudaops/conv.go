@@ -214,7 +214,10 @@ func (d *Device) batchNorm(op string, y, x, res, mean, invstd, gamma, beta devic
 }
 
 // batchNormGrad is BatchNormGrad and BatchNormActGrad:
-// mp_batchnorm_act_grad, with neither dres nor ReLU for BatchNormGrad.
+// mp_bn_sums (dz, into dres when asked, and the channels' two sums in
+// parts), mp_bn_combine (the parts added in order, into dgamma and dbeta
+// when asked) and mp_bn_grad_apply (dx), with neither dres nor ReLU for
+// BatchNormGrad.
 func (d *Device) batchNormGrad(op string, dx, dres, dgamma, dbeta, dy, y, x, mean, invstd, gamma device.Buffer, n, c, hw int, relu bool) {
 	d.enter()
 	defer d.leave()
