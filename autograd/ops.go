@@ -231,11 +231,21 @@ func (g *Graph) unary(op Op, x0 *Var, alpha float32) *Var {
 	}
 	g.save(in)
 	g.push(op, out, []*Var{x}, func(dy *tensor.Tensor) {
-		dx := g.alloc(dt, x.Shape()...)
 		var ib device.Buffer
 		if in != nil {
 			ib = in.Buffer()
 		}
+		if dy.DType() == dt && !dy.IsView() {
+			// The graph owns dy and nothing reads it after this op: the
+			// gradient is written over it and handed on, as PyTorch's
+			// in-place activations' backward would, which spares a
+			// buffer the size of x at the peak of a network's backward
+			// pass (the device contract lets UnaryGrad's dst be dy).
+			g.dev.UnaryGrad(k, dy.Buffer(), dy.Buffer(), ib, alpha)
+			g.accum(x, g.pass(dy, x.Shape()...))
+			return
+		}
+		dx := g.alloc(dt, x.Shape()...)
 		g.dev.UnaryGrad(k, dx.Buffer(), dy.Buffer(), ib, alpha)
 		g.accum(x, dx)
 	})

@@ -50,7 +50,8 @@ type ElementwiseKernels interface {
 	// UnaryGrad computes dst = dy * op'(x), op's gradient rule with scalar
 	// parameter alpha: in is op's input x or its output y, as the Keep of
 	// op's row says, and is not read (it may be nil) when that is
-	// KeepNothing.
+	// KeepNothing. dst may be dy (autograd writes the gradient over the
+	// incoming one it owns), with the bits of a separate dst.
 	UnaryGrad(op UnaryOp, dst, dy, in Buffer, alpha float32)
 	// Reduce sums src (shape s.Shape, contiguous) into dst through s.A: every
 	// source element i adds to dst[offset(i, s.A)], so a stride of 0 marks a

@@ -2,6 +2,7 @@ package devicetest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -365,6 +366,13 @@ func (e *env) checkUnaryGrad(c unaryCase, ty dtCase, x, dy []float32, nanIn stri
 		want[i] = c.grad(e.t, float64(dy[i]), float64(in[i]))
 	}
 	e.near("dst", ty.dst, got, want, nil)
+	if ty.dst == ty.src[0] {
+		// In place, dst being dy (autograd writes an activation's
+		// gradient over the incoming one): the same bits.
+		over := e.put(ty.dst, slices.Clone(dy))
+		e.dev.UnaryGrad(c.op, over, over, inb, c.alpha)
+		e.exact("dst written over dy", e.get(over), got)
+	}
 }
 
 func testDropout(t *testing.T, dev device.Device) {
