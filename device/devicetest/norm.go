@@ -242,6 +242,13 @@ func testBatchNormGrad(t *testing.T, dev device.Device) {
 	}
 }
 
+// bnActVariants are BatchNormAct's four forms: with and without the
+// residual, with and without the ReLU.
+var bnActVariants = []struct {
+	name      string
+	res, relu bool
+}{{"plain", false, false}, {"relu", false, true}, {"res", true, false}, {"res+relu", true, true}}
+
 // testBatchNormAct checks device.BatchNormActKernels' forward where a
 // backend has it: y = relu(BatchNorm(x) + res) in every dtype, with and
 // without the residual and the ReLU, against the float64 reference, with
@@ -254,10 +261,7 @@ func testBatchNormAct(t *testing.T, dev device.Device) {
 	}
 	for _, dt := range dtype.All {
 		for _, c := range normCases {
-			for _, v := range []struct {
-				name      string
-				res, relu bool
-			}{{"plain", false, false}, {"relu", false, true}, {"res", true, false}, {"res+relu", true, true}} {
+			for _, v := range bnActVariants {
 				run(t, dev, fmt.Sprintf("%v/%s/%s", dt, v.name, c.name), func(e *env) {
 					x, r := e.normInput(c), e.uniform(c.n*c.c*c.hw, -2, 2)
 					xb, rb := e.put(dt, x), e.put(dt, r)
@@ -305,10 +309,7 @@ func testBatchNormActGrad(t *testing.T, dev device.Device) {
 	}
 	for _, dt := range dtype.All {
 		for _, c := range normCases {
-			for _, v := range []struct {
-				name      string
-				res, relu bool
-			}{{"plain", false, false}, {"relu", false, true}, {"res", true, false}, {"res+relu", true, true}} {
+			for _, v := range bnActVariants {
 				run(t, dev, fmt.Sprintf("%v/%s/%s", dt, v.name, c.name), func(e *env) {
 					x, dy, y := e.normInput(c), e.uniform(c.n*c.c*c.hw, -1, 1), e.uniform(c.n*c.c*c.hw, -1, 1)
 					roundTo(dt, dy)

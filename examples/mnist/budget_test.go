@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"strings"
 	"testing"
 
@@ -18,16 +17,7 @@ func TestMemBudget(t *testing.T) {
 	data := tinyMNIST(t, 256, 64)
 	r := clitest.RunOK(t, "-data", data, "-model", "cnn", "-amp", "bf16", "-batch", "64", "-max-steps", "3", "-mem-budget", "0.95x", "-json")
 	s := clitest.Summary(t, r.Stdout)
-	if s.MemBudgetBytes == nil || s.PlannedPeakBytes == nil || s.PlannedOverhead == nil {
-		t.Fatalf("summary without the plan: %+v", s.Planned)
-	}
-	budget, planned, peak := *s.MemBudgetBytes, *s.PlannedPeakBytes, s.PeakBytes.Total
-	if peak > budget || planned > budget {
-		t.Errorf("peak %d, planned %d; want both within the budget %d", peak, planned, budget)
-	}
-	if e := math.Abs(float64(planned-peak)) / float64(peak); e > 0.05 {
-		t.Errorf("planned peak %d, measured %d: %.1f%% off", planned, peak, 100*e)
-	}
+	clitest.HeldPlan(t, s.Planned, s.PeakBytes.Total)
 	if !strings.Contains(r.Stderr, "memory plan for a budget of") || !strings.Contains(r.Stderr, "predicted peak") {
 		t.Errorf("no plan on standard error: %q", r.Stderr)
 	}

@@ -138,3 +138,18 @@ func Kinds(lines []map[string]any) map[string]int {
 	}
 	return n
 }
+
+// HeldPlan checks a run's summary under -mem-budget: the budget, the
+// planned peak and the predicted overhead are reported, no step went over,
+// and the measured peak is within the budget and within 5% of the planned
+// one, which is within the budget too.
+func HeldPlan(t *testing.T, p cli.Planned, peak int64) {
+	t.Helper()
+	if p.MemBudgetBytes == nil || p.PlannedPeakBytes == nil || p.PlannedOverhead == nil || p.OverBudget {
+		t.Fatalf("summary's plan %+v", p)
+	}
+	budget, planned := *p.MemBudgetBytes, *p.PlannedPeakBytes
+	if peak > budget || planned > budget || math.Abs(float64(planned-peak))/float64(peak) > 0.05 {
+		t.Errorf("peak %d, planned %d, budget %d; want both within the budget and the plan within 5%%", peak, planned, budget)
+	}
+}

@@ -49,6 +49,23 @@ type convTap struct {
 // + kw).
 type ctap struct{ phase, dh, dw, k int }
 
+// tapMargins is the padded plane that every tap's reads land in, for an
+// output grid oh x ow over a source plane hs x ws: mt rows above and ml
+// columns left of the source (the taps' most negative offsets), the padded
+// height hq and width wq, which also cover the most positive, and far, the
+// offset in that plane of the furthest tap's read for the grid's first
+// pixel.
+func tapMargins(oh, ow, hs, ws int, taps []ctap) (mt, ml, hq, wq, far int) {
+	minDH, maxDH, minDW, maxDW := 0, 0, 0, 0
+	for _, t := range taps {
+		minDH, maxDH = min(minDH, t.dh), max(maxDH, t.dh)
+		minDW, maxDW = min(minDW, t.dw), max(maxDW, t.dw)
+	}
+	mt, ml = -minDH, -minDW
+	hq, wq = mt+max(hs, oh+maxDH), ml+max(ws, ow+maxDW)
+	return mt, ml, hq, wq, (maxDH+mt)*wq + maxDW + ml
+}
+
 // corrBlock is up to 48 output pixels, q0 onwards in the output grid,
 // with the taps that read any pixel inside the source.
 type corrBlock struct {

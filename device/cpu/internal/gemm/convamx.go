@@ -86,14 +86,7 @@ func newAMXFwd(oh, ow, srcC, nph, hs, ws int, taps []ctap) *amxFwd {
 	// Margins: every tap's reads of every output pixel's tile (up to 16np
 	// pixels from a run's start, which may pass the row's end) land in the
 	// padded plane or its slack.
-	minDH, maxDH, minDW, maxDW := 0, 0, 0, 0
-	for _, t := range taps {
-		minDH, maxDH = min(minDH, t.dh), max(maxDH, t.dh)
-		minDW, maxDW = min(minDW, t.dw), max(maxDW, t.dw)
-	}
-	a.mt, a.ml = -minDH, -minDW
-	a.hq = a.mt + max(hs, oh+maxDH)
-	a.wq = a.ml + max(ws, ow+maxDW)
+	a.mt, a.ml, a.hq, a.wq, _ = tapMargins(oh, ow, hs, ws, taps)
 	a.plane = a.hq*a.wq + 32*a.np + a.wq
 	for _, t := range taps {
 		a.taps = append(a.taps, int32(t.phase*a.npt*a.kp*a.plane+(t.dh+a.mt)*a.wq+t.dw+a.ml))
@@ -243,20 +236,14 @@ type amxCombo struct{ k, ctile, off int }
 
 func newAMXWgt(oh, ow, oc, srcC, nph, hs, ws int, taps []ctap) *amxWgt {
 	a := &amxWgt{oh: oh, ow: ow, oc: oc, srcC: srcC, nph: nph, hs: hs, ws: ws}
-	minDH, maxDH, minDW, maxDW := 0, 0, 0, 0
-	for _, t := range taps {
-		minDH, maxDH = min(minDH, t.dh), max(maxDH, t.dh)
-		minDW, maxDW = min(minDW, t.dw), max(maxDW, t.dw)
-	}
-	a.mt, a.ml = -minDH, -minDW
-	a.hq = a.mt + max(hs, oh+maxDH)
-	a.wq = a.ml + max(ws, ow+maxDW)
+	var far int
+	a.mt, a.ml, a.hq, a.wq, far = tapMargins(oh, ow, hs, ws, taps)
 	a.g = (oh*a.wq + 31) &^ 31
 	a.cp = (srcC + 15) &^ 15
 	a.ocp = (oc + 15) &^ 15
 	// A block of the last image reads up to the grid's end past the
 	// furthest tap.
-	a.plane = max(a.hq*a.wq, a.g+(maxDH+a.mt)*a.wq+maxDW+a.ml) + 32
+	a.plane = max(a.hq*a.wq, a.g+far) + 32
 	for _, t := range taps {
 		for ct := 0; ct < a.cp/16; ct++ {
 			off := 2 * ((t.phase*a.cp+16*ct)*a.plane + (t.dh+a.mt)*a.wq + t.dw + a.ml)

@@ -37,14 +37,8 @@ type fmaTile struct {
 
 func newFMAWgt(oh, ow, oc, srcC, nph, hs, ws int, taps []ctap) *fmaWgt {
 	a := &fmaWgt{oh: oh, ow: ow, oc: oc, srcC: srcC, nph: nph, hs: hs, ws: ws}
-	minDH, maxDH, minDW, maxDW := 0, 0, 0, 0
-	for _, t := range taps {
-		minDH, maxDH = min(minDH, t.dh), max(maxDH, t.dh)
-		minDW, maxDW = min(minDW, t.dw), max(maxDW, t.dw)
-	}
-	a.mt, a.ml = -minDH, -minDW
-	a.hq = a.mt + max(hs, oh+maxDH)
-	a.wq = a.ml + max(ws, ow+maxDW)
+	var far int
+	a.mt, a.ml, a.hq, a.wq, far = tapMargins(oh, ow, hs, ws, taps)
 	a.g = oh * a.wq
 	a.ocp = (oc + 15) &^ 15
 	// Input channels in groups of 4*cols: with 32 output channels to a
@@ -74,7 +68,7 @@ func newFMAWgt(oh, ow, oc, srcC, nph, hs, ws int, taps []ctap) *fmaWgt {
 	}
 	// The last image's pixels read up to the grid's end past the furthest
 	// tap.
-	a.plane = max(a.hq*a.wq, a.g+(maxDH+a.mt)*a.wq+maxDW+a.ml) + 16
+	a.plane = max(a.hq*a.wq, a.g+far) + 16
 	for o0 := 0; o0 < oc; o0 += 32 {
 		nv := 2
 		if oc-o0 <= 16 {
