@@ -326,7 +326,11 @@ func (r *runner) report(stdout io.Writer, res result) error {
 		return cli.PrintJSON(stdout, s)
 	}
 	if res.Steps > 0 {
-		r.env.Log("%d iterations: train loss %.4f, val loss %.4f, %.0f tokens/s", res.Steps, res.Loss, res.valLoss, float64(s.TokensPerSec))
+		val := fmt.Sprintf("val loss %.4f", res.valLoss)
+		if math.IsNaN(res.valLoss) {
+			val = "val loss not measured (the run stopped early)"
+		}
+		r.env.Log("%d iterations: train loss %.4f, %s, %.0f tokens/s", res.Steps, res.Loss, val, float64(s.TokensPerSec))
 		if r.scaler.IsEnabled() {
 			r.env.Log("loss scale %g, %d of %d steps skipped", float64(s.FinalScale), s.SkippedSteps, res.Steps)
 		}
