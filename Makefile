@@ -79,7 +79,7 @@ reference:
 	/usr/bin/python3 tools/reference/torch_safetensors.py make testdata
 	GO=$(GO) /usr/bin/python3 tools/reference/torch_gpt.py make testdata
 
-## bench-peer: our programs against PyTorch (each workload under its four thread settings, compared at the fastest) and the Go peers (Gorgonia, GoMLX) on the same machine, with ratios; WORKLOADS=mlp,cnn,wide,resnet20,gemm,gpt REPEAT=N BENCH_JSON=FILE BENCH_FLAGS='--steps cnn=60 ...' (see tools/bench_peer.py -h)
+## bench-peer: our programs against PyTorch (each workload under its four thread settings, compared at the fastest) and the Go peers (Gorgonia, GoMLX) on the same machine, with ratios; WORKLOADS=mlp,cnn,wide,resnet20,gemm,gpt,gpt6x384 REPEAT=N BENCH_JSON=FILE BENCH_FLAGS='--steps cnn=60 ...' (see tools/bench_peer.py -h)
 bench-peer: data
 	sh tools/install-peer.sh
 	mkdir -p $(BIN)

@@ -2,7 +2,7 @@
 machine, in one invocation, and print the figures side by side with ratios.
 
   /usr/bin/python3 tools/bench_peer.py [--data DIR] [--bin DIR] [--repeat N]
-      [--workloads mlp,cnn,wide,resnet20,gemm,gpt] [--json FILE]
+      [--workloads mlp,cnn,wide,resnet20,gemm,gpt,gpt6x384] [--json FILE]
 
 Peers:
   - PyTorch (Debian's python3-torch on OpenBLAS and oneDNN), run as a user who
@@ -41,7 +41,11 @@ PY = "/usr/bin/python3"
 
 # Steps for the workloads too slow to run for an epoch at every setting
 # (--steps changes them); the GPT's are training iterations.
-DEFAULT_STEPS = {"cnn": 60, "wide": 40, "resnet20": 30, "gpt": 200}
+DEFAULT_STEPS = {"cnn": 60, "wide": 40, "resnet20": 30, "gpt": 200, "gpt6x384": 20}
+
+# gpt6x384's model: nanoGPT's shakespeare_char shape (6 layers, 6 heads, 384
+# wide, block 256) at batch 8, as flags of both programs.
+GPT_LARGE = [("layers", 6), ("heads", 6), ("embd", 384), ("block", 256), ("batch", 8)]
 GEMM_N, GEMM_REPS = 1024, 20
 
 
@@ -72,7 +76,7 @@ def austen_path(data):
 
 def workloads(steps):
     """The workloads, the slow ones cut to steps[name] training steps."""
-    cnn, wide, resnet, gpt = steps["cnn"], steps["wide"], steps["resnet20"], steps["gpt"]
+    cnn, wide, resnet, gpt, large = steps["cnn"], steps["wide"], steps["resnet20"], steps["gpt"], steps["gpt6x384"]
     return {
         "mlp": Workload(
             ["mnist", "-model", "mlp", "-epochs", "1", "-batch", "128"], ["off", "f16", "bf16"],
@@ -102,6 +106,15 @@ def workloads(steps):
             ["torch_gpt.py", "--iters", str(gpt)], ["off", "bf16"],
             f"{gpt} iterations of the character GPT on Austen (4 layers, 4 heads, 128 wide, block 64, batch 12), "
             "nanoGPT's CPU recipe (AdamW groups, warm-up and cosine, clipping); val = the deterministic val loss",
+            unit="tokens/s", rate="tokens_per_sec", quality=("val_loss", "val"),
+            torch_data=lambda data: ["--text", austen_path(data)]),
+        "gpt6x384": Workload(
+            ["gpt", "-corpus", "austen", "-iters", str(large), "-eval-windows", "20"]
+            + [x for k, v in GPT_LARGE for x in ("-" + k, str(v))], ["off", "f16", "bf16"],
+            ["torch_gpt.py", "--iters", str(large), "--eval-windows", "20"]
+            + [x for k, v in GPT_LARGE for x in ("--" + k, str(v))], ["off", "bf16"],
+            f"{large} iterations of a larger character GPT on Austen (6 layers, 6 heads, 384 wide, block 256, batch 8), "
+            "the same recipe; val = the deterministic val loss over 20 windows (still in the warm-up: a check, not a result)",
             unit="tokens/s", rate="tokens_per_sec", quality=("val_loss", "val"),
             torch_data=lambda data: ["--text", austen_path(data)]),
     }

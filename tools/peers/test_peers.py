@@ -175,6 +175,18 @@ class TestGPTWorkload(unittest.TestCase):
         (mode, s), = ours[2][3]({"tokens_per_sec": 1234.5, "val_loss": 1.5})
         self.assertEqual((mode, s["rate"], s["val_loss"]), ("bf16", 1234.5, 1.5))
 
+    def test_larger_model(self):
+        # gpt6x384 gives both programs the same shape, under each one's
+        # flag spelling.
+        w = bench_peer.workloads(dict(bench_peer.DEFAULT_STEPS, gpt6x384=5))["gpt6x384"]
+        ours, peers = bench_peer.jobs_for("gpt6x384", w, self.args("/d", "/b"), {"PATH": "/bin"}, bench_peer.torch_settings(2))
+        shape = ["layers", "6", "heads", "6", "embd", "384", "block", "256", "batch", "8"]
+        self.assertEqual(ours[0][1], ["/b/gpt", "-corpus", "austen", "-iters", "5", "-eval-windows", "20"]
+                         + [("-" + x if i % 2 == 0 else x) for i, x in enumerate(shape)] + ["-data", "/d", "-amp", "off", "-json"])
+        cmd = peers[0][1]
+        self.assertEqual(cmd[2:], ["--iters", "5", "--eval-windows", "20"] + [("--" + x if i % 2 == 0 else x) for i, x in enumerate(shape)]
+                         + ["--text", "/d/austen/austen.txt", "--amp", "off", "--threads", "1", "--json"])
+
     def test_table_shows_val_loss(self):
         import io
         w = bench_peer.WORKLOADS["gpt"]
@@ -465,6 +477,22 @@ class TestGPTPeer(unittest.TestCase):
                 # Three small steps from nanoGPT's initialisation leave the loss near log(vocab).
                 for k in ("train_loss", "val_loss"):
                     self.assertLess(abs(s[k] - math.log(self.vocab)), 0.3, f"{k} {s[k]}")
+
+    def test_size_flags(self):
+        # The model is the one the size flags ask for, and a size the
+        # recipe cannot take is refused.
+        p = self.peer("--text", self.text, "--iters", "1", "--eval-windows", "1", "--json",
+                      "--layers", "1", "--heads", "2", "--embd", "8", "--block", "16", "--batch", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = json.loads(p.stdout.strip().splitlines()[-1])
+        c = torch_gpt.GPTConfig(self.vocab, 16, 1, 2, 8)
+        self.assertEqual(s["params"], torch_gpt.num_params(torch_gpt.GPT(c)))
+        self.assertEqual(s["params"], (self.vocab + 16) * 8 + (2 * 8 + 8 * 24 + 8 * 8 + 8 * 32 + 32 * 8) + 8)
+        for bad in (["--layers", "0"], ["--heads", "3"], ["--batch", "-1"]):
+            with self.subTest(bad=bad):
+                p = self.peer("--text", self.text, "--iters", "1", *bad)
+                self.assertNotEqual(p.returncode, 0)
+                self.assertNotIn("Traceback", p.stderr)
 
     def test_same_seed_same_run(self):
         a = self.peer("--text", self.text, "--iters", "2", "--eval-windows", "2", "--json", "--seed", "3")

@@ -32,6 +32,7 @@ train its first int(0.9 n) ids and val the rest.
 
   /usr/bin/python3 torch_gpt.py [--text FILE] [--iters 2000] [--amp off|bf16]
       [--seed 1] [--threads T] [--eval-windows 200] [--json]
+      [--layers 4] [--heads 4] [--embd 128] [--block 64] [--batch 12]
 
 --text defaults to $MIXPREC_DATA/austen/austen.txt (what mixprec's
 datasets.LoadText("austen") caches). --amp bf16 runs forward and loss under
@@ -332,12 +333,19 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--eval-windows", type=int, default=200)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--embd", type=int, default=128)
+    p.add_argument("--block", type=int, default=64)
+    p.add_argument("--batch", type=int, default=12)
     p.add_argument("--log-every", type=int, default=100, help="iterations between progress lines (without --json)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    if a.iters < 0 or a.threads < 1 or a.eval_windows < 1:
-        p.error("--iters must be >= 0, --threads and --eval-windows >= 1")
-    layers, heads, embd, block, batch, lr, warmup = 4, 4, 128, 64, 12, 1e-3, 100
+    if a.iters < 0 or min(a.threads, a.eval_windows, a.layers, a.heads, a.embd, a.block, a.batch) < 1:
+        p.error("--iters must be >= 0; --threads, --eval-windows, --layers, --heads, --embd, --block and --batch >= 1")
+    if a.embd % a.heads:
+        p.error(f"--heads {a.heads} does not divide --embd {a.embd}")
+    layers, heads, embd, block, batch, lr, warmup = a.layers, a.heads, a.embd, a.block, a.batch, 1e-3, 100
     try:
         corpus = Corpus(read_text(a.text), a.text)
     except (OSError, UnicodeDecodeError, ValueError) as e:
