@@ -180,8 +180,13 @@ func (u Usage) DType(dt dtype.DType) int64 { return u.ByDType[dt] }
 // Peak.Total the high-water mark of the sum, which is at most the sum of the
 // per-category peaks.
 type MemStats struct {
-	Live   Usage
-	Peak   Usage
+	Live Usage
+	Peak Usage
+	// AtPeak is what Peak.Total was made of: the live figures the first
+	// time the total reached it. Its categories add up to Peak.Total, where
+	// Peak's per-category high-water marks, reached at different times,
+	// may not; it says which categories to shrink to lower the peak.
+	AtPeak Usage
 	Allocs int64 // Alloc calls since the device was made
 	// Reserved is memory the backend holds, in use or cached for reuse; it is
 	// at least Live.Total.
@@ -194,7 +199,7 @@ func (s MemStats) String() string {
 	for _, row := range []struct {
 		name string
 		u    Usage
-	}{{"live", s.Live}, {"peak", s.Peak}} {
+	}{{"live", s.Live}, {"peak", s.Peak}, {"at peak", s.AtPeak}} {
 		fmt.Fprintf(&b, "%s %s", row.name, FormatBytes(row.u.Total))
 		for c := Category(0); c < NumCategories; c++ {
 			if row.u.ByCategory[c] != 0 {
@@ -226,6 +231,7 @@ type Accountant struct {
 	mu     sync.Mutex
 	live   Usage
 	peak   Usage
+	atPeak Usage // live when peak.Total was last raised
 	allocs int64
 }
 
@@ -264,6 +270,9 @@ func (a *Accountant) move(dt dtype.DType, c Category, n int64) {
 }
 
 func (a *Accountant) bump() {
+	if a.live.Total > a.peak.Total {
+		a.atPeak = a.live
+	}
 	a.peak.Total = max(a.peak.Total, a.live.Total)
 	for i := range a.live.ByCategory {
 		a.peak.ByCategory[i] = max(a.peak.ByCategory[i], a.live.ByCategory[i])
@@ -277,13 +286,13 @@ func (a *Accountant) bump() {
 func (a *Accountant) Stats() MemStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return MemStats{Live: a.live, Peak: a.peak, Allocs: a.allocs, Reserved: a.live.Total}
+	return MemStats{Live: a.live, Peak: a.peak, AtPeak: a.atPeak, Allocs: a.allocs, Reserved: a.live.Total}
 }
 
 // ResetPeak sets every peak to its live value.
 func (a *Accountant) ResetPeak() {
 	a.mu.Lock()
-	a.peak = a.live
+	a.peak, a.atPeak = a.live, a.live
 	a.mu.Unlock()
 }
 

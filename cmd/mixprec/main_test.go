@@ -188,9 +188,34 @@ func TestMemcompare(t *testing.T) {
 		if !(res.FinalLoss > 0) || res.Peak.Total == 0 {
 			t.Errorf("%s: loss %v, peak %d", res.Config, res.FinalLoss, res.Peak.Total)
 		}
+		checkAtPeak(t, res)
 	}
 	if fi, err := os.Stat(png); err != nil || fi.Size() == 0 {
 		t.Errorf("chart: %v", err)
+	}
+}
+
+// checkAtPeak checks what a column says its peak was made of: categories
+// that add up to the peak, none above its own peak, and all the parameters
+// and optimiser state there (the timed steps come after a first step has
+// made the optimiser's moments).
+func checkAtPeak(t *testing.T, res mcResult) {
+	t.Helper()
+	at, pk := res.AtPeak, res.Peak
+	parts := []int64{at.Param, at.Grad, at.Optim, at.Activation, at.Cast, at.Recompute, at.Temp, at.Workspace}
+	own := []int64{pk.Param, pk.Grad, pk.Optim, pk.Activation, pk.Cast, pk.Recompute, pk.Temp, pk.Workspace}
+	var sum int64
+	for i, v := range parts {
+		sum += v
+		if v < 0 || v > own[i] {
+			t.Errorf("%s: category %d at the peak holds %d bytes, its own peak is %d", res.Config, i, v, own[i])
+		}
+	}
+	if sum != pk.Total || at.Total != pk.Total {
+		t.Errorf("%s: at the peak the categories add up to %d and the total is %d; the peak is %d", res.Config, sum, at.Total, pk.Total)
+	}
+	if at.Param != pk.Param || at.Optim != pk.Optim {
+		t.Errorf("%s: at the peak %+v; want every parameter and moment (peak %+v)", res.Config, at, pk)
 	}
 }
 
@@ -221,5 +246,6 @@ func TestMemcompareGPT(t *testing.T) {
 		if math.Abs(float64(res.FinalLoss-fp32.FinalLoss)) > 0.01 {
 			t.Errorf("%s: loss %v, fp32 %v", res.Config, res.FinalLoss, fp32.FinalLoss)
 		}
+		checkAtPeak(t, res)
 	}
 }

@@ -11,8 +11,8 @@ import (
 // usageModel is the accounting the suite expects, as differences from the
 // live bytes the device held when the test began.
 type usageModel struct {
-	live, peak device.Usage
-	allocs     int64
+	live, peak, atPeak device.Usage
+	allocs             int64
 }
 
 func (m *usageModel) add(dt dtype.DType, c device.Category, n int64) {
@@ -23,12 +23,37 @@ func (m *usageModel) add(dt dtype.DType, c device.Category, n int64) {
 }
 
 func (m *usageModel) bump() {
+	if m.live.Total > m.peak.Total {
+		m.atPeak = m.live
+	}
 	m.peak.Total = max(m.peak.Total, m.live.Total)
 	for i := range m.live.ByCategory {
 		m.peak.ByCategory[i] = max(m.peak.ByCategory[i], m.live.ByCategory[i])
 	}
 	for i := range m.live.ByDType {
 		m.peak.ByDType[i] = max(m.peak.ByDType[i], m.live.ByDType[i])
+	}
+}
+
+// check compares the device's figures s with the model's on top of base,
+// the figures when the test began.
+func (m *usageModel) check(t *testing.T, step string, s, base device.MemStats) {
+	t.Helper()
+	checkUsage(t, step, "Live", s.Live, plus(base.Live, m.live))
+	checkUsage(t, step, "Peak", s.Peak, plus(base.Live, m.peak))
+	checkUsage(t, step, "AtPeak", s.AtPeak, plus(base.Live, m.atPeak))
+	var sum int64
+	for _, v := range s.AtPeak.ByCategory {
+		sum += v
+	}
+	if sum != s.Peak.Total || s.AtPeak.Total != s.Peak.Total {
+		t.Errorf("%s: after %s: AtPeak's categories add up to %d bytes and its Total is %d; want Peak.Total, %d", t.Name(), step, sum, s.AtPeak.Total, s.Peak.Total)
+	}
+	if got := s.Allocs - base.Allocs; got != m.allocs {
+		t.Errorf("%s: after %s: Allocs grew by %d, want %d", t.Name(), step, got, m.allocs)
+	}
+	if s.Reserved < s.Live.Total {
+		t.Errorf("%s: after %s: Reserved %d < Live.Total %d", t.Name(), step, s.Reserved, s.Live.Total)
 	}
 }
 
@@ -76,18 +101,11 @@ func testAccounting(t *testing.T, dev device.Device) {
 	dev.ResetPeak()
 	base := dev.MemStats()
 	checkUsage(t, "ResetPeak", "Peak", base.Peak, base.Live)
+	checkUsage(t, "ResetPeak", "AtPeak", base.AtPeak, base.Live)
 	var m usageModel
 	check := func(step string) {
 		t.Helper()
-		s := dev.MemStats()
-		checkUsage(t, step, "Live", s.Live, plus(base.Live, m.live))
-		checkUsage(t, step, "Peak", s.Peak, plus(base.Live, m.peak))
-		if got := s.Allocs - base.Allocs; got != m.allocs {
-			t.Errorf("%s: after %s: Allocs grew by %d, want %d", t.Name(), step, got, m.allocs)
-		}
-		if s.Reserved < s.Live.Total {
-			t.Errorf("%s: after %s: Reserved %d < Live.Total %d", t.Name(), step, s.Reserved, s.Live.Total)
-		}
+		m.check(t, step, dev.MemStats(), base)
 	}
 	type held struct {
 		b  device.Buffer
@@ -163,7 +181,7 @@ func testAccounting(t *testing.T, dev device.Device) {
 	}
 
 	dev.ResetPeak()
-	m.peak = m.live
+	m.peak, m.atPeak = m.live, m.live
 	check("ResetPeak")
 	free(g)
 	alloc(dtype.F16, 4, device.Param)

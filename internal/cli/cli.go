@@ -118,9 +118,15 @@ type PeakBytes struct {
 	Workspace  int64 `json:"workspace"`
 }
 
-// Peaks extracts the peak figures of s.
-func Peaks(s device.MemStats) PeakBytes {
-	p := s.Peak
+// Peaks extracts the peak figures of s: each category's own high-water
+// mark, and the total's.
+func Peaks(s device.MemStats) PeakBytes { return bytesOf(s.Peak) }
+
+// AtPeak extracts what s's peak was made of (MemStats.AtPeak): the
+// categories live when the total peaked, which add up to it.
+func AtPeak(s device.MemStats) PeakBytes { return bytesOf(s.AtPeak) }
+
+func bytesOf(p device.Usage) PeakBytes {
 	return PeakBytes{Total: p.Total, Param: p.Category(device.Param), Grad: p.Category(device.Grad),
 		Optim: p.Category(device.Optim), Activation: p.Category(device.Activation), Cast: p.Category(device.Cast),
 		Recompute: p.Category(device.Recompute), Temp: p.Category(device.Temp), Workspace: p.Category(device.Workspace)}

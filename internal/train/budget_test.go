@@ -110,3 +110,25 @@ func TestGuardNil(t *testing.T) {
 		t.Errorf("a nil guard did something")
 	}
 }
+
+// TestMaxPeakAtPeak checks that MaxPeak keeps the breakdown of the larger
+// total peak, the earlier one on a tie.
+func TestMaxPeakAtPeak(t *testing.T) {
+	stretch := func(total, param int64) device.MemStats {
+		var s device.MemStats
+		s.Peak.Total, s.AtPeak.Total = total, total
+		s.Peak.ByCategory[device.Param], s.AtPeak.ByCategory[device.Param] = param, param
+		s.AtPeak.ByCategory[device.Temp] = total - param
+		return s
+	}
+	a, b := stretch(100, 60), stretch(150, 20)
+	if got := MaxPeak(a, b); got.Peak.Total != 150 || got.AtPeak != b.AtPeak || got.Peak.ByCategory[device.Param] != 60 {
+		t.Errorf("MaxPeak(100, 150) = peak %+v at %+v; want total 150 made of b's, param's own peak 60", got.Peak, got.AtPeak)
+	}
+	if got := MaxPeak(b, a); got.AtPeak != b.AtPeak {
+		t.Errorf("MaxPeak(150, 100) at %+v; want b's", got.AtPeak)
+	}
+	if got := MaxPeak(a, stretch(100, 10)); got.AtPeak != a.AtPeak {
+		t.Errorf("MaxPeak on a tie at %+v; want the first's", got.AtPeak)
+	}
+}

@@ -302,8 +302,13 @@ func Together(comm device.Comm, err error, stderr io.Writer, prog string) error 
 
 // MaxPeak keeps, figure by figure, the larger peak of a and b: the peak
 // over several stretches of training with evaluation (and a ResetPeak) in
-// between.
+// between. AtPeak is that of the larger Peak.Total (a's on a tie, the
+// earlier stretch, as the accounting keeps the first time a peak is
+// reached).
 func MaxPeak(a, b device.MemStats) device.MemStats {
+	if b.Peak.Total > a.Peak.Total {
+		a.AtPeak = b.AtPeak
+	}
 	a.Peak.Total = max(a.Peak.Total, b.Peak.Total)
 	for i := range a.Peak.ByCategory {
 		a.Peak.ByCategory[i] = max(a.Peak.ByCategory[i], b.Peak.ByCategory[i])
