@@ -12,10 +12,10 @@ import (
 
 // Batch norm with a residual add and ReLU fused in
 // (device.BatchNormActKernels), and the plain kernels' fast path for
-// bfloat16: the loops of bnact_amd64.s read float32 or bfloat16 where it
-// lies, widening as they load and rounding once as they store, so a BF16
-// network's batch norm makes no widening pass into scratch and no
-// rounding pass out of it. Their arithmetic is normsimd.go's, operation
+// 16-bit storage: the loops of bnact_amd64.s read float32, bfloat16 or
+// binary16 where it lies, widening as they load and rounding once as they
+// store, so a BF16 or F16 network's batch norm makes no widening pass into
+// scratch and no rounding pass out of it. Their arithmetic is normsimd.go's, operation
 // for operation, so the plain kernels give the same bits on either path;
 // the fused forward also rounds BatchNorm's output and the add only once,
 // where the composite rounds each to the tensor's dtype.
@@ -67,15 +67,12 @@ func dzView(gb, yb *Buffer, lo, n, flags int) view {
 }
 
 // bnFast reports whether the assembly loops take the buffers: AVX-512,
-// and every one present in one dtype, F32 or BF16.
+// and every one present in one dtype.
 func bnFast(bufs ...*Buffer) bool {
 	if simdNormLevel != simdAVX512 {
 		return false
 	}
 	dt := bufs[0].dt
-	if dt != dtype.F32 && dt != dtype.BF16 {
-		return false
-	}
 	for _, b := range bufs[1:] {
 		if b != nil && b.dt != dt {
 			return false
@@ -107,10 +104,13 @@ func bnActPlane(yb, xb, rb *Buffer, lo, n int, scale, shift float32, flags int) 
 		if rb != nil {
 			_ = elem(rb, lo+n-1)
 		}
-		if yb.dt == dtype.F32 {
+		switch yb.dt {
+		case dtype.F32:
 			bnActF32(at(yb, lo), at(xb, lo), at(rb, lo), n, scale, shift, flags)
-		} else {
+		case dtype.BF16:
 			bnActBF16(at(yb, lo), at(xb, lo), at(rb, lo), n, scale, shift, flags)
+		default:
+			bnActF16(at(yb, lo), at(xb, lo), at(rb, lo), n, scale, shift, flags)
 		}
 		return
 	}
@@ -141,10 +141,13 @@ func bnActGradSumsPlane(drb, gb, yb, xb *Buffer, lo, n int, mu, is float64, flag
 				_ = elem(b, lo+n-1)
 			}
 		}
-		if gb.dt == dtype.F32 {
+		switch gb.dt {
+		case dtype.F32:
 			return bnActGradSumsF32(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
+		case dtype.BF16:
+			return bnActGradSumsBF16(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
 		}
-		return bnActGradSumsBF16(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
+		return bnActGradSumsF16(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
 	}
 	dz, in := dzView(gb, yb, lo, n, flags), read(xb, lo, lo+n)
 	sdy, sdyx = bnGradSums(dz.v, in.v, mu, is)
@@ -170,10 +173,13 @@ func bnActGradOutPlane(db, gb, yb, xb *Buffer, lo, n int, k *bnGradConsts, flags
 				_ = elem(b, lo+n-1)
 			}
 		}
-		if db.dt == dtype.F32 {
+		switch db.dt {
+		case dtype.F32:
 			bnActGradOutF32(at(db, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, k, flags)
-		} else {
+		case dtype.BF16:
 			bnActGradOutBF16(at(db, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, k, flags)
+		default:
+			bnActGradOutF16(at(db, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, k, flags)
 		}
 		return
 	}
@@ -299,11 +305,14 @@ func getF64(n int) *[]float64 {
 
 func putF64(p *[]float64) { f64s.Put(p) }
 
-// sumPlane is the float64 sum of elements [lo, lo+n) of x, bfloat16 read
-// where it lies.
+// sumPlane is the float64 sum of elements [lo, lo+n) of x, 16-bit values
+// read where they lie.
 func sumPlane(xb *Buffer, lo, n int) float64 {
-	if n > 0 && xb.dt == dtype.BF16 && simdNormLevel == simdAVX512 {
+	if n > 0 && xb.dt != dtype.F32 && simdNormLevel == simdAVX512 {
 		_ = xb.u16[lo+n-1]
+		if xb.dt == dtype.F16 {
+			return bnSum64F16(&xb.u16[lo], n)
+		}
 		return bnSum64BF16(&xb.u16[lo], n)
 	}
 	v := read(xb, lo, lo+n)
@@ -314,8 +323,11 @@ func sumPlane(xb *Buffer, lo, n int) float64 {
 
 // sumSqDevPlane is the sum of (x - mu)^2 over elements [lo, lo+n) of x.
 func sumSqDevPlane(xb *Buffer, lo, n int, mu float64) float64 {
-	if n > 0 && xb.dt == dtype.BF16 && simdNormLevel == simdAVX512 {
+	if n > 0 && xb.dt != dtype.F32 && simdNormLevel == simdAVX512 {
 		_ = xb.u16[lo+n-1]
+		if xb.dt == dtype.F16 {
+			return bnSumSqDev64F16(&xb.u16[lo], n, mu)
+		}
 		return bnSumSqDev64BF16(&xb.u16[lo], n, mu)
 	}
 	v := read(xb, lo, lo+n)

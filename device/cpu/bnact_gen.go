@@ -3,9 +3,10 @@
 // bnact_gen writes bnact_amd64.s: batch norm's AVX-512 loops with the
 // residual add and ReLU fused in (bnact.go), and the add of the residual
 // gradients (Axpby's alpha = beta = 1), each in two variants, for
-// float32 and for bfloat16 storage (widened as it is loaded, rounded to
-// nearest even as it is stored). The variants differ only in their loads
-// and stores, so they are generated from one template each.
+// float32, bfloat16 and binary16 storage (16 bits widened as they are
+// loaded and rounded to nearest even as they are stored). The variants
+// differ only in their loads and stores, so they are generated from one
+// template each.
 //
 // Run it with `go generate` in this directory.
 package main
@@ -26,6 +27,7 @@ type storage struct {
 var (
 	f32  = storage{"F32", 4}
 	bf16 = storage{"BF16", 2}
+	f16  = storage{"F16", 2}
 )
 
 type gen struct {
@@ -43,8 +45,12 @@ func (g *gen) load(ptr, z, k string) {
 	if k != "" {
 		mask, suf = k+", ", ".Z"
 	}
-	if g.s == f32 {
+	switch g.s {
+	case f32:
 		g.p("\tVMOVUPS%s (%s), %s%s", suf, ptr, mask, z)
+		return
+	case f16:
+		g.p("\tVCVTPH2PS%s (%s), %s%s", suf, ptr, mask, z) // exact
 		return
 	}
 	g.p("\tVPMOVZXWD%s (%s), %s%s", suf, ptr, mask, z)
@@ -58,8 +64,14 @@ func (g *gen) store(z, ptr, k, t1, t2, t3 string) {
 	if k != "" {
 		mask = k + ", "
 	}
-	if g.s == f32 {
+	switch g.s {
+	case f32:
 		g.p("\tVMOVUPS %s, %s(%s)", z, mask, ptr)
+		return
+	case f16:
+		// Round to nearest even whatever MXCSR says (imm8 0), as
+		// dtype's F16 encoding does.
+		g.p("\tVCVTPS2PH $0, %s, %s(%s)", z, mask, ptr)
 		return
 	}
 	// dtype's F32ToBF16: add 0x7fff plus the lowest kept bit and keep the
@@ -316,13 +328,13 @@ func (g *gen) genGradOut() {
 	g.p("\tRET")
 }
 
-// genStats writes bnSum64BF16 and bnSumSqDev64BF16: bnSum64AVX512 and
-// bnSumSqDev64AVX512 of normsimd_amd64.s reading bfloat16.
+// genStats writes bnSum64<T> and bnSumSqDev64<T>: bnSum64AVX512 and
+// bnSumSqDev64AVX512 of normsimd_amd64.s reading 16-bit storage.
 func (g *gen) genStats() {
 	for _, sq := range []bool{false, true} {
-		name, ret := "bnSum64BF16", 16
+		name, ret := "bnSum64"+g.s.suffix, 16
 		if sq {
-			name, ret = "bnSumSqDev64BF16", 24
+			name, ret = "bnSumSqDev64"+g.s.suffix, 24
 		}
 		g.p("")
 		if sq {
@@ -417,11 +429,11 @@ func main() {
 #include "textflag.h"
 
 // Batch norm's loops with the residual add and ReLU fused in (bnact.go),
-// sixteen elements a step and a masked step for the rest, for float32 and
-// bfloat16 storage. The sums and the gradient's arithmetic are those of
+// sixteen elements a step and a masked step for the rest, for float32,
+// bfloat16 and binary16 storage. The sums and the gradient's arithmetic are those of
 // normsimd_amd64.s, operation for operation, on the widened values.
 `)
-	for _, s := range []storage{f32, bf16} {
+	for _, s := range []storage{f32, bf16, f16} {
 		g := &gen{s: s}
 		g.genAct()
 		g.genGradSums()
@@ -429,9 +441,11 @@ func main() {
 		g.genAdd()
 		out.Write(g.w.Bytes())
 	}
-	g := &gen{s: bf16}
-	g.genStats()
-	out.Write(g.w.Bytes())
+	for _, s := range []storage{bf16, f16} {
+		g := &gen{s: s}
+		g.genStats()
+		out.Write(g.w.Bytes())
+	}
 	if err := os.WriteFile("bnact_amd64.s", out.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -11,12 +11,12 @@ import (
 )
 
 // TestBatchNormActSIMD checks the loops of bnact_amd64.s against the Go
-// loops bit for bit (any NaN matching any NaN), in F32 and BF16 storage,
+// loops bit for bit (any NaN matching any NaN), in F32, BF16 and F16 storage,
 // for every combination of residual and ReLU, lengths on both sides of
 // the 16-element step, and values of many magnitudes with infinities,
 // NaNs, zeros of both signs and subnormals among them: the fused forward,
 // the gradient's sums (and the residual's gradient it stores) and its
-// output, and the BF16 statistics.
+// output, and the 16-bit statistics.
 func TestBatchNormActSIMD(t *testing.T) {
 	if simdNormLevel != simdAVX512 {
 		t.Skip("no AVX-512 on this CPU: only the Go loops run")
@@ -26,7 +26,7 @@ func TestBatchNormActSIMD(t *testing.T) {
 	same := func(a, b float32) bool {
 		return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 	}
-	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+	for _, dt := range dtype.All {
 		for _, n := range []int{1, 7, 15, 16, 17, 31, 32, 33, 100, 1024} {
 			for flags := 0; flags < 4; flags++ {
 				t.Run(fmt.Sprintf("%v/n%d/flags%d", dt, n, flags), func(t *testing.T) {
@@ -100,7 +100,7 @@ func (d *Device) host(b *Buffer) []float32 {
 
 // TestAddSIMD checks Axpby's alpha = beta = 1 loop of bnact_amd64.s (the
 // sum of gradients that meet) against the Go loop bit for bit, any NaN
-// matching any NaN, in F32 and BF16, over lengths on both sides of the
+// matching any NaN, in F32, BF16 and F16, over lengths on both sides of the
 // 16-element step and values with infinities, NaNs and signed zeros.
 func TestAddSIMD(t *testing.T) {
 	if simdNormLevel != simdAVX512 {
@@ -108,7 +108,7 @@ func TestAddSIMD(t *testing.T) {
 	}
 	d := New()
 	defer d.Close()
-	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+	for _, dt := range dtype.All {
 		for _, n := range []int{1, 15, 16, 17, 100, 1024} {
 			t.Run(fmt.Sprintf("%v/n%d", dt, n), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(n), 3))

@@ -121,3 +121,21 @@ func addF32(dst, x, y unsafe.Pointer, n int)
 
 //go:noescape
 func addBF16(dst, x, y unsafe.Pointer, n int)
+
+//go:noescape
+func bnActF16(dst, x, res unsafe.Pointer, n int, scale, shift float32, flags int)
+
+//go:noescape
+func bnActGradSumsF16(dres, dy, y, x unsafe.Pointer, n int, mu, is float64, flags int) (sdy, sdyx float64)
+
+//go:noescape
+func bnActGradOutF16(dst, dy, y, x unsafe.Pointer, n int, c *bnGradConsts, flags int)
+
+//go:noescape
+func bnSum64F16(x *uint16, n int) float64
+
+//go:noescape
+func bnSumSqDev64F16(x *uint16, n int, mu float64) float64
+
+//go:noescape
+func addF16(dst, x, y unsafe.Pointer, n int)

@@ -37,3 +37,15 @@ func bnSum64BF16(x *uint16, n int) float64                  { panic("no assembly
 func bnSumSqDev64BF16(x *uint16, n int, mu float64) float64 { panic("no assembly") }
 func addF32(dst, x, y unsafe.Pointer, n int)                { panic("no assembly") }
 func addBF16(dst, x, y unsafe.Pointer, n int)               { panic("no assembly") }
+func bnActF16(dst, x, res unsafe.Pointer, n int, scale, shift float32, flags int) {
+	panic("no assembly")
+}
+func bnActGradSumsF16(dres, dy, y, x unsafe.Pointer, n int, mu, is float64, flags int) (sdy, sdyx float64) {
+	panic("no assembly")
+}
+func bnActGradOutF16(dst, dy, y, x unsafe.Pointer, n int, c *bnGradConsts, flags int) {
+	panic("no assembly")
+}
+func bnSum64F16(x *uint16, n int) float64                  { panic("no assembly") }
+func bnSumSqDev64F16(x *uint16, n int, mu float64) float64 { panic("no assembly") }
+func addF16(dst, x, y unsafe.Pointer, n int)               { panic("no assembly") }
