@@ -87,14 +87,14 @@ func (d *Device) scratch(n int) *Buffer {
 	t := &Buffer{BufferHeader: device.NewBufferHeader(dtype.F32, n, device.Workspace), dev: d}
 	var err error
 	if t.ptr, _, err = d.pool.TakeBlock(t.Bytes()); err != nil {
-		panic(fmt.Sprintf("cudaops: Gemm: temporary of %d floats: %v", n, err))
+		panic(fmt.Sprintf("cudaops: temporary of %d floats: %v", n, err))
 	}
 	return t
 }
 
 func (d *Device) unscratch(t *Buffer) {
 	if err := d.pool.ReturnBlock(bucket(t.Bytes()), t.ptr); err != nil {
-		panic("cudaops: Gemm: " + err.Error())
+		panic("cudaops: temporary: " + err.Error())
 	}
 }
 

@@ -355,7 +355,7 @@ func printTable(w io.Writer, rep mcReport) {
 		}
 	}
 	block(func(r mcResult) cli.PeakBytes { return r.Peak })
-	fmt.Fprintf(w, "%-12s\n", "at the total's peak (what it is made of)")
+	fmt.Fprintln(w, "at the total's peak (what it is made of)")
 	block(func(r mcResult) cli.PeakBytes { return r.AtPeak })
 	fmt.Fprintf(w, "%-12s", "step time")
 	for _, r := range rep.Results {

@@ -14,9 +14,10 @@ import (
 // (device.BatchNormActKernels), and the plain kernels' fast path for
 // 16-bit storage: the loops of bnact_amd64.s read float32, bfloat16 or
 // binary16 where it lies, widening as they load and rounding once as they
-// store, so a BF16 or F16 network's batch norm makes no widening pass into
-// scratch and no rounding pass out of it. Their arithmetic is normsimd.go's, operation
-// for operation, so the plain kernels give the same bits on either path;
+// store, so a BF16 or F16 network's batch norm makes no widening pass
+// into scratch and no rounding pass out of it. Their arithmetic is
+// normsimd.go's, operation for operation, so the plain kernels give the
+// same bits on either path;
 // the fused forward also rounds BatchNorm's output and the add only once,
 // where the composite rounds each to the tensor's dtype.
 
@@ -66,6 +67,25 @@ func dzView(gb, yb *Buffer, lo, n, flags int) view {
 	return view{v: *t, tmp: t}
 }
 
+// bnLoop are bnact_amd64.s's loops for one storage dtype; sum and
+// sumSqDev (the statistics) are only there for 16-bit storage, which
+// normsimd's float32 loops do not read.
+type bnLoop struct {
+	act      func(dst, x, res unsafe.Pointer, n int, scale, shift float32, flags int)
+	gradSums func(dres, dy, y, x unsafe.Pointer, n int, mu, is float64, flags int) (sdy, sdyx float64)
+	gradOut  func(dst, dy, y, x unsafe.Pointer, n int, c *bnGradConsts, flags int)
+	add      func(dst, x, y unsafe.Pointer, n int)
+	sum      func(x *uint16, n int) float64
+	sumSqDev func(x *uint16, n int, mu float64) float64
+}
+
+// bnLoops are the loops by dtype.
+var bnLoops = [...]bnLoop{
+	dtype.F32:  {bnActF32, bnActGradSumsF32, bnActGradOutF32, addF32, nil, nil},
+	dtype.BF16: {bnActBF16, bnActGradSumsBF16, bnActGradOutBF16, addBF16, bnSum64BF16, bnSumSqDev64BF16},
+	dtype.F16:  {bnActF16, bnActGradSumsF16, bnActGradOutF16, addF16, bnSum64F16, bnSumSqDev64F16},
+}
+
 // bnFast reports whether the assembly loops take the buffers: AVX-512,
 // and every one present in one dtype.
 func bnFast(bufs ...*Buffer) bool {
@@ -104,14 +124,7 @@ func bnActPlane(yb, xb, rb *Buffer, lo, n int, scale, shift float32, flags int) 
 		if rb != nil {
 			_ = elem(rb, lo+n-1)
 		}
-		switch yb.dt {
-		case dtype.F32:
-			bnActF32(at(yb, lo), at(xb, lo), at(rb, lo), n, scale, shift, flags)
-		case dtype.BF16:
-			bnActBF16(at(yb, lo), at(xb, lo), at(rb, lo), n, scale, shift, flags)
-		default:
-			bnActF16(at(yb, lo), at(xb, lo), at(rb, lo), n, scale, shift, flags)
-		}
+		bnLoops[yb.dt].act(at(yb, lo), at(xb, lo), at(rb, lo), n, scale, shift, flags)
 		return
 	}
 	in, out := read(xb, lo, lo+n), writeView(yb, lo, lo+n)
@@ -141,13 +154,7 @@ func bnActGradSumsPlane(drb, gb, yb, xb *Buffer, lo, n int, mu, is float64, flag
 				_ = elem(b, lo+n-1)
 			}
 		}
-		switch gb.dt {
-		case dtype.F32:
-			return bnActGradSumsF32(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
-		case dtype.BF16:
-			return bnActGradSumsBF16(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
-		}
-		return bnActGradSumsF16(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
+		return bnLoops[gb.dt].gradSums(at(drb, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, mu, is, flags)
 	}
 	dz, in := dzView(gb, yb, lo, n, flags), read(xb, lo, lo+n)
 	sdy, sdyx = bnGradSums(dz.v, in.v, mu, is)
@@ -173,14 +180,7 @@ func bnActGradOutPlane(db, gb, yb, xb *Buffer, lo, n int, k *bnGradConsts, flags
 				_ = elem(b, lo+n-1)
 			}
 		}
-		switch db.dt {
-		case dtype.F32:
-			bnActGradOutF32(at(db, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, k, flags)
-		case dtype.BF16:
-			bnActGradOutBF16(at(db, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, k, flags)
-		default:
-			bnActGradOutF16(at(db, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, k, flags)
-		}
+		bnLoops[db.dt].gradOut(at(db, lo), at(gb, lo), at(yb, lo), at(xb, lo), n, k, flags)
 		return
 	}
 	dz, in, out := dzView(gb, yb, lo, n, flags), read(xb, lo, lo+n), writeView(db, lo, lo+n)
@@ -310,10 +310,7 @@ func putF64(p *[]float64) { f64s.Put(p) }
 func sumPlane(xb *Buffer, lo, n int) float64 {
 	if n > 0 && xb.dt != dtype.F32 && simdNormLevel == simdAVX512 {
 		_ = xb.u16[lo+n-1]
-		if xb.dt == dtype.F16 {
-			return bnSum64F16(&xb.u16[lo], n)
-		}
-		return bnSum64BF16(&xb.u16[lo], n)
+		return bnLoops[xb.dt].sum(&xb.u16[lo], n)
 	}
 	v := read(xb, lo, lo+n)
 	s := sum64(v.v)
@@ -325,10 +322,7 @@ func sumPlane(xb *Buffer, lo, n int) float64 {
 func sumSqDevPlane(xb *Buffer, lo, n int, mu float64) float64 {
 	if n > 0 && xb.dt != dtype.F32 && simdNormLevel == simdAVX512 {
 		_ = xb.u16[lo+n-1]
-		if xb.dt == dtype.F16 {
-			return bnSumSqDev64F16(&xb.u16[lo], n, mu)
-		}
-		return bnSumSqDev64BF16(&xb.u16[lo], n, mu)
+		return bnLoops[xb.dt].sumSqDev(&xb.u16[lo], n, mu)
 	}
 	v := read(xb, lo, lo+n)
 	s := sumSqDev64(v.v, mu)

@@ -101,14 +101,7 @@ func axpbyPiece(db, xb, yb *Buffer, alpha, beta float32, lo, hi int) {
 		// Gradients meeting (autograd's accumulation): the sum in one pass
 		// over the stored values, 16-bit ones widened as they are loaded.
 		_, _, _ = elem(db, hi-1), elem(xb, hi-1), elem(yb, hi-1)
-		switch db.dt {
-		case dtype.F32:
-			addF32(at(db, lo), at(xb, lo), at(yb, lo), hi-lo)
-		case dtype.BF16:
-			addBF16(at(db, lo), at(xb, lo), at(yb, lo), hi-lo)
-		default:
-			addF16(at(db, lo), at(xb, lo), at(yb, lo), hi-lo)
-		}
+		bnLoops[db.dt].add(at(db, lo), at(xb, lo), at(yb, lo), hi-lo)
 		return
 	}
 	xv, w := read(xb, lo, hi), writeView(db, lo, hi)
