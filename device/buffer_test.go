@@ -132,3 +132,26 @@ func TestOwnF32(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatBytes(t *testing.T) {
+	for _, c := range []struct {
+		n        int64
+		near, up string
+	}{
+		{0, "0 B", "0 B"},
+		{1023, "1023 B", "1023 B"},
+		{1024, "1.0 KiB", "1.0 KiB"},
+		{1025, "1.0 KiB", "1.1 KiB"},
+		{68_270_000, "65.1 MiB", "65.2 MiB"},
+		{1<<20 - 1, "1.0 MiB", "1.0 MiB"},
+		{3 << 29, "1.5 GiB", "1.5 GiB"},
+		{-1536, "-1.5 KiB", "-1.5 KiB"},
+	} {
+		if got := FormatBytes(c.n); got != c.near {
+			t.Errorf("FormatBytes(%d) = %q, want %q", c.n, got, c.near)
+		}
+		if got := FormatBytesUp(c.n); got != c.up {
+			t.Errorf("FormatBytesUp(%d) = %q, want %q", c.n, got, c.up)
+		}
+	}
+}

@@ -9,6 +9,7 @@ package device
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -212,13 +213,24 @@ func (s MemStats) String() string {
 }
 
 // FormatBytes renders n with a binary unit: "512 B", "1.5 MiB".
-func FormatBytes(n int64) string {
+func FormatBytes(n int64) string { return formatBytes(n, math.Round) }
+
+// FormatBytesUp renders n as FormatBytes does but rounded up, never below
+// n: a figure a user may read back as a limit n fits within.
+func FormatBytesUp(n int64) string { return formatBytes(n, math.Ceil) }
+
+func formatBytes(n int64, round func(float64) float64) string {
 	const unit = 1024
 	if n < unit && n > -unit {
 		return fmt.Sprintf("%d B", n)
 	}
 	f, u := float64(n), 0
 	for f >= unit || f <= -unit {
+		f /= unit
+		u++
+	}
+	f = round(f*10) / 10
+	if f >= unit && u < 6 { // 1023.96 KiB rounds to 1024.0: say 1.0 MiB
 		f /= unit
 		u++
 	}

@@ -311,9 +311,11 @@ type Breakdown struct {
 	Param, Grad, OptimState, Workspace, Other, Activations int64
 }
 
+// String gives the total rounded up (a budget of that figure fits) and its
+// parts rounded to the nearest.
 func (b Breakdown) String() string {
 	s := fmt.Sprintf("%s: parameters %s, gradients %s, optimiser state %s, minimum activations %s, workspace %s",
-		device.FormatBytes(b.Total), device.FormatBytes(b.Param), device.FormatBytes(b.Grad), device.FormatBytes(b.OptimState),
+		device.FormatBytesUp(b.Total), device.FormatBytes(b.Param), device.FormatBytes(b.Grad), device.FormatBytes(b.OptimState),
 		device.FormatBytes(b.Activations), device.FormatBytes(b.Workspace))
 	if b.Other > 0 {
 		s += ", other memory already in use " + device.FormatBytes(b.Other)

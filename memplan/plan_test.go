@@ -293,13 +293,20 @@ func TestCNN(t *testing.T) {
 				}
 				t.Logf("%v", err)
 				min := inf.Minimum.Total
-				if !strings.Contains(err.Error(), "the smallest that fits is "+device.FormatBytes(min)) {
-					t.Errorf("error %q does not name the smallest budget %s", err, device.FormatBytes(min))
+				said := device.FormatBytesUp(min)
+				if !strings.Contains(err.Error(), "the smallest that fits is "+said) {
+					t.Errorf("error %q does not name the smallest budget %s", err, said)
 				}
 				if min <= int64(0.75*float64(un)) || min > un {
 					t.Errorf("smallest budget %d; want above 75%% of %d and at most it", min, un)
 				}
-				budget = smallest(t)
+				// The figure printed, given back as -mem-budget, must fit:
+				// the step is checked at it.
+				b, perr := memplan.ParseBudget(strings.ReplaceAll(said, " ", ""))
+				if perr != nil || b.Bytes < min {
+					t.Fatalf("the printed smallest budget %q reads back as %d bytes (%v); want at least %d", said, b.Bytes, perr, min)
+				}
+				budget = func(*memplan.Profile) int64 { return b.Bytes }
 				return nil, err
 			})
 			check(t, w, steps(low == dtype.BF16), budget)
