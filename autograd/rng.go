@@ -14,14 +14,31 @@ import (
 type RNG struct {
 	Seed    uint64
 	Counter uint64
+	// rank and ranks split every draw among the ranks of a data-parallel
+	// run (Shard); 0 and 0 for one process.
+	rank, ranks int
 }
 
 // NewRNG returns a stream starting at counter 0.
 func NewRNG(seed uint64) *RNG { return &RNG{Seed: seed} }
 
+// Shard makes r the stream of rank rank of ranks processes that train on
+// parts of one batch: a draw of n numbers is the rank-th n of a draw of
+// ranks·n, and the counter advances by ranks·n on every rank. Each rank
+// then draws other masks than the others, and when rank r holds the r-th
+// part of the batch (the batch dimension first), the masks a single
+// process would draw for the whole batch. Seed and Counter, a run's
+// saved state, stay the same on every rank.
+func (r *RNG) Shard(rank, ranks int) {
+	if ranks < 1 || rank < 0 || rank >= ranks {
+		panic(fmt.Sprintf("autograd.RNG.Shard(%d, %d): want 0 <= rank < ranks", rank, ranks))
+	}
+	r.rank, r.ranks = rank, ranks
+}
+
 func (r *RNG) next(n int) device.RandKey {
-	k := device.RandKey{Seed: r.Seed, Offset: r.Counter}
-	r.Counter += uint64(n)
+	k := device.RandKey{Seed: r.Seed, Offset: r.Counter + uint64(r.rank*n)}
+	r.Counter += uint64(max(r.ranks, 1) * n)
 	return k
 }
 

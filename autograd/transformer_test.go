@@ -287,3 +287,47 @@ func TestNarrowCrossEntropy(t *testing.T) {
 		}
 	})
 }
+
+// TestRNGShard checks that ranks whose streams are Shard's draw, for their
+// parts of a batch, the masks one process draws for the whole batch, for
+// dropout and for attention's dropout, and that their counters stay level
+// with that process's.
+func TestRNGShard(t *testing.T) {
+	testdev.Each(t, func(t *testing.T, dev device.Device) {
+		const ranks, b = 2, 2
+		x := randHost(rand.New(rand.NewPCG(5, 6)), -1, 1, ranks*b, 3, 12)
+		ops := map[string]func(g *autograd.Graph, v *autograd.Var, r *autograd.RNG) *autograd.Var{
+			"dropout": func(g *autograd.Graph, v *autograd.Var, r *autograd.RNG) *autograd.Var { return g.Dropout(v, 0.5, r) },
+			"attention": func(g *autograd.Graph, v *autograd.Var, r *autograd.RNG) *autograd.Var {
+				return g.Attention(v, autograd.Attention{Heads: 2, Causal: true, Dropout: 0.5, RNG: r})
+			},
+		}
+		for name, op := range ops {
+			// A draw before, as a model's earlier layers make: of 7
+			// numbers a sample.
+			run := func(x tensor.Host, r *autograd.RNG) []float32 {
+				g := autograd.NewGraph(dev)
+				defer g.Release()
+				g.Draw(r, 7*x.Shape[0])
+				return op(g, g.Input(x), r).Value.ToHost()
+			}
+			whole := autograd.NewRNG(9)
+			want := run(x, whole)
+			per := len(want) / ranks
+			for rank := range ranks {
+				r := autograd.NewRNG(9)
+				r.Shard(rank, ranks)
+				part := tensor.Host{Shape: []int{b, 3, 12}, Data: x.Data[rank*len(x.Data)/ranks : (rank+1)*len(x.Data)/ranks]}
+				got := run(part, r)
+				for i, v := range got {
+					if v != want[rank*per+i] {
+						t.Fatalf("%s: rank %d of %d, element %d: %v, one process %v", name, rank, ranks, i, v, want[rank*per+i])
+					}
+				}
+				if r.Counter != whole.Counter {
+					t.Errorf("%s: rank %d's counter %d, one process's %d", name, rank, r.Counter, whole.Counter)
+				}
+			}
+		}
+	})
+}

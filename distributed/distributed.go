@@ -18,6 +18,11 @@
 //   - Gradient checkpointing changes nothing: a recomputed segment reports
 //     its parameters' gradients when backward ends, and the result is the
 //     same, bit for bit, as without checkpointing.
+//   - Dropout needs each rank's streams split among the ranks
+//     (autograd.RNG.Shard, which the programs apply to every nn.Dropout):
+//     every rank then draws its own masks, and with contiguous shards of a
+//     batch the masks one process would draw for the whole batch. Without
+//     it every rank draws the same masks for its own samples.
 //   - BatchNorm's running statistics are not synchronised: each rank keeps
 //     its own, computed from its own shard, as DDP does by default, and rank
 //     0's are what a saved model holds. Batch statistics in training use

@@ -57,15 +57,22 @@ func OpenDevice(prog, name string, json bool, stdout, stderr io.Writer) (*Env, e
 // others Open discards the output and clears f's -save, -save-every and
 // profile flags.
 func Open(prog string, f *cli.TrainFlags, stdout, stderr io.Writer) (*Env, error) {
+	return OpenRanks(prog, f.Device, f.Dist, f.JSON, &f.State, &f.Profile, stdout, stderr)
+}
+
+// OpenRanks is Open for a program whose flags are its own: the device
+// named device, the ranks dist asks for, and on a rank other than 0 no
+// output, no -save or -save-every in state and no profiling in prof.
+func OpenRanks(prog, device string, dist cli.DistFlags, json bool, state *cli.StateFlags, prof *cli.ProfileFlags, stdout, stderr io.Writer) (*Env, error) {
 	// Under -dist nccl, each rank of a machine takes its own GPU.
-	if err := f.Dist.BindDevice(); err != nil {
+	if err := dist.BindDevice(); err != nil {
 		return nil, err
 	}
-	e, err := OpenDevice(prog, f.Device, f.JSON, stdout, stderr)
+	e, err := OpenDevice(prog, device, json, stdout, stderr)
 	if err != nil {
 		return nil, err
 	}
-	comm, closeDist, err := f.Dist.Open(e.Dev) // nil without -dist
+	comm, closeDist, err := dist.Open(e.Dev) // nil without -dist
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +81,8 @@ func Open(prog string, f *cli.TrainFlags, stdout, stderr io.Writer) (*Env, error
 		e.Comm, e.Rank, e.Ranks = comm, comm.Rank(), comm.Size()
 		if e.Rank != 0 {
 			e.Stdout, e.Stderr = io.Discard, io.Discard
-			f.State.Save, f.State.SaveEvery = "", 0
-			f.Profile = cli.ProfileFlags{}
+			state.Save, state.SaveEvery = "", 0
+			*prof = cli.ProfileFlags{}
 		}
 	}
 	return e, nil
@@ -110,11 +117,17 @@ func (e *Env) LogNotes(a cli.AMP, scaler *amp.GradScaler) {
 // training data (Fingerprint) differ: ranks that differ would fail late
 // and obscurely, or train silently wrong. Without -dist it does nothing.
 func (e *Env) Agree(settings map[string]string, data *datasets.Dataset) error {
+	return e.AgreeOn(settings, Fingerprint(data))
+}
+
+// AgreeOn is Agree for data that is not a Dataset: fingerprint names it
+// (the same on every rank that loaded the same data).
+func (e *Env) AgreeOn(settings map[string]string, fingerprint string) error {
 	if e.Comm == nil {
 		return nil
 	}
 	s := maps.Clone(settings)
-	s["data"] = Fingerprint(data)
+	s["data"] = fingerprint
 	return Together(e.Comm, distributed.AgreeSettings(e.Comm, e.Dev, s), e.Stderr, e.Prog)
 }
 
@@ -122,15 +135,32 @@ func (e *Env) Agree(settings map[string]string, data *datasets.Dataset) error {
 // rank 0's weights, and the gradients are averaged over the ranks while
 // backward runs. Without -dist it does nothing.
 func (e *Env) Parallel(step *Step) error {
+	dp, err := e.DataParallel(step.Net)
+	if dp != nil {
+		step.Attach, step.Sync = dp.Attach, dp.SyncGrads
+	}
+	return err
+}
+
+// DataParallel is Parallel for a step of the program's own: under -dist,
+// m's weights are rank 0's and the result averages the gradients of the
+// graphs it is attached to (Attach before the forward pass, SyncGrads
+// between backward and the optimiser); nil without -dist.
+//
+// Each of m's dropout streams is split among the ranks (autograd.RNG.Shard),
+// so that no two ranks draw the same masks.
+func (e *Env) DataParallel(m nn.Module) (*distributed.DataParallel, error) {
 	if e.Comm == nil {
-		return nil
+		return nil, nil
 	}
-	dp, err := distributed.New(e.Comm, Entries(step.Net))
+	dp, err := distributed.New(e.Comm, Entries(m))
 	if err != nil {
-		return Together(e.Comm, err, e.Stderr, e.Prog)
+		return nil, Together(e.Comm, err, e.Stderr, e.Prog)
 	}
-	step.Attach, step.Sync = dp.Attach, dp.SyncGrads
-	return nil
+	for _, r := range nn.RNGs(m) {
+		r.RNG.Shard(e.Rank, e.Ranks)
+	}
+	return dp, nil
 }
 
 // Shard is the loader's option that gives this rank its part of every

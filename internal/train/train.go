@@ -281,6 +281,16 @@ func Fingerprint(d *datasets.Dataset) string {
 	return fmt.Sprintf("%s: %d samples of %v, labels %x", d.Name, d.Len(), d.Shape, h.Sum(nil)[:8])
 }
 
+// TextFingerprint names a corpus by its name, size, vocabulary and a hash
+// of its ids, as Fingerprint names a Dataset.
+func TextFingerprint(t *datasets.Text) string {
+	h := sha256.New()
+	binary.Write(h, binary.LittleEndian, t.Vocab)
+	binary.Write(h, binary.LittleEndian, t.Train)
+	binary.Write(h, binary.LittleEndian, t.Val)
+	return fmt.Sprintf("%s: %d characters (%d distinct), %x", t.Name, len(t.Train)+len(t.Val), len(t.Vocab), h.Sum(nil)[:8])
+}
+
 // Together is err as a rank of a data-parallel job returns it: a mismatch
 // that every rank finds alike (distributed.MismatchError) is written once,
 // by rank 0 on stderr as program prog's one line, and every rank waits for
