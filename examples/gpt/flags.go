@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/internal/cli"
@@ -35,6 +36,7 @@ type flags struct {
 	Temperature              float64
 	JSON                     bool
 	State                    cli.StateFlags
+	Dist                     cli.DistFlags
 	Profile                  cli.ProfileFlags
 }
 
@@ -69,13 +71,14 @@ func (f *flags) register() *flag.FlagSet {
 	cli.IntVar(fs, &f.TopK, "top-k", 200, 0, 1<<20, "sample among the k likeliest characters (0: all)")
 	fs.BoolVar(&f.JSON, "json", false, "print a JSON summary as the last line")
 	f.State.Register(fs)
+	f.Dist.Register(fs)
 	f.Profile.Register(fs)
 	return fs
 }
 
 // check refuses combinations no run can use.
 func (f *flags) check(fs *flag.FlagSet) error {
-	if err := f.MemBudget.Check(f.Checkpoint, "none"); err != nil {
+	if err := f.MemBudget.Check(f.Checkpoint, f.Dist.Engine); err != nil {
 		return err
 	}
 	if f.MemBudget.On() && f.EvalOnly {
@@ -188,11 +191,31 @@ func (f *flags) fromFile(fs *flag.FlagSet, cfg models.GPTConfig, weights []safet
 	return cfg, nil
 }
 
-// runConfig is what a resumed run must share with the saved one.
-func (f *flags) runConfig(c models.GPTConfig) map[string]string {
-	return map[string]string{"program": "gpt", "corpus": f.Corpus, "vocab": fmt.Sprint(c.Vocab), "layers": fmt.Sprint(c.Layers),
+// runConfig is what a resumed run must share with the saved one, and
+// the ranks of a data-parallel run with each other; ranks is the number of
+// them (named only when above 1, as checkpoints of one process never
+// named it).
+func (f *flags) runConfig(c models.GPTConfig, ranks int) map[string]string {
+	m := map[string]string{"program": "gpt", "corpus": f.Corpus, "vocab": fmt.Sprint(c.Vocab), "layers": fmt.Sprint(c.Layers),
 		"heads": fmt.Sprint(c.Heads), "embd": fmt.Sprint(c.Embd), "block": fmt.Sprint(c.Block), "bias": fmt.Sprint(c.Bias),
 		"dropout": fmt.Sprint(c.Dropout), "batch": fmt.Sprint(f.Batch), "iters": fmt.Sprint(f.Iters), "lr": fmt.Sprint(f.LR),
 		"weight_decay": fmt.Sprint(f.WeightDecay), "warmup": fmt.Sprint(f.Warmup), "seed": fmt.Sprint(f.Seed),
 		"amp": f.AMP.String(), "checkpoint": f.Checkpoint.String()}
+	if ranks > 1 {
+		m["ranks"] = fmt.Sprint(ranks)
+	}
+	return m
+}
+
+// settings are the flags every rank of a data-parallel run must share, by
+// their names on the command line: runConfig's, whose vocabulary the
+// corpus's fingerprint covers.
+func (f *flags) settings(c models.GPTConfig) map[string]string {
+	s := map[string]string{}
+	for k, v := range f.runConfig(c, 1) {
+		if k != "program" && k != "vocab" {
+			s["-"+strings.ReplaceAll(k, "_", "-")] = v
+		}
+	}
+	return s
 }

@@ -6,6 +6,7 @@
 //	go run ./examples/gpt                         # Austen, 2000 iterations, FP32
 //	go run ./examples/gpt -amp bf16 -sample 300   # mixed precision, then 300 characters
 //	go run ./examples/gpt -corpus opticks -iters 200
+//	mpirun -np 2 ./gpt -dist mpi -batch 6           # data-parallel: 2 ranks of 6 windows
 //
 // The default recipe is nanoGPT's shakespeare_char on a CPU: 4 layers, 4
 // heads, 128 wide, blocks of 64 characters, batches of 12, AdamW (betas
@@ -20,6 +21,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
 
@@ -47,11 +49,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := f.check(fs); err != nil {
 		return err
 	}
-	env, err := train.OpenDevice("gpt", f.Device, f.JSON, stdout, stderr)
+	// The device, and under -dist the ranks (rank 0 alone prints and saves).
+	env, err := train.OpenRanks("gpt", f.Device, f.Dist, f.JSON, &f.State, &f.Profile, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	text, err := loadCorpus(f.Corpus, f.Data, stderr)
+	defer env.Close()
+	text, err := loadCorpus(f.Corpus, f.Data, env.Stderr)
 	if err != nil {
 		return err
 	}
@@ -59,33 +63,40 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := env.AgreeOn(f.settings(cfg), train.TextFingerprint(text)); err != nil { // under -dist, every rank's flags and text alike
+		return err
+	}
 	nn.To(m, env.Dev)
 	defer nn.Release(m)
-	env.Log("%s: %d characters (%d distinct), %s, %d parameters, on %s, amp %s, checkpointing %s",
-		text.Name, len(text.Train)+len(text.Val), len(text.Vocab), m, nn.CountParams(m), env.Dev.Name(), f.AMP, f.Checkpoint)
+	env.Log("%s: %d characters (%d distinct), %s, %d parameters, on %s%s, amp %s, checkpointing %s",
+		text.Name, len(text.Train)+len(text.Val), len(text.Vocab), m, nn.CountParams(m), env.Dev.Name(), ranks(env), f.AMP, f.Checkpoint)
 	r := &runner{f: f, cfg: cfg, env: env, dev: env.Dev, m: m, text: text}
 	if f.EvalOnly {
 		env.LogNotes(f.AMP, nil)
-		return r.evalOnly(stdout)
+		return r.evalOnly(env.Stdout)
 	}
 	opt := optim.NewAdamWGroups(optim.DecayGroups(m.Params(), float32(f.WeightDecay)), optim.LR(float32(f.LR)), optim.Betas(0.9, 0.99))
 	defer optim.Release(opt)
 	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()), amp.UnscaleAsStored(true))
 	env.LogNotes(f.AMP, scaler)
 	r.opt, r.scaler = opt, scaler
+	// Under -dist: rank 0's weights, gradients averaged as backward runs.
+	if r.dp, err = env.DataParallel(m); err != nil {
+		return err
+	}
 	// -mem-budget: planned before anything is saved or trained.
 	if r.plan, err = r.planBudget(); err != nil {
 		return err
 	}
 	// The saver owns -save's directory, restores a run and turns a signal
 	// into a checkpoint and a stop between iterations (internal/train).
-	saver, err := train.NewSaver("gpt", f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg),
+	saver, err := train.NewSaver("gpt", f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg, env.Ranks),
 		Extent: runstate.Extent{Steps: f.Iters}}, stderr)
 	if err != nil {
 		return err
 	}
 	defer saver.Close()
-	pos, err := saver.Resume()
+	pos, err := env.Resume(saver) // under -dist, every rank from the same iteration
 	if err != nil {
 		return err
 	}
@@ -106,13 +117,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := rec.Finish(stderr); err != nil {
 		return err
 	}
-	if res.Err() == nil && f.Sample > 0 {
-		r.sample(stdout, f.Sample)
+	if res.Err() == nil && f.Sample > 0 && env.Rank == 0 {
+		r.sample(env.Stdout, f.Sample)
 	}
-	if err := r.report(stdout, res); err != nil {
+	if err := r.report(env.Stdout, res); err != nil {
 		return err
 	}
 	return res.Err() // nil, or the divergence, the signal or the step over budget, which main reports with its own status
+}
+
+// ranks says how many processes train under -dist: ", 2 ranks".
+func ranks(env *train.Env) string {
+	if env.Ranks == 1 {
+		return ""
+	}
+	return fmt.Sprintf(", %d ranks", env.Ranks)
 }
 
 // given reports which flags the command line set.

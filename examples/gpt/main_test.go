@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,5 +181,39 @@ func TestSignalStops(t *testing.T) {
 	}
 	if s := summaryOf(t, r.Stdout); !s.Interrupted || s.Iters < 2 || !math.IsNaN(float64(s.ValLoss)) {
 		t.Errorf("summary %+v; want interrupted after 2 or more iterations, no validation loss", s)
+	}
+}
+
+// TestDistMatchesSingle trains on 2 ranks with -batch 4 under mpirun and
+// in one process with -batch 8, dropout on: the ranks take the windows
+// and dropout masks the one process takes, so the validation loss of the
+// weights they end with agrees to float rounding (the gradients' sums are
+// associated otherwise); where the ranks drew the same masks, it was
+// 1e-3 apart.
+func TestDistMatchesSingle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an MPI job; skipped with -short")
+	}
+	args := append(slices.Clone(tiny), "-embd", "32", "-iters", "30", "-dropout", "0.2", "-eval-windows", "40", "-json")
+	one := runOK(t, append(args, "-batch", "8")...)
+	out, code := clitest.Mpirun(t, 2, append(args, "-batch", "4", "-dist", "mpi")...)
+	if code != 0 {
+		t.Fatalf("2 ranks under mpirun: exit %d\n%s", code, out)
+	}
+	if n := strings.Count(out, `"world_size":2`); n != 1 {
+		t.Fatalf("%d JSON summaries with world_size 2, want exactly one (rank 0's):\n%s", n, out)
+	}
+	two := summaryOf(t, out)
+	t.Logf("1 x 8: val loss %v; 2 x 4: val loss %v", one.ValLoss, two.ValLoss)
+	if d := math.Abs(float64(two.ValLoss - one.ValLoss)); !(d <= 2e-5*float64(one.ValLoss)) {
+		t.Errorf("val loss %v on 2 ranks, %v in one process: %.1e apart, want within 2e-5 of it", two.ValLoss, one.ValLoss, d/float64(one.ValLoss))
+	}
+	if two.Iters != 30 || two.Batch != 4 {
+		t.Errorf("2 ranks took %d iterations of batch %d, want 30 of 4", two.Iters, two.Batch)
+	}
+	// Ranks whose flags differ stop before training, rank 0 naming the flag.
+	out, code = clitest.MpirunEach(t, append(args, "-dist", "mpi"), append(args, "-dist", "mpi", "-lr", "0.01"))
+	if want := "gpt: distributed: the ranks must train with the same settings, and differ in -lr (0.001 on rank 0, 0.01 on rank 1)"; code == 0 || strings.Count(out, want) != 1 {
+		t.Errorf("ranks with other -lr: exit %d; want non-zero and one line %q:\n%s", code, want, out)
 	}
 }

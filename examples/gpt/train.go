@@ -13,6 +13,7 @@ import (
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/train"
 	"github.com/mixprec/mixprec/memplan"
@@ -42,8 +43,9 @@ type runner struct {
 	scaler *amp.GradScaler
 	rec    *train.Recorder
 	saver  *train.Saver
-	plan   *memplan.Plan // -mem-budget's; nil without one
-	guard  *train.Guard  // holds the iterations to plan
+	plan   *memplan.Plan             // -mem-budget's; nil without one
+	guard  *train.Guard              // holds the iterations to plan
+	dp     *distributed.DataParallel // -dist's; nil without
 }
 
 // result is what a run reports: the training loop's figures (Steps are
@@ -56,14 +58,19 @@ type result struct {
 
 // train runs the iterations from pos on. Iteration it trains on the
 // windows a generator seeded with (seed, it) draws, so a resumed run needs
-// nothing but the iteration to continue with the same batches. A
-// divergence or a signal stops it, and is in the result.
+// nothing but the iteration to continue with the same batches. Under
+// -dist the generator draws -batch windows for each rank and rank r takes
+// the r-th -batch of them: N ranks see the windows one process with N
+// times the batch would. A divergence or a signal stops it, and is in the
+// result.
 func (r *runner) train(pos runstate.Position) (res result, err error) {
-	f := r.f
+	f, env := r.f, r.env
 	wall := time.Now()
 	defer func() { res.Wall = time.Since(wall).Seconds() }()
 	schedule := optim.WarmupCosine(float32(f.LR), float32(f.LR/10), f.Warmup, f.Iters)
-	x, y := make([]int32, f.Batch*f.Block), make([]int32, f.Batch*f.Block)
+	n := f.Batch * f.Block
+	xs, ys := make([]int32, n*env.Ranks), make([]int32, n*env.Ranks)
+	x, y := xs[env.Rank*n:(env.Rank+1)*n], ys[env.Rank*n:(env.Rank+1)*n]
 	res = result{Result: train.Result{Steps: pos.Step, Loss: math.NaN()}, valLoss: math.NaN()}
 	bar := cli.NewProgress(r.env.Stderr, "gpt", f.Iters)
 	defer bar.Done()
@@ -74,15 +81,15 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 		start := time.Now()
 		prof.StepStart()
 		optim.Apply(r.opt, schedule, it)
-		datasets.SampleWindows(r.text.Train, f.Block, rand.New(rand.NewPCG(f.Seed, uint64(it))), x, y)
+		datasets.SampleWindows(r.text.Train, f.Block, rand.New(rand.NewPCG(f.Seed, uint64(it))), xs, ys)
 		l, err := r.step(prof, x, y)
 		prof.StepEnd()
 		if err != nil {
 			return res, err
 		}
 		res.TrainTime += time.Since(start).Seconds()
-		res.Steps, res.Done, res.tokens, res.Loss = it+1, res.Done+1, res.tokens+len(x), l
-		r.rec.Step(it+1, 1, l, r.opt.LR(), r.scaler, len(x))
+		res.Steps, res.Done, res.tokens, res.Loss = it+1, res.Done+1, res.tokens+len(xs), l
+		r.rec.Step(it+1, 1, l, r.opt.LR(), r.scaler, len(xs))
 		if math.IsNaN(l) || math.IsInf(l, 0) {
 			res.Diverged = &cli.Diverged{Step: it + 1, Epoch: 1, Loss: l}
 			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
@@ -94,10 +101,10 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 		ema = 0.9*ema + 0.1*l
 		eta := time.Duration(res.TrainTime / float64(res.Done) * float64(f.Iters-it-1) * float64(time.Second))
 		bar.Update(it+1, fmt.Sprintf("loss %.4f, %.0f tokens/s, ETA %s", ema, float64(res.tokens)/res.TrainTime, eta.Round(time.Second)))
-		if f.EvalEvery > 0 && (it+1)%f.EvalEvery == 0 && it+1 < f.Iters {
+		if f.EvalEvery > 0 && (it+1)%f.EvalEvery == 0 && it+1 < f.Iters && env.Rank == 0 { // only rank 0 prints it
 			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
 			bar.Done()
-			r.env.Log("iteration %d: train loss %.4f, val loss %.4f", it+1, ema, r.valLoss())
+			env.Log("iteration %d: train loss %.4f, val loss %.4f", it+1, ema, r.valLoss())
 			r.dev.ResetPeak()
 		}
 		if err := r.saver.AfterStep(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
@@ -120,7 +127,9 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 	if err := r.saver.Finish(runstate.Position{Step: res.Steps, Batch: res.Steps}); err != nil {
 		return res, err
 	}
-	res.valLoss = r.valLoss()
+	if env.Rank == 0 { // only rank 0 reports
+		res.valLoss = r.valLoss()
+	}
 	return res, nil
 }
 
@@ -130,8 +139,16 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
 	g := autograd.NewGraph(r.dev, append([]autograd.Option{prof.Graph()}, r.plan.Options()...)...)
 	defer g.Release()
+	if r.dp != nil {
+		r.dp.Attach(g)
+	}
 	loss := r.loss(g, x, y)
 	g.Backward(r.scaler.Scale(g, loss))
+	if r.dp != nil { // every rank's gradients averaged before they are unscaled and clipped
+		if err := prof.Phase(profile.Comm, r.dp.SyncGrads); err != nil {
+			return 0, err
+		}
+	}
 	if err := prof.Phase(profile.Unscale, func() error { return r.scaler.Unscale(r.opt) }); err != nil {
 		return 0, err
 	}
@@ -297,6 +314,7 @@ type summary struct {
 	Diverged       bool              `json:"diverged"`
 	DivergedStep   int               `json:"diverged_step,omitempty"`
 	Interrupted    bool              `json:"interrupted,omitempty"` // a signal stopped the run between iterations (val_loss is then null)
+	WorldSize      int               `json:"world_size,omitempty"`  // ranks of a data-parallel run; absent for one process
 	Profile        any               `json:"profile,omitempty"`
 	DeviceFallback string            `json:"device_note,omitempty"`
 	cli.Planned                      // -mem-budget's plan: null without one
@@ -315,6 +333,9 @@ func (r *runner) report(stdout io.Writer, res result) error {
 	}
 	if res.Diverged != nil {
 		s.DivergedStep = res.Diverged.Step
+	}
+	if r.env.Ranks > 1 {
+		s.WorldSize = r.env.Ranks
 	}
 	s.Planned = cli.PlannedOf(r.plan, res.OverBudget)
 	if r.rec != nil {

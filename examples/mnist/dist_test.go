@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,10 +19,6 @@ func TestDistMatchesSingle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two training runs of 200 steps; skipped with -short")
 	}
-	mpirun, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not found (Debian's openmpi-bin; make test installs it): data parallelism not tested")
-	}
 	d := dataDir(t)
 	args := []string{"-data", d, "-max-steps", "200", "-seed", "7", "-json"}
 	r := clitest.Run(t, nil, append(args, "-batch", "128")...)
@@ -31,21 +26,14 @@ func TestDistMatchesSingle(t *testing.T) {
 		t.Fatalf("one process: exit %d\n%s", r.Code, r.Stderr)
 	}
 	one := clitest.Summary(t, r.Stdout)
-	mpiArgs := []string{"--oversubscribe", "-np", "2", "-x", "MIXPREC_CLITEST_MAIN=1"}
-	if os.Geteuid() == 0 {
-		mpiArgs = append(mpiArgs, "--allow-run-as-root")
+	out, code := clitest.Mpirun(t, 2, append(args, "-batch", "64", "-dist", "mpi")...)
+	if code != 0 {
+		t.Fatalf("2 ranks under mpirun: exit %d\n%s", code, out)
 	}
-	cmd := exec.Command(mpirun, append(append(mpiArgs, os.Args[0]), append(args, "-batch", "64", "-dist", "mpi")...)...)
-	var out strings.Builder
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("2 ranks under mpirun: %v\n%s", err, out.String())
+	if n := strings.Count(out, `"world_size":2`); n != 1 {
+		t.Fatalf("%d JSON summaries with world_size 2, want exactly one (rank 0's):\n%s", n, out)
 	}
-	if n := strings.Count(out.String(), `"world_size":2`); n != 1 {
-		t.Fatalf("%d JSON summaries with world_size 2, want exactly one (rank 0's):\n%s", n, out.String())
-	}
-	two := clitest.Summary(t, out.String())
+	two := clitest.Summary(t, out)
 	t.Logf("1 x 128: loss %v, accuracy %v; 2 x 64: loss %v, accuracy %v", one.TrainLoss, one.TestAccuracy, two.TrainLoss, two.TestAccuracy)
 	if math.Abs(float64(two.TestAccuracy-one.TestAccuracy)) > 0.002 {
 		t.Errorf("test accuracy %v with 2 ranks, %v with one: more than 0.2 points apart", two.TestAccuracy, one.TestAccuracy)
@@ -56,38 +44,6 @@ func TestDistMatchesSingle(t *testing.T) {
 	if two.Steps != 200 || two.Batch != 64 {
 		t.Errorf("2 ranks took %d steps of batch %d, want 200 of 64", two.Steps, two.Batch)
 	}
-}
-
-// mpirunEach runs one rank per argument list under mpirun (its MPMD form:
-// each rank its own command line) and returns what the job printed and
-// mpirun's exit status; it skips without mpirun.
-func mpirunEach(t *testing.T, ranks ...[]string) (string, int) {
-	t.Helper()
-	mpirun, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not found (Debian's openmpi-bin; make test installs it): data parallelism not tested")
-	}
-	args := []string{"--oversubscribe"}
-	if os.Geteuid() == 0 {
-		args = append(args, "--allow-run-as-root")
-	}
-	for i, r := range ranks {
-		if i > 0 {
-			args = append(args, ":")
-		}
-		args = append(append(args, "-np", "1", "-x", "MIXPREC_CLITEST_MAIN=1", os.Args[0]), r...)
-	}
-	cmd := exec.Command(mpirun, args...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	code := 0
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), code
 }
 
 // TestDistSettingsMustMatch starts two ranks whose flags differ: the job
@@ -118,7 +74,7 @@ func TestDistSettingsMustMatch(t *testing.T) {
 		{"data", []string{"-data", other}, "data (mnist/train: 200 samples of [1 28 28], labels "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, code := mpirunEach(t, base, append(slices.Clone(base), c.other...))
+			out, code := clitest.MpirunEach(t, base, append(slices.Clone(base), c.other...))
 			want := "mnist: distributed: the ranks must train with the same settings, and differ in "
 			if code == 0 || strings.Count(out, want) != 1 || !strings.Contains(out, c.want) {
 				t.Errorf("exit %d; want non-zero and one line %q... naming %q:\n%s", code, want, c.want, out)

@@ -79,3 +79,53 @@ func command(t *testing.T, env, args []string) *exec.Cmd {
 	cmd.Dir = t.TempDir()
 	return cmd
 }
+
+// Mpirun runs the program's main with args on ranks processes under
+// mpirun (Open MPI's, oversubscribed, as root where need be) and returns
+// what the job printed, standard output and error together, and mpirun's
+// exit status. It skips the test where mpirun is not installed.
+func Mpirun(t *testing.T, ranks int, args ...string) (string, int) {
+	t.Helper()
+	each := make([][]string, ranks)
+	for i := range each {
+		each[i] = args
+	}
+	return MpirunEach(t, each...)
+}
+
+// MpirunEach is Mpirun with one rank per argument list (mpirun's MPMD
+// form: each rank its own command line).
+func MpirunEach(t *testing.T, ranks ...[]string) (string, int) {
+	t.Helper()
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found (Debian's openmpi-bin; make test installs it): data parallelism not tested")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--oversubscribe"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	for i, r := range ranks {
+		if i > 0 {
+			args = append(args, ":")
+		}
+		args = append(append(args, "-np", "1", "-x", envVar+"=1", exe), r...)
+	}
+	cmd := exec.Command(mpirun, args...)
+	cmd.Dir = t.TempDir()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	case err != nil:
+		t.Fatalf("mpirun: %v", err)
+	}
+	return out.String(), 0
+}
