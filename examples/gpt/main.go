@@ -90,8 +90,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	// The saver owns -save's directory, restores a run and turns a signal
 	// into a checkpoint and a stop between iterations (internal/train).
-	saver, err := train.NewSaver("gpt", f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg, env.Ranks),
-		Extent: runstate.Extent{Steps: f.Iters}}, stderr)
+	saver, err := env.NewSaver(f.State, runstate.Run{Model: m, Optimizer: opt, Scaler: scaler, Config: f.runConfig(cfg, env.Ranks),
+		Extent: runstate.Extent{Steps: f.Iters}})
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := r.report(env.Stdout, res); err != nil {
 		return err
 	}
-	return res.Err() // nil, or the divergence, the signal or the step over budget, which main reports with its own status
+	return env.Outcome(res.Err()) // nil, or the divergence, the signal or the step over budget, which main reports with its own status
 }
 
 // ranks says how many processes train under -dist: ", 2 ranks".

@@ -132,3 +132,66 @@ func TestMaxPeakAtPeak(t *testing.T) {
 		t.Errorf("MaxPeak on a tie at %+v; want the first's", got.AtPeak)
 	}
 }
+
+// peerComm is rank 0 of two whose other rank received SIGTERM before the
+// step in which received says so: its all-reduce adds that rank's part.
+type peerComm struct {
+	dev      device.Device
+	step     int // AfterStep calls so far
+	signalAt int // the call at which the peer has its signal
+	barriers int
+}
+
+func (c *peerComm) Rank() int { return 0 }
+func (c *peerComm) Size() int { return 2 }
+func (c *peerComm) AllReduce(b device.Buffer, op device.ReduceOp) error {
+	c.step++
+	v := make([]float32, b.Len())
+	c.dev.CopyToHost(v, b)
+	if c.step >= c.signalAt {
+		v[1]++ // cli.StopSignals[1], SIGTERM
+	}
+	c.dev.CopyFromHost(b, v)
+	return nil
+}
+func (c *peerComm) Broadcast(device.Buffer, int) error { return nil }
+func (c *peerComm) Barrier() error                     { c.barriers++; return nil }
+func (c *peerComm) Abort(reason error)                 { panic(reason) }
+func (c *peerComm) Close() error                       { return nil }
+
+// TestSaverStopsTogether: under Together a rank that received no signal
+// stops, saves and returns the *cli.Interrupted of the signal another rank
+// received, at the step at which that rank learned of it, and waits for
+// every rank before it returns; the step before goes on.
+func TestSaverStopsTogether(t *testing.T) {
+	dev := cpu.New()
+	dir := filepath.Join(t.TempDir(), "run")
+	net := models.MLP(rand.New(rand.NewPCG(1, 1)), 4, 3)
+	nn.To(net, dev)
+	defer nn.Release(net)
+	opt := optim.NewSGD(net.Params(), optim.LR(0.1))
+	defer optim.Release(opt)
+	run := runstate.Run{Model: net, Optimizer: opt, Scaler: amp.NewGradScaler(amp.For(dtype.F32)), Config: map[string]string{"program": "test"}, Extent: runstate.Extent{Steps: 10}}
+	var stderr bytes.Buffer
+	saver, err := NewSaver("test", cli.StateFlags{Save: dir}, run, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer saver.Close()
+	comm := &peerComm{dev: dev, signalAt: 2}
+	saver.Together(comm, dev)
+	if err := saver.AfterStep(runstate.Position{Step: 1, Batch: 1}); err != nil || comm.barriers != 0 {
+		t.Fatalf("step 1, no rank signalled: %v, %d barriers", err, comm.barriers)
+	}
+	err = saver.AfterStep(runstate.Position{Step: 2, Batch: 2})
+	var in *cli.Interrupted
+	if !errors.As(err, &in) || in.Signal != cli.StopSignals[1] || in.Step != 2 || in.Saved == "" {
+		t.Fatalf("step 2, the other rank signalled: %v; want a *cli.Interrupted by SIGTERM after step 2 with a checkpoint", err)
+	}
+	if comm.barriers != 1 {
+		t.Errorf("%d barriers after stopping; want 1, so that no rank ends before the checkpoint is written", comm.barriers)
+	}
+	if _, pos, _, err := runstate.LoadNewest(dir, run); err != nil || pos.Step != 2 {
+		t.Errorf("resuming: step %d, %v; want step 2", pos.Step, err)
+	}
+}

@@ -172,6 +172,28 @@ func (e *Env) Shard() []datasets.Option {
 	return nil
 }
 
+// Outcome is the error a run's result ends the program with (Result.Err):
+// on a rank other than 0 made quiet (cli.Quiet, the same exit status),
+// since rank 0 names the signal, the divergence or the step over budget
+// and its checkpoint for the whole run, where another rank would say that
+// it saved nothing.
+func (e *Env) Outcome(err error) error {
+	if err == nil || e.Rank == 0 {
+		return err
+	}
+	return &cli.Quiet{Err: err}
+}
+
+// NewSaver is the program's Saver (NewSaver) for state and run, whose
+// ranks, under -dist, stop together (Saver.Together).
+func (e *Env) NewSaver(state cli.StateFlags, run runstate.Run) (*Saver, error) {
+	s, err := NewSaver(e.Prog, state, run, e.Stderr)
+	if err == nil && e.Comm != nil {
+		s.Together(e.Comm, e.Dev)
+	}
+	return s, err
+}
+
 // Resume restores the run as s.Resume does and, under -dist, stops every
 // rank unless all go on from the same step.
 func (e *Env) Resume(s *Saver) (runstate.Position, error) {

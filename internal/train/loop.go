@@ -65,7 +65,7 @@ func (l *Loop) Start(state cli.StateFlags, pf cli.ProfileFlags, run runstate.Run
 		return runstate.Position{}, err
 	}
 	var err error
-	if l.Saver, err = NewSaver(l.Env.Prog, state, run, l.Env.Stderr); err != nil {
+	if l.Saver, err = l.Env.NewSaver(state, run); err != nil {
 		return runstate.Position{}, err
 	}
 	l.guard = NewGuard(l.Env.Dev, l.Plan, l.Saver)
@@ -292,13 +292,13 @@ func (l *Loop) Report(res Result) error {
 		if err := cli.PrintJSON(l.Env.Stdout, l.Rec.Summary(s)); err != nil {
 			return err
 		}
-		return res.Err()
+		return l.Env.Outcome(res.Err())
 	}
 	if l.Step.Scaler.IsEnabled() {
 		l.Env.Log("loss scale %g, %d of %d steps skipped", s.FinalScale, s.SkippedSteps, s.Steps)
 	}
 	l.Env.Log("peak memory: %s (activations %s)", device.FormatBytes(s.PeakBytes.Total), device.FormatBytes(s.PeakBytes.Activation))
-	return res.Err()
+	return l.Env.Outcome(res.Err())
 }
 
 // summary is the run's JSON summary.

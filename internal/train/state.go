@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mixprec/mixprec/device"
 	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/nn"
@@ -28,6 +29,54 @@ type Saver struct {
 	lock    *runstate.DirLock
 	signals *cli.Signals
 	last    int // step of the newest checkpoint written, -1 for none
+	// comm, under -dist, makes every rank stop at the same step (Together);
+	// dev is the device its buffers live on.
+	comm device.Comm
+	dev  device.Device
+}
+
+// Together makes the ranks of comm (nil: none, one process) stop together:
+// at every step boundary they learn whether any of them has received a
+// signal, every rank stops after that same step on that signal, and none
+// returns before rank 0's checkpoint is written. A signal reaches the
+// ranks at different moments, and a rank that stopped alone left the
+// others in a collective it never joined (MPI_ERR_TRUNCATE, and exit 1
+// instead of the signal's status); and mpirun ends the job when one rank
+// exits, which could cut rank 0's checkpoint short. It costs a collective
+// of three numbers a step.
+func (s *Saver) Together(comm device.Comm, dev device.Device) { s.comm, s.dev = comm, dev }
+
+// received is the signal this rank stops on: its own first signal, or,
+// under Together, when it has none, the first of cli.StopSignals that any
+// rank has received.
+func (s *Saver) received() (os.Signal, error) {
+	sig := s.signals.Received()
+	if s.comm == nil {
+		return sig, nil
+	}
+	v := make([]float32, len(cli.StopSignals))
+	for i, stop := range cli.StopSignals {
+		if sig == stop {
+			v[i] = 1
+		}
+	}
+	if err := distributed.AllReduceHost(s.comm, s.dev, v, device.Sum); err != nil {
+		return nil, err
+	}
+	for i, n := range v {
+		if n > 0 && sig == nil {
+			sig = cli.StopSignals[i]
+		}
+	}
+	return sig, nil
+}
+
+// together waits, under Together, for every rank to reach it.
+func (s *Saver) together() error {
+	if s.comm == nil {
+		return nil
+	}
+	return s.comm.Barrier()
 }
 
 // NewSaver takes -save's directory for this run (runstate.Lock: a second
@@ -190,16 +239,16 @@ const keep = 2
 // -trace and TensorBoard files and its summary marked interrupted, and
 // returns the Interrupted, whose exit status is the signal's.
 func (s *Saver) AfterStep(pos runstate.Position) error {
-	if sig := s.signals.Received(); sig != nil {
-		if s.flags.Save == "" {
-			return &cli.Interrupted{Signal: sig, Step: pos.Step}
+	sig, err := s.received()
+	if err != nil {
+		return err
+	}
+	if sig != nil {
+		err := s.stop(sig, pos)
+		if berr := s.together(); berr != nil { // every rank waits for rank 0's checkpoint
+			return fmt.Errorf("%v after step %d: %w", sig, pos.Step, berr)
 		}
-		fmt.Fprintf(s.stderr, "%s: %v after step %d: saving a checkpoint in %s, then stopping\n", s.prog, sig, pos.Step, s.flags.Save)
-		dir, err := s.save(pos)
-		if err != nil {
-			return fmt.Errorf("%v after step %d, and saving failed: %w", sig, pos.Step, err)
-		}
-		return &cli.Interrupted{Signal: sig, Step: pos.Step, Saved: dir}
+		return err
 	}
 	if s.flags.Save != "" && s.flags.SaveEvery > 0 && pos.Step%s.flags.SaveEvery == 0 {
 		if _, err := s.save(pos); err != nil {
@@ -207,6 +256,20 @@ func (s *Saver) AfterStep(pos runstate.Position) error {
 		}
 	}
 	return nil
+}
+
+// stop saves the checkpoint of pos after signal sig when there is a -save
+// directory, and returns the *cli.Interrupted the run stops on.
+func (s *Saver) stop(sig os.Signal, pos runstate.Position) error {
+	if s.flags.Save == "" {
+		return &cli.Interrupted{Signal: sig, Step: pos.Step}
+	}
+	fmt.Fprintf(s.stderr, "%s: %v after step %d: saving a checkpoint in %s, then stopping\n", s.prog, sig, pos.Step, s.flags.Save)
+	dir, err := s.save(pos)
+	if err != nil {
+		return fmt.Errorf("%v after step %d, and saving failed: %w", sig, pos.Step, err)
+	}
+	return &cli.Interrupted{Signal: sig, Step: pos.Step, Saved: dir}
 }
 
 // save writes the checkpoint of pos, with signals held off until it is
