@@ -34,6 +34,7 @@ type flags struct {
 	EvalWindows, EvalEvery   int
 	Sample, TopK             int
 	Temperature              float64
+	Prompt                   string
 	JSON                     bool
 	State                    cli.StateFlags
 	Dist                     cli.DistFlags
@@ -69,6 +70,7 @@ func (f *flags) register() *flag.FlagSet {
 	cli.IntVar(fs, &f.Sample, "sample", 0, 0, 1<<20, "after training, print this many generated characters")
 	cli.FloatVar(fs, &f.Temperature, "temperature", 0.8, "temperature", false, "sampling temperature")
 	cli.IntVar(fs, &f.TopK, "top-k", 200, 0, 1<<20, "sample among the k likeliest characters (0: all)")
+	fs.StringVar(&f.Prompt, "prompt", "", "text that -sample continues, printed before what it generates (default: from a newline)")
 	fs.BoolVar(&f.JSON, "json", false, "print a JSON summary as the last line")
 	f.State.Register(fs)
 	f.Dist.Register(fs)
@@ -92,6 +94,9 @@ func (f *flags) check(fs *flag.FlagSet) error {
 	}
 	if f.Dropout >= 1 {
 		return cli.Usagef("-dropout %v: want a probability below 1", f.Dropout)
+	}
+	if f.Prompt != "" && f.Sample == 0 {
+		return cli.Usagef("-prompt is what -sample continues: give -sample N too")
 	}
 	if f.EvalOnly && f.Init == "" && f.State.Resume == "" {
 		return cli.Usagef("-eval-only needs weights: -init FILE")

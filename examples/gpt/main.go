@@ -63,6 +63,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	start, err := prompt(text, f.Prompt) // checked before training
+	if err != nil {
+		return err
+	}
 	if err := env.AgreeOn(f.settings(cfg), train.TextFingerprint(text)); err != nil { // under -dist, every rank's flags and text alike
 		return err
 	}
@@ -70,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer nn.Release(m)
 	env.Log("%s: %d characters (%d distinct), %s, %d parameters, on %s%s, amp %s, checkpointing %s",
 		text.Name, len(text.Train)+len(text.Val), len(text.Vocab), m, nn.CountParams(m), env.Dev.Name(), ranks(env), f.AMP, f.Checkpoint)
-	r := &runner{f: f, cfg: cfg, env: env, dev: env.Dev, m: m, text: text}
+	r := &runner{f: f, cfg: cfg, env: env, dev: env.Dev, m: m, text: text, start: start}
 	if f.EvalOnly {
 		env.LogNotes(f.AMP, nil)
 		return r.evalOnly(env.Stdout)

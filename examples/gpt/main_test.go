@@ -97,6 +97,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-seed", "-1"}, cli.ExitUsage, "a seed has no sign"}, // package flag's "parse error" before
 		{[]string{"-device", "tpu"}, cli.ExitUsage, "-device"},         // exit 1 after loading the corpus before
 		{[]string{"stray"}, cli.ExitUsage, "stray"},
+		{[]string{"-corpus", "opticks", "-prompt", "Light"}, cli.ExitUsage, "-sample"},
+		{[]string{"-corpus", "opticks", "-sample", "5", "-prompt", "Ωmega"}, cli.ExitUsage, "'Ω' at byte 0 is not in the vocabulary of opticks"},
 	} {
 		r := clitest.Run(t, nil, append(c.args, "-iters", "1")...)
 		if r.Code != c.code {
@@ -164,6 +166,12 @@ func TestSample(t *testing.T) {
 	text := strings.Join(lines[:len(lines)-1], "\n")
 	if n := len([]rune(text)); n < 40 || n > 51 { // surrounding newlines are trimmed
 		t.Errorf("sampled %d characters: %q", n, text)
+	}
+	// -prompt is printed, then continued.
+	r = clitest.Run(t, nil, append(tiny, "-sample", "50", "-prompt", "Of the Light", "-json")...)
+	lines = strings.Split(r.Stdout, "\n")
+	if r.Code != 0 || len(lines) < 2 || !strings.HasPrefix(r.Stdout, "Of the Light") || len([]rune(strings.Join(lines[:len(lines)-2], "\n"))) != len("Of the Light")+50 {
+		t.Errorf("-prompt: exit %d, stdout %q; want the prompt and 50 characters after it", r.Code, r.Stdout)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mixprec/mixprec/amp"
@@ -46,6 +47,7 @@ type runner struct {
 	plan   *memplan.Plan             // -mem-budget's; nil without one
 	guard  *train.Guard              // holds the iterations to plan
 	dp     *distributed.DataParallel // -dist's; nil without
+	start  []int32                   // what -sample continues (prompt)
 }
 
 // result is what a run reports: the training loop's figures (Steps are
@@ -232,17 +234,29 @@ func (r *runner) evalOnly(stdout io.Writer) error {
 	return r.report(stdout, res)
 }
 
-// sample prints n characters the model generates after a newline (or the
-// first character of the vocabulary), with the temperature and top-k
-// flags, from a stream seeded with -seed.
+// prompt is what -sample continues: -prompt's characters, or a newline
+// (or the first character of the vocabulary) without one. A character
+// outside the vocabulary is a usage error, found before training.
+func prompt(text *datasets.Text, p string) ([]int32, error) {
+	if p == "" {
+		i, _ := slices.BinarySearch(text.Vocab, '\n')
+		return []int32{int32(min(i, len(text.Vocab)-1))}, nil
+	}
+	ids, err := text.Encode(p)
+	if err != nil {
+		return nil, cli.Usagef("-prompt: %v", strings.TrimPrefix(err.Error(), "datasets: "))
+	}
+	return ids, nil
+}
+
+// sample prints n characters the model generates after r.start, with the
+// temperature and top-k flags, from a stream seeded with -seed: after
+// -prompt, which it prints first.
 func (r *runner) sample(w io.Writer, n int) {
 	nn.SetTraining(r.m, false)
 	defer nn.SetTraining(r.m, true)
 	rng := rand.New(rand.NewPCG(r.f.Seed, 0x73616d706c65))
-	ctx := []int32{0}
-	if i, ok := slices.BinarySearch(r.text.Vocab, '\n'); ok {
-		ctx[0] = int32(i)
-	}
+	ctx := slices.Clone(r.start)
 	v := r.cfg.Vocab
 	probs := make([]float64, v)
 	for range n {
@@ -255,7 +269,7 @@ func (r *runner) sample(w io.Writer, n int) {
 		g.Release()
 		ctx = append(ctx, pick(logits[(len(c)-1)*v:], probs, r.f.Temperature, r.f.TopK, rng))
 	}
-	fmt.Fprintln(w, r.text.Decode(ctx[1:]))
+	fmt.Fprintln(w, r.f.Prompt+r.text.Decode(ctx[len(r.start):]))
 }
 
 // pick draws an id from logits divided by temperature, among the topK
