@@ -21,6 +21,7 @@ type flags struct {
 	Corpus                   string
 	Layers, Heads, Embd      int
 	Block, Batch, Iters      int
+	Accum                    int
 	LR, WeightDecay, Dropout float64
 	Warmup                   int
 	Bias                     bool
@@ -50,6 +51,8 @@ func (f *flags) register() *flag.FlagSet {
 	cli.IntVar(fs, &f.Embd, "embd", 128, 1, 1<<16, "embedding width")
 	cli.IntVar(fs, &f.Block, "block", 64, 1, 1<<16, "context length in characters")
 	cli.IntVar(fs, &f.Batch, "batch", 12, 1, cli.MaxBatch, "windows per training batch")
+	cli.IntVar(fs, &f.Accum, "accum", 1, 1, 1<<16, "batches whose gradients add up before each optimiser step (nanoGPT's gradient_accumulation_steps):\n"+
+		"an iteration trains on -batch × -accum windows in the memory of -batch")
 	cli.IntVar(fs, &f.Iters, "iters", 2000, 0, 1<<30, "training iterations")
 	cli.FloatVar(fs, &f.LR, "lr", 1e-3, "learning rate", false, "learning rate (the peak of the schedule)")
 	cli.FloatVar(fs, &f.WeightDecay, "weight-decay", 0.1, "weight decay", true, "AdamW's decay on weight matrices and embeddings")
@@ -199,7 +202,7 @@ func (f *flags) fromFile(fs *flag.FlagSet, cfg models.GPTConfig, weights []safet
 // runConfig is what a resumed run must share with the saved one, and
 // the ranks of a data-parallel run with each other; ranks is the number of
 // them (named only when above 1, as checkpoints of one process never
-// named it).
+// named it; -accum likewise).
 func (f *flags) runConfig(c models.GPTConfig, ranks int) map[string]string {
 	m := map[string]string{"program": "gpt", "corpus": f.Corpus, "vocab": fmt.Sprint(c.Vocab), "layers": fmt.Sprint(c.Layers),
 		"heads": fmt.Sprint(c.Heads), "embd": fmt.Sprint(c.Embd), "block": fmt.Sprint(c.Block), "bias": fmt.Sprint(c.Bias),
@@ -208,6 +211,9 @@ func (f *flags) runConfig(c models.GPTConfig, ranks int) map[string]string {
 		"amp": f.AMP.String(), "checkpoint": f.Checkpoint.String()}
 	if ranks > 1 {
 		m["ranks"] = fmt.Sprint(ranks)
+	}
+	if f.Accum > 1 { // likewise
+		m["accum"] = fmt.Sprint(f.Accum)
 	}
 	return m
 }

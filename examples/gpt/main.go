@@ -81,7 +81,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := optim.NewAdamWGroups(optim.DecayGroups(m.Params(), float32(f.WeightDecay)), optim.LR(float32(f.LR)), optim.Betas(0.9, 0.99))
 	defer optim.Release(opt)
-	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()), amp.UnscaleAsStored(true))
+	// Gradients are unscaled as the GEMMs store them unless -accum adds
+	// batches' gradients up first.
+	scaler := amp.NewGradScaler(amp.For(f.AMP.DType()), amp.UnscaleAsStored(f.Accum == 1))
 	env.LogNotes(f.AMP, scaler)
 	r.opt, r.scaler = opt, scaler
 	// Under -dist: rank 0's weights, gradients averaged as backward runs.

@@ -225,3 +225,24 @@ func TestDistMatchesSingle(t *testing.T) {
 		t.Errorf("ranks with other -lr: exit %d; want non-zero and one line %q:\n%s", code, want, out)
 	}
 }
+
+// TestAccumMatchesBatch: -accum 2 with -batch 4 trains on the windows of
+// -batch 8 and adds up their gradients, so the weights it ends with give
+// the validation loss of -batch 8 to float rounding; under F16 autocast
+// and its scaler too (the gradients then unscaled after the sum, not as
+// the GEMMs store them), within F16's rounding.
+func TestAccumMatchesBatch(t *testing.T) {
+	args := append(slices.Clone(tiny), "-embd", "32", "-iters", "20", "-eval-windows", "40", "-json")
+	for _, c := range []struct {
+		amp string
+		tol float64
+	}{{"off", 2e-5}, {"f16", 1e-4}} {
+		one := runOK(t, append(args, "-amp", c.amp, "-batch", "8")...)
+		acc := runOK(t, append(args, "-amp", c.amp, "-batch", "4", "-accum", "2")...)
+		t.Logf("%s: -batch 8: val loss %v; -batch 4 -accum 2: %v", c.amp, one.ValLoss, acc.ValLoss)
+		if d := math.Abs(float64(acc.ValLoss - one.ValLoss)); !(d <= c.tol*float64(one.ValLoss)) || acc.SkippedSteps > one.SkippedSteps {
+			t.Errorf("%s: val loss %v with -accum 2, %v with -batch 8 (%.1e apart, want within %.0e); %d and %d steps skipped",
+				c.amp, acc.ValLoss, one.ValLoss, d/float64(one.ValLoss), c.tol, acc.SkippedSteps, one.SkippedSteps)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 	wall := time.Now()
 	defer func() { res.Wall = time.Since(wall).Seconds() }()
 	schedule := optim.WarmupCosine(float32(f.LR), float32(f.LR/10), f.Warmup, f.Iters)
-	n := f.Batch * f.Block
+	n := f.Batch * f.Accum * f.Block // this rank's windows of an iteration
 	xs, ys := make([]int32, n*env.Ranks), make([]int32, n*env.Ranks)
 	x, y := xs[env.Rank*n:(env.Rank+1)*n], ys[env.Rank*n:(env.Rank+1)*n]
 	res = result{Result: train.Result{Steps: pos.Step, Loss: math.NaN()}, valLoss: math.NaN()}
@@ -136,20 +136,20 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 }
 
 // step is one training iteration: forward and backward under autocast
-// with the loss scaled, the gradients unscaled and clipped to norm 1, the
-// scaler's step and update. It returns the unscaled loss.
+// with the loss scaled, for each of -accum batches of x and y, their
+// gradients added up (each loss divided by -accum: the mean over all the
+// windows), then unscaled and clipped to norm 1, the scaler's step and
+// update. It returns the unscaled loss, the batches' mean.
 func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
-	g := autograd.NewGraph(r.dev, append([]autograd.Option{prof.Graph()}, r.plan.Options()...)...)
-	defer g.Release()
-	if r.dp != nil {
-		r.dp.Attach(g)
-	}
-	loss := r.loss(g, x, y)
-	g.Backward(r.scaler.Scale(g, loss))
-	if r.dp != nil { // every rank's gradients averaged before they are unscaled and clipped
-		if err := prof.Phase(profile.Comm, r.dp.SyncGrads); err != nil {
+	a := r.f.Accum
+	n := len(x) / a
+	var sum float64
+	for k := range a {
+		l, err := r.backward(prof, x[k*n:(k+1)*n], y[k*n:(k+1)*n], k == a-1)
+		if err != nil {
 			return 0, err
 		}
+		sum += l
 	}
 	if err := prof.Phase(profile.Unscale, func() error { return r.scaler.Unscale(r.opt) }); err != nil {
 		return 0, err
@@ -169,6 +169,29 @@ func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
 		fmt.Fprintf(r.env.Stderr, "%s: %v\n", r.env.Prog, w)
 	}
 	r.opt.ZeroGrad()
+	return sum / float64(a), nil
+}
+
+// backward takes the forward and backward passes of one batch, adding its
+// gradients to those of the iteration's batches before it, and returns
+// its loss; after the last, under -dist, every rank's sums are averaged.
+func (r *runner) backward(prof *profile.Profiler, x, y []int32, last bool) (float64, error) {
+	g := autograd.NewGraph(r.dev, append([]autograd.Option{prof.Graph()}, r.plan.Options()...)...)
+	defer g.Release()
+	if r.dp != nil && last {
+		r.dp.Attach(g)
+	}
+	loss := r.loss(g, x, y)
+	scaled := loss
+	if r.f.Accum > 1 {
+		scaled = g.Scale(loss, 1/float32(r.f.Accum))
+	}
+	g.Backward(r.scaler.Scale(g, scaled))
+	if r.dp != nil && last { // every rank's gradients averaged before they are unscaled and clipped
+		if err := prof.Phase(profile.Comm, r.dp.SyncGrads); err != nil {
+			return 0, err
+		}
+	}
 	return float64(loss.Value.Item()), nil
 }
 
