@@ -217,6 +217,10 @@ func TestDistMatchesSingle(t *testing.T) {
 	if d := math.Abs(float64(two.ValLoss - one.ValLoss)); !(d <= 2e-5*float64(one.ValLoss)) {
 		t.Errorf("val loss %v on 2 ranks, %v in one process: %.1e apart, want within 2e-5 of it", two.ValLoss, one.ValLoss, d/float64(one.ValLoss))
 	}
+	// The training loss printed is the ranks' mean: the one process's.
+	if d := math.Abs(float64(two.TrainLoss - one.TrainLoss)); !(d <= 2e-5*float64(one.TrainLoss)) {
+		t.Errorf("train loss %v on 2 ranks, %v in one process: %.1e apart, want within 2e-5 of it", two.TrainLoss, one.TrainLoss, d/float64(one.TrainLoss))
+	}
 	if two.Iters != 30 || two.Batch != 4 {
 		t.Errorf("2 ranks took %d iterations of batch %d, want 30 of 4", two.Iters, two.Batch)
 	}
