@@ -37,6 +37,7 @@ func TestSynthetic(t *testing.T) {
 	if s.Data != "synthetic" || s.Steps != 3 || s.PeakBytes.Activation == 0 || s.PeakBytes.Recompute == 0 || s.Diverged {
 		t.Errorf("summary %+v; want data synthetic, 3 steps, activation and recompute bytes", s)
 	}
+	clitest.PeaksAddUp(t, s.PeakBytes, s.AtPeakBytes)
 	var out, errb bytes.Buffer
 	if err := run([]string{"-synthetic", "-max-steps", "1", "-batch", "8"}, &out, &errb); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ func TestTrains(t *testing.T) {
 		if s.Schema != 1 || s.Model != "gpt" || s.Iters != 30 || s.Params == 0 || !(s.TokensPerSec > 0) || s.PeakBytes.Total == 0 {
 			t.Errorf("%s: summary %+v", a, s)
 		}
+		clitest.PeaksAddUp(t, s.PeakBytes, s.AtPeakBytes)
 		if !(s.ValLoss > 0 && s.ValLoss < 3.4 && s.TrainLoss < 3.4) { // ln(91) = 4.5 at the start; 3.2-3.3 measured
 			t.Errorf("%s: train loss %v, val loss %v after 30 iterations; want both below 3.4", a, s.TrainLoss, s.ValLoss)
 		}

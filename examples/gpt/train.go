@@ -363,6 +363,7 @@ type summary struct {
 	SkippedSteps   int               `json:"skipped_steps"`
 	FinalScale     cli.Float         `json:"final_scale"`
 	PeakBytes      cli.PeakBytes     `json:"peak_bytes"`
+	AtPeakBytes    cli.PeakBytes     `json:"at_peak_bytes"` // what peak_bytes.total was made of
 	Seed           uint64            `json:"seed"`
 	Batch          int               `json:"batch"`
 	Block          int               `json:"block"`
@@ -382,7 +383,7 @@ func (r *runner) report(stdout io.Writer, res result) error {
 		Checkpoint: r.f.Checkpoint.String(), Iters: res.Steps, Params: nn.CountParams(r.m),
 		TrainLoss: cli.Float(res.Loss), ValLoss: cli.Float(res.valLoss),
 		TokensPerSec: cli.Float(float64(res.tokens) / max(res.TrainTime, 1e-9)), MsPerStep: cli.Float(1000 * res.TrainTime / float64(max(res.Steps, 1))),
-		WallSeconds: cli.Float(res.Wall), PeakBytes: cli.Peaks(res.Peak), Seed: r.f.Seed, Batch: r.f.Batch, Block: r.cfg.Block,
+		WallSeconds: cli.Float(res.Wall), PeakBytes: cli.Peaks(res.Peak), AtPeakBytes: cli.AtPeak(res.Peak), Seed: r.f.Seed, Batch: r.f.Batch, Block: r.cfg.Block,
 		LR: cli.Float(r.f.LR), Diverged: res.Diverged != nil, Interrupted: res.Interrupted != nil, DeviceFallback: r.env.Note}
 	if r.scaler != nil {
 		s.SkippedSteps, s.FinalScale = r.scaler.Skipped(), cli.Float(r.scaler.LossScale())

@@ -191,6 +191,7 @@ type Summary struct {
 	SkippedSteps   int           `json:"skipped_steps"`
 	FinalScale     Float         `json:"final_scale"`
 	PeakBytes      PeakBytes     `json:"peak_bytes"`
+	AtPeakBytes    PeakBytes     `json:"at_peak_bytes"` // what peak_bytes.total was made of: the categories live at that moment
 	Seed           uint64        `json:"seed"`
 	Batch          int           `json:"batch"`
 	LR             Float         `json:"lr"`

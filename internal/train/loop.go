@@ -308,7 +308,7 @@ func (l *Loop) summary(res Result) cli.Summary {
 		Epochs: f.Epochs, Steps: res.Steps, TrainLoss: cli.Float(res.Loss), TestAccuracy: cli.Float(res.Accuracy),
 		SamplesPerSec: cli.Float(float64(res.Samples) / max(res.TrainTime, 1e-9)), MsPerStep: cli.Float(1000 * res.TrainTime / float64(max(res.Done, 1))),
 		WallSeconds: cli.Float(res.Wall), SkippedSteps: scaler.Skipped(), FinalScale: cli.Float(scaler.LossScale()),
-		PeakBytes: cli.Peaks(res.Peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: f.Optimizer,
+		PeakBytes: cli.Peaks(res.Peak), AtPeakBytes: cli.AtPeak(res.Peak), Seed: f.Seed, Batch: f.Batch, LR: cli.Float(f.LR), Optimizer: f.Optimizer,
 		DeviceFallback: l.Env.Note, Diverged: res.Diverged != nil, Interrupted: res.Interrupted != nil}
 	if l.Env.Ranks > 1 {
 		s.WorldSize = l.Env.Ranks

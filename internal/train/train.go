@@ -268,7 +268,7 @@ func EvalSummary(dev device.Device, net nn.Module, d *datasets.Dataset, batch in
 	secs := time.Since(start).Seconds()
 	nan := cli.Float(math.NaN())
 	return cli.Summary{TestAccuracy: cli.Float(acc), WallSeconds: cli.Float(secs), SamplesPerSec: cli.Float(float64(d.Len()) / max(secs, 1e-9)),
-		PeakBytes: cli.Peaks(dev.MemStats()), Batch: batch, TrainLoss: nan, MsPerStep: nan, FinalScale: nan, LR: nan}
+		PeakBytes: cli.Peaks(dev.MemStats()), AtPeakBytes: cli.AtPeak(dev.MemStats()), Batch: batch, TrainLoss: nan, MsPerStep: nan, FinalScale: nan, LR: nan}
 }
 
 // Fingerprint says which data d holds, for ranks to compare: its name,

@@ -153,3 +153,22 @@ func HeldPlan(t *testing.T, p cli.Planned, peak int64) {
 		t.Errorf("peak %d, planned %d, budget %d; want both within the budget and the plan within 5%%", peak, planned, budget)
 	}
 }
+
+// PeaksAddUp checks a summary's memory figures: at_peak_bytes's
+// categories add up to its total, which is peak_bytes's, and none is
+// above that category's own peak.
+func PeaksAddUp(t *testing.T, peak, at cli.PeakBytes) {
+	t.Helper()
+	parts := [...][2]int64{{at.Param, peak.Param}, {at.Grad, peak.Grad}, {at.Optim, peak.Optim}, {at.Activation, peak.Activation},
+		{at.Cast, peak.Cast}, {at.Recompute, peak.Recompute}, {at.Temp, peak.Temp}, {at.Workspace, peak.Workspace}}
+	var sum int64
+	for _, p := range parts {
+		sum += p[0]
+		if p[0] > p[1] {
+			t.Errorf("at_peak_bytes %+v has a category above its own peak in peak_bytes %+v", at, peak)
+		}
+	}
+	if at.Total != peak.Total || sum != at.Total || at.Total == 0 {
+		t.Errorf("at_peak_bytes %+v: its categories add up to %d; want its total, peak_bytes's %d", at, sum, peak.Total)
+	}
+}
