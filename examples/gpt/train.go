@@ -86,7 +86,7 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 		datasets.SampleWindows(r.text.Train, f.Block, rand.New(rand.NewPCG(f.Seed, uint64(it))), xs, ys)
 		l, err := r.step(prof, x, y)
 		if err == nil {
-			l, err = r.meanLoss(l)
+			l, err = r.saver.StepLoss(l) // under -dist, the ranks' mean
 		}
 		prof.StepEnd()
 		if err != nil {
@@ -173,22 +173,6 @@ func (r *runner) step(prof *profile.Profiler, x, y []int32) (float64, error) {
 	}
 	r.opt.ZeroGrad()
 	return sum / float64(a), nil
-}
-
-// meanLoss is, under -dist, the mean of every rank's loss l: what the
-// run prints, and what each rank judges divergence by, so that a loss
-// that is not finite on one rank stops every rank at the same iteration
-// rather than leaving the others in the next one's collective. Without
-// -dist it is l.
-func (r *runner) meanLoss(l float64) (float64, error) {
-	if r.env.Comm == nil {
-		return l, nil
-	}
-	v := []float32{float32(l)}
-	if err := distributed.AllReduceHost(r.env.Comm, r.dev, v, device.Avg); err != nil {
-		return 0, err
-	}
-	return float64(v[0]), nil
 }
 
 // backward takes the forward and backward passes of one batch, adding its

@@ -133,23 +133,26 @@ func TestMaxPeakAtPeak(t *testing.T) {
 	}
 }
 
-// peerComm is rank 0 of two whose other rank received SIGTERM before the
-// step in which received says so: its all-reduce adds that rank's part.
+// peerComm is rank 0 of two whose other rank has the loss 3 at every step
+// and received SIGTERM before the collective in which received says so:
+// its all-reduce adds that rank's part (Saver.exchange's layout: the loss,
+// then a slot for each of cli.StopSignals).
 type peerComm struct {
-	dev      device.Device
-	step     int // AfterStep calls so far
-	signalAt int // the call at which the peer has its signal
-	barriers int
+	dev        device.Device
+	reduces    int // all-reduces so far
+	signalFrom int // the all-reduce from which the peer has its signal
+	barriers   int
 }
 
 func (c *peerComm) Rank() int { return 0 }
 func (c *peerComm) Size() int { return 2 }
 func (c *peerComm) AllReduce(b device.Buffer, op device.ReduceOp) error {
-	c.step++
+	c.reduces++
 	v := make([]float32, b.Len())
 	c.dev.CopyToHost(v, b)
-	if c.step >= c.signalAt {
-		v[1]++ // cli.StopSignals[1], SIGTERM
+	v[0] += 3
+	if c.reduces >= c.signalFrom {
+		v[2]++ // cli.StopSignals[1], SIGTERM
 	}
 	c.dev.CopyFromHost(b, v)
 	return nil
@@ -159,10 +162,12 @@ func (c *peerComm) Barrier() error                     { c.barriers++; return ni
 func (c *peerComm) Abort(reason error)                 { panic(reason) }
 func (c *peerComm) Close() error                       { return nil }
 
-// TestSaverStopsTogether: under Together a rank that received no signal
-// stops, saves and returns the *cli.Interrupted of the signal another rank
-// received, at the step at which that rank learned of it, and waits for
-// every rank before it returns; the step before goes on.
+// TestSaverStopsTogether: under Together, StepLoss gives the ranks' mean
+// loss, and a rank that received no signal stops, saves and returns the
+// *cli.Interrupted of the signal another rank received, at the step at
+// which that rank learned of it, and waits for every rank before it
+// returns; the step before goes on. StepLoss and AfterStep share one
+// collective a step; AfterStep alone makes its own.
 func TestSaverStopsTogether(t *testing.T) {
 	dev := cpu.New()
 	dir := filepath.Join(t.TempDir(), "run")
@@ -178,20 +183,26 @@ func TestSaverStopsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer saver.Close()
-	comm := &peerComm{dev: dev, signalAt: 2}
+	comm := &peerComm{dev: dev, signalFrom: 3}
 	saver.Together(comm, dev)
-	if err := saver.AfterStep(runstate.Position{Step: 1, Batch: 1}); err != nil || comm.barriers != 0 {
-		t.Fatalf("step 1, no rank signalled: %v, %d barriers", err, comm.barriers)
+	if mean, err := saver.StepLoss(1); err != nil || mean != 2 {
+		t.Fatalf("step 1: StepLoss(1) with the other rank at 3 = %v, %v; want 2", mean, err)
 	}
-	err = saver.AfterStep(runstate.Position{Step: 2, Batch: 2})
+	if err := saver.AfterStep(runstate.Position{Step: 1, Batch: 1}); err != nil || comm.barriers != 0 || comm.reduces != 1 {
+		t.Fatalf("step 1, no rank signalled: %v, %d barriers, %d all-reduces; want nil, 0, 1", err, comm.barriers, comm.reduces)
+	}
+	if err := saver.AfterStep(runstate.Position{Step: 2, Batch: 2}); err != nil || comm.reduces != 2 {
+		t.Fatalf("step 2, no rank signalled yet: %v after %d all-reduces; want nil after 2", err, comm.reduces)
+	}
+	err = saver.AfterStep(runstate.Position{Step: 3, Batch: 3})
 	var in *cli.Interrupted
-	if !errors.As(err, &in) || in.Signal != cli.StopSignals[1] || in.Step != 2 || in.Saved == "" {
-		t.Fatalf("step 2, the other rank signalled: %v; want a *cli.Interrupted by SIGTERM after step 2 with a checkpoint", err)
+	if !errors.As(err, &in) || in.Signal != cli.StopSignals[1] || in.Step != 3 || in.Saved == "" {
+		t.Fatalf("step 3, the other rank signalled: %v; want a *cli.Interrupted by SIGTERM after step 3 with a checkpoint", err)
 	}
 	if comm.barriers != 1 {
 		t.Errorf("%d barriers after stopping; want 1, so that no rank ends before the checkpoint is written", comm.barriers)
 	}
-	if _, pos, _, err := runstate.LoadNewest(dir, run); err != nil || pos.Step != 2 {
-		t.Errorf("resuming: step %d, %v; want step 2", pos.Step, err)
+	if _, pos, _, err := runstate.LoadNewest(dir, run); err != nil || pos.Step != 3 {
+		t.Errorf("resuming: step %d, %v; want step 3", pos.Step, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/datasets"
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/memplan"
 	"github.com/mixprec/mixprec/nn"
@@ -177,9 +176,7 @@ func (l *Loop) Run(pos runstate.Position) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		if res.Loss, err = l.meanLoss(sum, n); err != nil {
-			return res, err
-		}
+		res.Loss = sum / float64(max(n, 1)) // the mean over every rank's samples: each loss is the ranks' mean
 		res.Peak = MaxPeak(res.Peak, dev.MemStats())
 		if res.stopped() {
 			// A diverged model's accuracy is not worth measuring, and a
@@ -226,6 +223,9 @@ func (l *Loop) epoch(res *Result, epoch int, ext runstate.Extent, schedule optim
 		}
 		optim.Apply(opt, schedule, res.Steps)
 		loss, err := l.Step.RunBatch(b)
+		if err == nil {
+			loss, err = l.Saver.StepLoss(loss) // under -dist, the ranks' mean
+		}
 		if err != nil {
 			return sum, n, err
 		}
@@ -264,19 +264,6 @@ func (l *Loop) epoch(res *Result, epoch int, ext runstate.Extent, schedule optim
 		}
 	}
 	return sum, n, nil
-}
-
-// meanLoss is the mean of an epoch's losses, over every rank's samples
-// under -dist rather than rank 0's alone.
-func (l *Loop) meanLoss(sum float64, n int) (float64, error) {
-	if l.Env.Comm == nil {
-		return sum / float64(max(n, 1)), nil
-	}
-	v := []float32{float32(sum), float32(n)}
-	if err := distributed.AllReduceHost(l.Env.Comm, l.Env.Dev, v, device.Sum); err != nil {
-		return 0, err
-	}
-	return float64(v[0]) / float64(max(v[1], 1)), nil
 }
 
 // Report ends the run: it writes the -profile table and the -trace and

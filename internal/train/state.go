@@ -33,6 +33,10 @@ type Saver struct {
 	// dev is the device its buffers live on.
 	comm device.Comm
 	dev  device.Device
+	// exchanged says StepLoss has learnt, in any, the signal the next
+	// AfterStep stops on.
+	exchanged bool
+	any       os.Signal
 }
 
 // Together makes the ranks of comm (nil: none, one process) stop together:
@@ -43,32 +47,61 @@ type Saver struct {
 // others in a collective it never joined (MPI_ERR_TRUNCATE, and exit 1
 // instead of the signal's status); and mpirun ends the job when one rank
 // exits, which could cut rank 0's checkpoint short. It costs a collective
-// of three numbers a step.
+// of four numbers a step, shared with StepLoss.
 func (s *Saver) Together(comm device.Comm, dev device.Device) { s.comm, s.dev = comm, dev }
 
 // received is the signal this rank stops on: its own first signal, or,
 // under Together, when it has none, the first of cli.StopSignals that any
-// rank has received.
+// rank has received; StepLoss's exchange, when it came since the last
+// AfterStep, instead of a collective of its own.
 func (s *Saver) received() (os.Signal, error) {
+	if s.exchanged {
+		s.exchanged = false
+		return s.any, nil
+	}
+	_, sig, err := s.exchange(0)
+	return sig, err
+}
+
+// StepLoss is, under Together, the mean of every rank's step loss l: what
+// a run prints, and what each rank judges divergence by, so that a loss
+// that is not finite on one rank stops every rank at the same step rather
+// than leaving the others in the next step's collective. The same
+// collective tells whether any rank has a signal, for the AfterStep that
+// follows. Without Together it returns l.
+func (s *Saver) StepLoss(l float64) (float64, error) {
+	if s.comm == nil {
+		return l, nil
+	}
+	mean, sig, err := s.exchange(l)
+	s.any, s.exchanged = sig, err == nil
+	return mean, err
+}
+
+// exchange sums, over the ranks, the loss l and which of cli.StopSignals
+// each has received, in one collective; it returns the ranks' mean loss
+// and this rank's signal or, when it has none, the first any rank has.
+func (s *Saver) exchange(l float64) (float64, os.Signal, error) {
 	sig := s.signals.Received()
 	if s.comm == nil {
-		return sig, nil
+		return l, sig, nil
 	}
-	v := make([]float32, len(cli.StopSignals))
+	v := make([]float32, 1+len(cli.StopSignals))
+	v[0] = float32(l)
 	for i, stop := range cli.StopSignals {
 		if sig == stop {
-			v[i] = 1
+			v[1+i] = 1
 		}
 	}
 	if err := distributed.AllReduceHost(s.comm, s.dev, v, device.Sum); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	for i, n := range v {
+	for i, n := range v[1:] {
 		if n > 0 && sig == nil {
 			sig = cli.StopSignals[i]
 		}
 	}
-	return sig, nil
+	return float64(v[0]) / float64(s.comm.Size()), sig, nil
 }
 
 // together waits, under Together, for every rank to reach it.
