@@ -120,7 +120,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := rec.Finish(stderr); err != nil {
+	if err := rec.Finish(env.Stderr); err != nil {
 		return err
 	}
 	if res.Err() == nil && f.Sample > 0 && env.Rank == 0 {
