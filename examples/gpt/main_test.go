@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/internal/cli/clitest"
@@ -250,5 +252,43 @@ func TestAccumMatchesBatch(t *testing.T) {
 			t.Errorf("%s: val loss %v with -accum 2, %v with -batch 8 (%.1e apart, want within %.0e); %d and %d steps skipped",
 				c.amp, acc.ValLoss, one.ValLoss, d/float64(one.ValLoss), c.tol, acc.SkippedSteps, one.SkippedSteps)
 		}
+	}
+}
+
+// TestDistSignal stops a 2-rank run under mpirun with SIGTERM to mpirun,
+// which forwards it to each rank: the ranks stop after the same
+// iteration, rank 0 alone names the checkpoint it wrote, no collective
+// fails, and the same job resumed from it finishes the run. Before the
+// ranks agreed on stopping, the job ended in an MPI error, or with no
+// checkpoint at all.
+func TestDistSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MPI jobs; skipped with -short")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"-corpus", "opticks", "-layers", "1", "-heads", "2", "-embd", "16", "-block", "16", "-batch", "2",
+		"-iters", "20000", "-eval-windows", "4", "-eval-every", "0", "-dist", "mpi", "-save", dir}
+	c := clitest.StartMpirun(t, 2, args...)
+	c.WaitStdout(t, "parameters, on cpu, 2 ranks") // rank 0's first line: training is about to begin
+	time.Sleep(300 * time.Millisecond)
+	c.Signal(syscall.SIGTERM)
+	r := c.Wait(t)
+	out := r.Stdout + r.Stderr
+	for _, bad := range []string{"MPI_ERR", "panic", "goroutine "} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("the job printed %q:\n%s", bad, out)
+		}
+	}
+	if n := strings.Count(out, "gpt: terminated after step "); n != 1 {
+		t.Fatalf("%d lines naming the stop, want rank 0's one:\n%s", n, out)
+	}
+	var step int
+	fmt.Sscanf(out[strings.Index(out, "gpt: terminated after step ")+len("gpt: terminated after step "):], "%d", &step)
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("step-%08d", step))); err != nil {
+		t.Fatalf("no checkpoint of step %d, where the ranks stopped: %v\n%s", step, err, out)
+	}
+	res, code := clitest.Mpirun(t, 2, append(args, "-resume", dir)...)
+	if code != 0 || !strings.Contains(res, fmt.Sprintf("resuming from iteration %d of ", step)) || !strings.Contains(res, "20000 iterations: train loss") {
+		t.Errorf("resumed from step %d: exit %d\n%s", step, code, res)
 	}
 }

@@ -86,16 +86,40 @@ func command(t *testing.T, env, args []string) *exec.Cmd {
 // exit status. It skips the test where mpirun is not installed.
 func Mpirun(t *testing.T, ranks int, args ...string) (string, int) {
 	t.Helper()
+	return MpirunEach(t, alike(ranks, args)...)
+}
+
+// alike is ranks copies of the argument list args.
+func alike(ranks int, args []string) [][]string {
 	each := make([][]string, ranks)
 	for i := range each {
 		each[i] = args
 	}
-	return MpirunEach(t, each...)
+	return each
 }
 
 // MpirunEach is Mpirun with one rank per argument list (mpirun's MPMD
 // form: each rank its own command line).
 func MpirunEach(t *testing.T, ranks ...[]string) (string, int) {
+	t.Helper()
+	cmd := mpirunCommand(t, ranks...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	case err != nil:
+		t.Fatalf("mpirun: %v", err)
+	}
+	return out.String(), 0
+}
+
+// mpirunCommand is the mpirun job that runs the program's main, one rank
+// per argument list, in a temporary working directory; it skips the test
+// where mpirun is not installed.
+func mpirunCommand(t *testing.T, ranks ...[]string) *exec.Cmd {
 	t.Helper()
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
@@ -117,15 +141,5 @@ func MpirunEach(t *testing.T, ranks ...[]string) (string, int) {
 	}
 	cmd := exec.Command(mpirun, args...)
 	cmd.Dir = t.TempDir()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		return out.String(), exit.ExitCode()
-	case err != nil:
-		t.Fatalf("mpirun: %v", err)
-	}
-	return out.String(), 0
+	return cmd
 }

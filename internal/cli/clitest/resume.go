@@ -77,8 +77,19 @@ func (b *syncBuffer) String() string {
 // if the child ends first or s does not come within 5 minutes.
 func (c *Child) WaitStderr(t *testing.T, s string) {
 	t.Helper()
+	c.wait(t, s, c.errout.String)
+}
+
+// WaitStdout is WaitStderr for the child's standard output.
+func (c *Child) WaitStdout(t *testing.T, s string) {
+	t.Helper()
+	c.wait(t, s, c.out.String)
+}
+
+func (c *Child) wait(t *testing.T, s string, read func() string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
-	for !strings.Contains(c.errout.String(), s) {
+	for !strings.Contains(read(), s) {
 		select {
 		case <-c.done:
 			t.Fatalf("the program ended before it said %q:\n%s", s, c.errout.String())
@@ -96,7 +107,21 @@ func (c *Child) WaitStderr(t *testing.T, s string) {
 // still running when the test ends.
 func Start(t *testing.T, env []string, args ...string) *Child {
 	t.Helper()
-	c := &Child{cmd: command(t, env, args), done: make(chan struct{})}
+	return start(t, command(t, env, args))
+}
+
+// StartMpirun runs the program's main with args on ranks processes under
+// mpirun (as Mpirun does) and returns the job as a Child: mpirun is the
+// process Signal signals, and its standard error holds every rank's.
+func StartMpirun(t *testing.T, ranks int, args ...string) *Child {
+	t.Helper()
+	return start(t, mpirunCommand(t, alike(ranks, args)...))
+}
+
+// start starts cmd as a Child.
+func start(t *testing.T, cmd *exec.Cmd) *Child {
+	t.Helper()
+	c := &Child{cmd: cmd, done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.errout
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
