@@ -34,6 +34,12 @@ type Config struct {
 	// Options are the options the program makes its step's graphs with
 	// (autograd.ConvColumnBudget, ...), for the dry step's graph.
 	Options []autograd.Option
+	// Accumulate says the step adds its gradients to those of earlier
+	// batches (gradient accumulation): every parameter's gradient is then
+	// live from the step's start, not made as backward reaches it, so the
+	// dry steps hold a zero gradient for every parameter from theirs, and
+	// the plan fits the steps after a batch's first (its first has less).
+	Accumulate bool
 }
 
 // stateSizer is an optimiser that can say how much state it will hold
@@ -200,7 +206,7 @@ func measure(c Config, chunk int) (p *Profile, err error) {
 	m := &meter{dev: c.Dev, units: n, first: make([]mark, n), firstEnd: make([]mark, n),
 		reStart: make([]mark, n), reEnd: make([]mark, n), backEnd: make([]mark, n)}
 
-	restore, held := preserve(c.Model)
+	restore, held := preserve(c.Model, c.Accumulate)
 	defer restore() // again, after an early return: it is idempotent
 	defer dropCasts(c.Model)()
 
@@ -264,7 +270,7 @@ func measure(c Config, chunk int) (p *Profile, err error) {
 func (p *Profile) keptRun() error {
 	c := p.cfg
 	n := len(p.Units)
-	restore, held := preserve(c.Model)
+	restore, held := preserve(c.Model, c.Accumulate)
 	defer restore()
 	defer dropCasts(c.Model)()
 	m := &meter{dev: c.Dev, units: n, first: make([]mark, n+1), firstEnd: make([]mark, n),
@@ -366,7 +372,7 @@ func (p *Profile) Peak(spans []nn.Span) (int64, error) {
 			return 0, fmt.Errorf("memplan: measuring a plan takes a dry step, and the model measured has been released")
 		}
 	}
-	restore, held := preserve(c.Model)
+	restore, held := preserve(c.Model, c.Accumulate)
 	defer restore()
 	defer dropCasts(c.Model)()
 	// A choice of nothing is still a choice (a GPT's Segments do not
@@ -505,8 +511,10 @@ func (m *meter) all() []mark {
 // preserve records what a training step changes in the model besides its
 // gradients' memory (buffers, dropout streams, gradients held), takes the
 // held gradients off for the dry step, and returns the function that puts
-// everything back, and the held gradients' bytes.
-func preserve(model nn.Module) (restore func(), held int64) {
+// everything back, and the held gradients' bytes. With accumulate, every
+// parameter that takes a gradient gets a zero one for the dry step to add
+// to (Config.Accumulate).
+func preserve(model nn.Module, accumulate bool) (restore func(), held int64) {
 	type saved struct {
 		v    *autograd.Var
 		data []float32
@@ -530,6 +538,10 @@ func preserve(model nn.Module) (restore func(), held int64) {
 			held += device.Bytes(p.Grad.DType(), p.Grad.Numel())
 		}
 		p.Grad = nil
+		if accumulate && p.RequiresGrad() {
+			p.Grad = tensor.New(p.Value.Device(), p.Value.DType(), device.Grad, p.Shape()...)
+			p.Value.Device().Fill(p.Grad.Buffer(), 0)
+		}
 	}
 	done := false
 	return func() {

@@ -37,3 +37,25 @@ func TestMemBudget(t *testing.T) {
 		t.Errorf("0.2x: exit %d, stderr %q; want %d and one line naming the smallest budget", r.Code, r.Stderr, cli.ExitUsage)
 	}
 }
+
+// TestMemBudgetAccum is -mem-budget with -accum: the plan counts the
+// gradients held from each iteration's first batch on (memplan's
+// Config.Accumulate), so the run stays within the budget with its peak as
+// planned, where a plan for one batch was exceeded at the second and the
+// guard stopped the run; its losses are those of the run without a budget.
+func TestMemBudgetAccum(t *testing.T) {
+	args := append(append([]string{}, tiny...), "-layers", "3", "-embd", "32", "-block", "64", "-batch", "8", "-accum", "2", "-iters", "4")
+	r := clitest.Run(t, nil, append(args, "-mem-budget", "0.7x", "-json")...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	s := summaryOf(t, r.Stdout)
+	clitest.HeldPlan(t, s.Planned, s.PeakBytes.Total)
+	if s.PeakBytes.Recompute == 0 {
+		t.Errorf("nothing recomputed at 70%%: %+v", s.PeakBytes)
+	}
+	plain := runOK(t, args...)
+	if plain.TrainLoss != s.TrainLoss || plain.ValLoss != s.ValLoss {
+		t.Errorf("losses %v, %v with the plan; %v, %v without", s.TrainLoss, s.ValLoss, plain.TrainLoss, plain.ValLoss)
+	}
+}

@@ -86,9 +86,6 @@ func (f *flags) check(fs *flag.FlagSet) error {
 	if err := f.MemBudget.Check(f.Checkpoint, f.Dist.Engine); err != nil {
 		return err
 	}
-	if f.MemBudget.On() && f.Accum > 1 {
-		return cli.Usagef("-mem-budget plans a step of one batch: it does not yet count the gradients -accum %d holds across its batches", f.Accum)
-	}
 	if f.MemBudget.On() && f.EvalOnly {
 		return cli.Usagef("-eval-only trains nothing: -mem-budget plans training steps")
 	}

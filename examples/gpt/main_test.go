@@ -101,7 +101,6 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-device", "tpu"}, cli.ExitUsage, "-device"},         // exit 1 after loading the corpus before
 		{[]string{"stray"}, cli.ExitUsage, "stray"},
 		{[]string{"-corpus", "opticks", "-prompt", "Light"}, cli.ExitUsage, "-sample"},
-		{[]string{"-corpus", "opticks", "-accum", "2", "-mem-budget", "0.7x"}, cli.ExitUsage, "-accum 2"},
 		{[]string{"-corpus", "opticks", "-sample", "5", "-prompt", "Ωmega"}, cli.ExitUsage, "'Ω' at byte 0 is not in the vocabulary of opticks"},
 	} {
 		r := clitest.Run(t, nil, append(c.args, "-iters", "1")...)

@@ -22,12 +22,14 @@ import (
 // model. The training loop then makes its graphs with the plan's Options.
 // Without a budget it returns nil. A budget no plan fits is a usage error
 // (exit status 2) naming the smallest budget that fits and its parts.
-func PlanBudget(prog string, stderr io.Writer, b cli.MemBudget, dev device.Device, model nn.Chain, opt any,
+// accumulate says the step adds its gradients to earlier batches'
+// (memplan.Config.Accumulate).
+func PlanBudget(prog string, stderr io.Writer, b cli.MemBudget, dev device.Device, model nn.Chain, opt any, accumulate bool,
 	loss func(g *autograd.Graph) *autograd.Var) (*memplan.Plan, error) {
 	if !b.On() {
 		return nil, nil
 	}
-	p, err := memplan.Measure(memplan.Config{Dev: dev, Model: model, Loss: loss, Optim: opt})
+	p, err := memplan.Measure(memplan.Config{Dev: dev, Model: model, Loss: loss, Optim: opt, Accumulate: accumulate})
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func TestGuardStopsOverBudget(t *testing.T) {
 			if err := b.Set("0.8x"); err != nil {
 				t.Fatal(err)
 			}
-			plan, err := PlanBudget("test", &stderr, b, dev, net, opt, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+			plan, err := PlanBudget("test", &stderr, b, dev, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestGuardStopsOverBudget(t *testing.T) {
 // TestGuardNil: without a budget there is no plan and no guard, and the
 // guard's methods do nothing.
 func TestGuardNil(t *testing.T) {
-	pl, err := PlanBudget("test", nil, cli.MemBudget{}, nil, nil, nil, nil)
+	pl, err := PlanBudget("test", nil, cli.MemBudget{}, nil, nil, nil, false, nil)
 	if pl != nil || err != nil {
 		t.Fatalf("PlanBudget without a budget = %v, %v", pl, err)
 	}

@@ -92,7 +92,7 @@ func (l *Loop) plan() error {
 	}
 	var err error
 	for b := range datasets.Batches(l.Train, l.Flags.Batch, l.Load...) {
-		l.Plan, err = PlanBudget(l.Env.Prog, l.Env.Stderr, l.Flags.MemBudget, l.Env.Dev, l.Step.Net, l.Step.Opt,
+		l.Plan, err = PlanBudget(l.Env.Prog, l.Env.Stderr, l.Flags.MemBudget, l.Env.Dev, l.Step.Net, l.Step.Opt, false,
 			func(g *autograd.Graph) *autograd.Var { return l.Step.BatchLoss(g, b) })
 		break
 	}
