@@ -33,6 +33,21 @@ type Batch struct {
 	X16 tensor.Host16
 }
 
+// Part is samples lo to hi-1 of b, sharing its memory (and as short-lived):
+// a part of a batch whose gradients a step adds up (gradient
+// accumulation).
+func (b Batch) Part(lo, hi int) Batch {
+	p := Batch{Y: b.Y[lo:hi], Index: b.Index}
+	if b.X16.Bits != nil {
+		row := len(b.X16.Bits) / b.X16.Shape[0]
+		p.X16 = tensor.Host16{Shape: append([]int{hi - lo}, b.X16.Shape[1:]...), DType: b.X16.DType, Bits: b.X16.Bits[lo*row : hi*row]}
+		return p
+	}
+	row := len(b.X.Data) / b.X.Shape[0]
+	p.X = tensor.Host{Shape: append([]int{hi - lo}, b.X.Shape[1:]...), Data: b.X.Data[lo*row : hi*row]}
+	return p
+}
+
 // An Option adjusts [Batches] and [NumBatches].
 type Option func(*config)
 

@@ -472,6 +472,9 @@ func (m *meter) profile(c Config, units []nn.Unit, held int64, start, end, after
 		u.backPeak = m.backEnd[i].peak.Total - m.reStart[i].live.Total
 	}
 	p.Other = start.live.Total - held - start.live.Category(device.Param) - start.live.Category(device.Cast) - optimLive
+	if c.Accumulate {
+		p.Other -= p.Grad // the gradients preserve made for the step to add to
+	}
 	p.Workspace = max(m.peakOf(device.Workspace), end.peak.Category(device.Workspace))
 	var re time.Duration
 	for i := range p.Units {

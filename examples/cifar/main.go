@@ -75,10 +75,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer optim.Release(opt)
 	// The step reads no gradient between Backward and Unscale, so the
-	// weight gradients may be unscaled as the GEMM stores them.
-	scaler := amp.NewGradScaler(amp.For(o.AMP.DType()), amp.UnscaleAsStored(true))
+	// weight gradients may be unscaled as the GEMM stores them, unless
+	// -accum adds up several backward passes' first.
+	scaler := amp.NewGradScaler(amp.For(o.AMP.DType()), amp.UnscaleAsStored(o.Accum == 1))
 	step := &train.Step{Dev: env.Dev, Net: net, Opt: opt, Scaler: scaler, Low: o.AMP.DType(),
-		Segments: o.Checkpoint.Segments(len(net.Layers))} // auto: one segment per stage
+		Accum: o.Accum, Segments: o.Checkpoint.Segments(len(net.Layers))} // auto: one segment per stage
 	if err := env.Parallel(step); err != nil { // under -dist: rank 0's weights, gradients averaged
 		return err
 	}
@@ -90,8 +91,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return o.tooBig(trainSet.Len())
 	}
 
-	env.Log("cifar10: %s, %d parameters, %s lr %g cosine, wd %g, batch %d, on %s, amp %s, checkpointing %s",
-		spec.Name, nn.CountParams(net), o.Optimizer, o.LR, o.wd, o.Batch, env.Dev.Name(), o.AMP, o.Checkpoint)
+	env.Log("cifar10: %s, %d parameters, %s lr %g cosine, wd %g, batch %s, on %s, amp %s, checkpointing %s",
+		spec.Name, nn.CountParams(net), o.Optimizer, o.LR, o.wd, o.BatchText(), env.Dev.Name(), o.AMP, o.Checkpoint)
 	env.LogNotes(o.AMP, scaler)
 	defer loop.Close()
 	// Resumed with -resume: a checkpoint's configuration must be this run's;

@@ -58,3 +58,29 @@ func TestMemBudgetRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAccum is -accum on the CNN: 4 parts of each batch of 64 end 6 steps
+// at the loss of whole batches (the parts are contiguous, so dropout draws
+// the whole batch's masks; only the gradients' sums are associated
+// otherwise) in far less memory, and plan -mem-budget for the parts with
+// the gradients held across them; more parts than samples is refused.
+func TestAccum(t *testing.T) {
+	data := tinyMNIST(t, 512, 64)
+	args := []string{"-data", data, "-model", "cnn", "-batch", "64", "-max-steps", "6"}
+	whole := clitest.RunJSON(t, run, args...)
+	parts := clitest.RunJSON(t, run, append(args, "-accum", "4")...)
+	t.Logf("train loss %v whole, %v in 4 parts; peak %d and %d bytes", whole.TrainLoss, parts.TrainLoss, whole.PeakBytes.Total, parts.PeakBytes.Total)
+	if d := float64(parts.TrainLoss - whole.TrainLoss); d > 1e-5*float64(whole.TrainLoss) || d < -1e-5*float64(whole.TrainLoss) {
+		t.Errorf("train loss %v in 4 parts, %v whole: want within 1e-5 of it", parts.TrainLoss, whole.TrainLoss)
+	}
+	if 2*parts.PeakBytes.Activation > whole.PeakBytes.Activation {
+		t.Errorf("activations' peak %d bytes in 4 parts, %d whole: want under half", parts.PeakBytes.Activation, whole.PeakBytes.Activation)
+	}
+	r := clitest.RunOK(t, append(args, "-accum", "2", "-mem-budget", "0.97x", "-json")...)
+	s := clitest.Summary(t, r.Stdout)
+	clitest.HeldPlan(t, s.Planned, s.PeakBytes.Total)
+	r = clitest.Run(t, nil, append(args, "-accum", "65")...)
+	if r.Code != cli.ExitUsage || clitest.OneLine(r.Stderr) != "" || !strings.Contains(r.Stderr, "-accum 65 splits -batch 64") {
+		t.Errorf("-accum 65: exit %d, stderr %q; want %d and one line", r.Code, r.Stderr, cli.ExitUsage)
+	}
+}

@@ -89,18 +89,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer optim.Release(opt)
 	// The step reads no gradient between Backward and Unscale, so the
-	// weight gradients may be unscaled as the GEMM stores them.
-	scaler := amp.NewGradScaler(amp.For(o.AMP.DType()), amp.UnscaleAsStored(true))
+	// weight gradients may be unscaled as the GEMM stores them, unless
+	// -accum adds up several backward passes' first.
+	scaler := amp.NewGradScaler(amp.For(o.AMP.DType()), amp.UnscaleAsStored(o.Accum == 1))
 	step := &train.Step{Dev: env.Dev, Net: net, Opt: opt, Scaler: scaler, Low: o.AMP.DType(),
-		Segments: o.Checkpoint.Segments(nn.DefaultSegments(len(net.Layers)))} // 0: no checkpointing
+		Accum: o.Accum, Segments: o.Checkpoint.Segments(nn.DefaultSegments(len(net.Layers)))} // 0: no checkpointing
 	if err := env.Parallel(step); err != nil { // under -dist: rank 0's weights, gradients averaged
 		return err
 	}
 	loop := &train.Loop{Env: env, Flags: &o.Flags, Recipe: spec.Train, Step: step, Train: trainSet, Test: testSet,
 		Load: o.batches(spec.Train, step), EvalBatch: evalBatch, Data: o.dataset}
 
-	env.Log("%s: %s, %d parameters, %s on %s, batch %d, amp %s, checkpointing %s", o.dataset, o.Model, nn.CountParams(net),
-		o.Optimizer, env.Dev.Name(), o.Batch, o.AMP, o.Checkpoint)
+	env.Log("%s: %s, %d parameters, %s on %s, batch %s, amp %s, checkpointing %s", o.dataset, o.Model, nn.CountParams(net),
+		o.Optimizer, env.Dev.Name(), o.BatchText(), o.AMP, o.Checkpoint)
 	env.LogNotes(o.AMP, scaler)
 	defer loop.Close()
 	// Resumed with -resume: a checkpoint's configuration must be this run's;

@@ -323,6 +323,7 @@ type Flags struct {
 	Model      string
 	Epochs     int
 	Batch      int
+	Accum      int // parts of each batch whose gradients add up before a step; 1: none
 	LR         float64
 	Seed       uint64
 	AMP        AMP
@@ -368,6 +369,9 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	batch := perModel(specs, func(s models.Spec) int { return s.Batch })
 	f.Batch = batch.value
 	fs.Var(batch.wrap(&IntValue{p: &f.Batch, min: 1, max: MaxBatch}), "batch", "mini-batch size")
+	f.Accum = 1
+	fs.Var(&IntValue{p: &f.Accum, min: 1, max: MaxBatch}, "accum", "split each batch into this many parts whose gradients add up before the step\n"+
+		"(gradient accumulation): the step of -batch samples in the memory of -batch/-accum")
 
 	lr := perModel(specs, func(s models.Spec) float64 { return s.Train.LR })
 	f.LR = lr.value
@@ -388,6 +392,15 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 	fs.BoolVar(&f.JSON, "json", false, "print a JSON summary as the last line of output")
 }
 
+// BatchText is -batch as a run's first line says it: "128", or "128 in 4
+// parts" under -accum.
+func (f *Flags) BatchText() string {
+	if f.Accum > 1 {
+		return fmt.Sprintf("%d in %d parts", f.Batch, f.Accum)
+	}
+	return fmt.Sprint(f.Batch)
+}
+
 // Settings are the flags' values by flag name ("-batch": "64"), as every
 // rank of a data-parallel job must share them (distributed.AgreeSettings):
 // the model, the schedule's inputs, the precision, the seed. -device,
@@ -395,7 +408,7 @@ func (f *Flags) Register(fs *flag.FlagSet, specs []models.Spec, optims []string,
 func (f *Flags) Settings() map[string]string {
 	return map[string]string{"-model": f.Model, "-epochs": fmt.Sprint(f.Epochs), "-batch": fmt.Sprint(f.Batch),
 		"-lr": fmt.Sprint(f.LR), "-optim": f.Optimizer, "-seed": fmt.Sprint(f.Seed), "-amp": f.AMP.String(),
-		"-checkpoint": f.Checkpoint.String(), "-max-steps": fmt.Sprint(f.MaxSteps)}
+		"-checkpoint": f.Checkpoint.String(), "-max-steps": fmt.Sprint(f.MaxSteps), "-accum": fmt.Sprint(f.Accum)}
 }
 
 // modelDefault is a flag's default over several models: the common value

@@ -49,5 +49,9 @@ func (t *TrainFlags) Parse(fs *flag.FlagSet, args []string, stdout io.Writer) (m
 	if err := t.MemBudget.Check(t.Checkpoint, t.Dist.Engine); err != nil {
 		return models.Spec{}, err
 	}
-	return t.Resolve(fs), nil
+	spec := t.Resolve(fs)
+	if t.Accum > t.Batch {
+		return models.Spec{}, Usagef("-accum %d splits -batch %d into parts of no sample: want -accum at most -batch", t.Accum, t.Batch)
+	}
+	return spec, nil
 }

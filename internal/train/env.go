@@ -213,6 +213,9 @@ func Config(prog string, f *cli.Flags, ranks int, extra map[string]string) map[s
 	c := map[string]string{"program": prog, "model": f.Model, "amp": f.AMP.String(), "batch": fmt.Sprint(f.Batch),
 		"seed": fmt.Sprint(f.Seed), "optim": f.Optimizer, "lr": fmt.Sprint(f.LR), "epochs": fmt.Sprint(f.Epochs),
 		"max_steps": fmt.Sprint(f.MaxSteps), "checkpoint": f.Checkpoint.String(), "ranks": fmt.Sprint(ranks)}
+	if f.Accum > 1 { // named only then, as checkpoints before -accum never named it
+		c["accum"] = fmt.Sprint(f.Accum)
+	}
 	maps.Copy(c, extra)
 	return c
 }

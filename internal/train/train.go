@@ -55,6 +55,14 @@ type Step struct {
 	// Options are more options for each step's graph: a memory plan's
 	// (memplan.Plan.Options).
 	Options []autograd.Option
+	// Accum, above 1, has RunBatch split each batch into that many parts
+	// (gradient accumulation): each part's forward and backward pass on a
+	// graph of its own, its loss weighted by its share of the batch, their
+	// gradients added up, then the scaler's step once. The gradients are
+	// the whole batch's mean loss's, in a part's memory. The scaler must
+	// not unscale as products store (amp.UnscaleAsStored), which assumes
+	// one backward pass a step.
+	Accum int
 }
 
 // Run takes one step on the batch x (N, sample...) with labels y and
@@ -69,10 +77,47 @@ func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
 // (autograd.Graph.InputBitsView), else on its X as Run takes it. The
 // loader refills the batch only once the step is over.
 func (s *Step) RunBatch(b datasets.Batch) (float64, error) {
-	if b.X16.Bits == nil {
-		return s.Run(b.X, b.Y)
+	if s.Accum > 1 {
+		return s.runParts(b)
 	}
-	return s.run(func(g *autograd.Graph) *autograd.Var { return g.InputBitsView(b.X16) }, b.Y)
+	return s.run(s.batchInput(b), b.Y)
+}
+
+// batchInput makes b a leaf of a step's graph, as RunBatch takes it.
+func (s *Step) batchInput(b datasets.Batch) func(*autograd.Graph) *autograd.Var {
+	if b.X16.Bits == nil {
+		return func(g *autograd.Graph) *autograd.Var { return input(g, b.X, s.InputDType()) }
+	}
+	return func(g *autograd.Graph) *autograd.Var { return g.InputBitsView(b.X16) }
+}
+
+// runParts is RunBatch under Accum: the batch's parts' passes, then one
+// update. It returns the batch's mean loss.
+func (s *Step) runParts(b datasets.Batch) (float64, error) {
+	n := len(b.Y)
+	var sum float64
+	for k := range s.Accum {
+		lo, hi := k*n/s.Accum, (k+1)*n/s.Accum
+		if lo == hi {
+			continue
+		}
+		p := b.Part(lo, hi)
+		w := float32(hi-lo) / float32(n)
+		l, err := s.backward(s.batchInput(p), p.Y, w, k == s.Accum-1)
+		if err != nil {
+			return 0, err
+		}
+		sum += l * float64(hi-lo)
+	}
+	return sum / float64(n), s.update()
+}
+
+// PartLen is the length of a batch of n samples' largest part under Accum.
+func (s *Step) PartLen(n int) int {
+	if s.Accum <= 1 {
+		return n
+	}
+	return (n + s.Accum - 1) / s.Accum
 }
 
 // InputDType is the dtype to feed the step's batches in: see the function
@@ -82,34 +127,57 @@ func (s *Step) InputDType() dtype.DType { return InputDType(s.Net, s.Low) }
 // run takes one step on the batch that input makes a leaf of the step's
 // graph, with labels y.
 func (s *Step) run(input func(*autograd.Graph) *autograd.Var, y []int32) (float64, error) {
+	l, err := s.backward(input, y, 1, true)
+	if err != nil {
+		return 0, err
+	}
+	return l, s.update()
+}
+
+// backward takes the forward and backward passes of the batch that input
+// makes a leaf of a fresh graph, with labels y, its loss weighted by w
+// (with its gradients added to those already there), and returns the
+// unweighted loss. The last pass of a step attaches the data-parallel
+// averaging and finishes it.
+func (s *Step) backward(input func(*autograd.Graph) *autograd.Var, y []int32, w float32, last bool) (float64, error) {
 	if s.Segments < 0 {
 		panic(fmt.Sprintf("train.Step: %d checkpoint segments; want 0 (none) or more", s.Segments))
 	}
 	g := autograd.NewGraph(s.Dev, append([]autograd.Option{s.Prof.Graph()}, s.Options...)...)
 	defer g.Release()
-	if s.Attach != nil {
+	if s.Attach != nil && last {
 		s.Attach(g)
 	}
 	loss := s.forward(g, input, y)
-	g.Backward(s.Scaler.Scale(g, loss))
-	if s.Sync != nil {
+	weighted := loss
+	if w != 1 {
+		weighted = g.Scale(loss, w)
+	}
+	g.Backward(s.Scaler.Scale(g, weighted))
+	if s.Sync != nil && last {
 		if err := s.Prof.Phase(profile.Comm, s.Sync); err != nil {
 			return 0, err
 		}
 	}
+	return float64(loss.Value.Item()), nil
+}
+
+// update is the step after its backward passes: the scaler's unscale,
+// step and update, and the gradients zeroed.
+func (s *Step) update() error {
 	// Unscaled apart from Step (which would do it) so that a profile
 	// shows the two apart.
 	if err := s.Prof.Phase(profile.Unscale, func() error { return s.Scaler.Unscale(s.Opt) }); err != nil {
-		return 0, err
+		return err
 	}
 	if err := s.Prof.Phase(profile.Optim, func() error { _, err := s.Scaler.Step(s.Opt); return err }); err != nil {
-		return 0, err
+		return err
 	}
 	if err := s.Scaler.Update(); err != nil {
-		return 0, err
+		return err
 	}
 	s.Opt.ZeroGrad()
-	return float64(loss.Value.Item()), nil
+	return nil
 }
 
 // forward records the step's forward pass on g, autocast included, and
