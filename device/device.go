@@ -172,6 +172,19 @@ type Usage struct {
 // Category returns the bytes in category c.
 func (u Usage) Category(c Category) int64 { return u.ByCategory[c] }
 
+// Max is the larger of u and o figure by figure: two high-water marks
+// made one.
+func (u Usage) Max(o Usage) Usage {
+	u.Total = max(u.Total, o.Total)
+	for i := range u.ByCategory {
+		u.ByCategory[i] = max(u.ByCategory[i], o.ByCategory[i])
+	}
+	for i := range u.ByDType {
+		u.ByDType[i] = max(u.ByDType[i], o.ByDType[i])
+	}
+	return u
+}
+
 // DType returns the bytes stored as dt.
 func (u Usage) DType(dt dtype.DType) int64 { return u.ByDType[dt] }
 
@@ -285,13 +298,7 @@ func (a *Accountant) bump() {
 	if a.live.Total > a.peak.Total {
 		a.atPeak = a.live
 	}
-	a.peak.Total = max(a.peak.Total, a.live.Total)
-	for i := range a.live.ByCategory {
-		a.peak.ByCategory[i] = max(a.peak.ByCategory[i], a.live.ByCategory[i])
-	}
-	for i := range a.live.ByDType {
-		a.peak.ByDType[i] = max(a.peak.ByDType[i], a.live.ByDType[i])
-	}
+	a.peak = a.peak.Max(a.live)
 }
 
 // Stats returns the current figures; the caller fills Reserved.

@@ -117,28 +117,10 @@ var directJobs = sync.Pool{New: func() any { return new(directJob) }}
 
 func (j *directJob) runPieces(lo, hi int) {
 	switch j.kind {
-	case directForward, directInputGrad:
-		n := j.c.ForwardScratchLen()
-		if j.kind == directInputGrad {
-			n = j.c.InputGradScratchLen()
-		}
-		scr := getScratch(n)
-		for i := lo; i < hi; i++ {
-			if j.kind == directForward {
-				j.c.Forward(j.out, j.in, j.panel, j.bias, i, *scr)
-			} else {
-				j.c.InputGrad(j.out, j.in, j.panel, i, *scr)
-			}
-		}
-		putScratch(scr)
-	case directPrep:
-		scr := getScratch(j.c.WeightGradScratchLen())
-		clear(*scr)
-		per := j.c.WeightGradPrepLen()
-		for i := lo; i < hi; i++ {
-			j.c.PrepWeightGrad(j.src[i*per:(i+1)*per], j.in, j.x, j.n0+i, *scr)
-		}
-		putScratch(scr)
+	case directForward, directInputGrad, directForwardF16, directInputGradF16:
+		j.runF32(lo, hi)
+	case directPrep, directPrepF16:
+		j.prepF32(lo, hi)
 	case directWeightGrad:
 		for p := lo; p < hi; p++ {
 			j.c.WeightGrad(j.acc, j.src, j.nb, p, j.first)
@@ -172,50 +154,77 @@ func (j *directJob) runPieces(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			j.c.WeightGradBF16(j.acc, j.src, j.nb, p, j.first)
 		}
-	case directForwardF16, directInputGradF16:
-		j.runF16(lo, hi)
-	case directPrepF16:
-		g := j.c.Geom()
-		ly, lx := g.OC*g.OH*g.OW, g.C*g.H*g.W
-		scr, dy, x := getScratch(j.c.WeightGradScratchLen()), getScratch(ly), getScratch(lx)
-		clear(*scr)
-		per := j.c.WeightGradPrepLen()
-		for i := lo; i < hi; i++ {
-			n := j.n0 + i
-			dtype.DecodeF16(*dy, j.in16[n*ly:(n+1)*ly])
-			dtype.DecodeF16(*x, j.x16[n*lx:(n+1)*lx])
-			j.c.PrepWeightGrad(j.src[i*per:(i+1)*per], *dy, *x, 0, *scr)
-		}
-		putScratch(scr)
-		putScratch(dy)
-		putScratch(x)
 	}
 }
 
-// runF16 runs the F32 forward or input-gradient kernel on images [lo, hi)
-// of F16 operands: each image widened into a scratch, computed as image 0
-// of it, and its result rounded to F16 once.
-func (j *directJob) runF16(lo, hi int) {
-	g := j.c.Geom()
-	lin, lout := g.C*g.H*g.W, g.OC*g.OH*g.OW
+// runF32 runs the F32 forward or input-gradient kernel on images [lo, hi):
+// in place for F32 operands; for F16 ones each image widened into a
+// scratch, computed as image 0 of it, and its result rounded to F16 once.
+func (j *directJob) runF32(lo, hi int) {
+	fwd := j.kind == directForward || j.kind == directForwardF16
 	n := j.c.ForwardScratchLen()
-	if j.kind == directInputGradF16 {
-		lin, lout = lout, lin
+	if !fwd {
 		n = j.c.InputGradScratchLen()
 	}
-	scr, in, out := getScratch(n), getScratch(lin), getScratch(lout)
-	for i := lo; i < hi; i++ {
-		dtype.DecodeF16(*in, j.in16[i*lin:(i+1)*lin])
-		if j.kind == directForwardF16 {
-			j.c.Forward(*out, *in, j.panel, j.bias, 0, *scr)
-		} else {
-			j.c.InputGrad(*out, *in, j.panel, 0, *scr)
+	scr := getScratch(n)
+	defer putScratch(scr)
+	in, out, lin, lout := j.in, j.out, 0, 0
+	f16 := j.kind == directForwardF16 || j.kind == directInputGradF16
+	if f16 {
+		g := j.c.Geom()
+		lin, lout = g.C*g.H*g.W, g.OC*g.OH*g.OW
+		if !fwd {
+			lin, lout = lout, lin
 		}
-		dtype.EncodeF16(j.out16[i*lout:(i+1)*lout], *out)
+		win, wout := getScratch(lin), getScratch(lout)
+		defer putScratch(win)
+		defer putScratch(wout)
+		in, out = *win, *wout
 	}
-	putScratch(scr)
-	putScratch(in)
-	putScratch(out)
+	for i := lo; i < hi; i++ {
+		img := i
+		if f16 {
+			dtype.DecodeF16(in, j.in16[i*lin:(i+1)*lin])
+			img = 0
+		}
+		if fwd {
+			j.c.Forward(out, in, j.panel, j.bias, img, *scr)
+		} else {
+			j.c.InputGrad(out, in, j.panel, img, *scr)
+		}
+		if f16 {
+			dtype.EncodeF16(j.out16[i*lout:(i+1)*lout], out)
+		}
+	}
+}
+
+// prepF32 lays out images [lo, hi) of the chunk for the F32 weight-gradient
+// kernels: read in place when F32; when F16, each image's dy and x widened
+// into scratches first and laid out as image 0 of them.
+func (j *directJob) prepF32(lo, hi int) {
+	scr := getScratch(j.c.WeightGradScratchLen())
+	defer putScratch(scr)
+	clear(*scr)
+	per := j.c.WeightGradPrepLen()
+	dy, x, ly, lx := j.in, j.x, 0, 0
+	f16 := j.kind == directPrepF16
+	if f16 {
+		g := j.c.Geom()
+		ly, lx = g.OC*g.OH*g.OW, g.C*g.H*g.W
+		wdy, wx := getScratch(ly), getScratch(lx)
+		defer putScratch(wdy)
+		defer putScratch(wx)
+		dy, x = *wdy, *wx
+	}
+	for i := lo; i < hi; i++ {
+		img := j.n0 + i
+		if f16 {
+			dtype.DecodeF16(dy, j.in16[img*ly:(img+1)*ly])
+			dtype.DecodeF16(x, j.x16[img*lx:(img+1)*lx])
+			img = 0
+		}
+		j.c.PrepWeightGrad(j.src[i*per:(i+1)*per], dy, x, img, *scr)
+	}
 }
 
 // packedF32 packs the weights w for the F32 kernels into a scratch of n

@@ -69,7 +69,7 @@ type Step struct {
 // returns the unscaled loss, which is NaN or infinite when training has
 // diverged; the error is the scaler's.
 func (s *Step) Run(x tensor.Host, y []int32) (float64, error) {
-	return s.run(func(g *autograd.Graph) *autograd.Var { return input(g, x, s.InputDType()) }, y)
+	return s.run(s.batchInput(datasets.Batch{X: x}), y)
 }
 
 // RunBatch takes one step on a loader's batch: on the bits the loader
@@ -200,15 +200,12 @@ func (s *Step) forward(g *autograd.Graph, input func(*autograd.Graph) *autograd.
 // returns the loss scaled as Run's backward pass takes it: what a memory
 // planner's dry step measures (memplan.Config.Loss).
 func (s *Step) Loss(g *autograd.Graph, x tensor.Host, y []int32) *autograd.Var {
-	return s.Scaler.Scale(g, s.forward(g, func(g *autograd.Graph) *autograd.Var { return input(g, x, s.InputDType()) }, y))
+	return s.BatchLoss(g, datasets.Batch{X: x, Y: y})
 }
 
 // BatchLoss is Loss for a loader's batch, as RunBatch takes it.
 func (s *Step) BatchLoss(g *autograd.Graph, b datasets.Batch) *autograd.Var {
-	if b.X16.Bits == nil {
-		return s.Loss(g, b.X, b.Y)
-	}
-	return s.Scaler.Scale(g, s.forward(g, func(g *autograd.Graph) *autograd.Var { return g.InputBitsView(b.X16) }, b.Y))
+	return s.Scaler.Scale(g, s.forward(g, s.batchInput(b), b.Y))
 }
 
 // InputDType is the dtype to feed net's batches in (autograd.Graph.InputAs)
@@ -387,12 +384,6 @@ func MaxPeak(a, b device.MemStats) device.MemStats {
 	if b.Peak.Total > a.Peak.Total {
 		a.AtPeak = b.AtPeak
 	}
-	a.Peak.Total = max(a.Peak.Total, b.Peak.Total)
-	for i := range a.Peak.ByCategory {
-		a.Peak.ByCategory[i] = max(a.Peak.ByCategory[i], b.Peak.ByCategory[i])
-	}
-	for i := range a.Peak.ByDType {
-		a.Peak.ByDType[i] = max(a.Peak.ByDType[i], b.Peak.ByDType[i])
-	}
+	a.Peak = a.Peak.Max(b.Peak)
 	return a
 }
