@@ -78,10 +78,10 @@ func (d *Device) directPlan(op string, s device.ConvShape, oc int, dt dtype.DTyp
 	return c
 }
 
-// directJob is one direct convolution call's images or tiles, run by the
-// device's parallel pieces from a pool (as convJob is). The F32 kernels
-// read and write float32 slices, the BF16 ones bfloat16 bits (out16,
-// in16, panel16, x16).
+// directJob is one direct convolution call's images or chunks of images,
+// run by the device's parallel pieces from a pool (as convJob is). The F32
+// kernels read and write float32 slices, the BF16 ones bfloat16 bits
+// (out16, in16, panel16, x16).
 type directJob struct {
 	kind           directKind
 	c              *gemm.Conv
@@ -89,12 +89,10 @@ type directJob struct {
 	bias           []float32
 	out16, in16    []uint16
 	panel16, x16   []uint16
-	// The weight gradient: the chunk's prepared images (src), from image
-	// n0 on (nb of them), and the accumulators; dy (in, in16) and x (x,
-	// x16).
-	x, src, acc []float32
-	n0, nb      int
-	first       bool
+	// The weight gradient: dy (in, in16) and x (x, x16), chunk images a
+	// chunk, and each chunk's accumulators (acc, accLen floats apart).
+	x, acc        []float32
+	chunk, accLen int
 }
 
 type directKind uint8
@@ -102,15 +100,13 @@ type directKind uint8
 const (
 	directForward directKind = iota
 	directInputGrad
-	directPrep // lay out images [n0, n0+nb) of x and dy into src
 	directWeightGrad
 	directForward16
 	directInputGrad16
-	directPrep16
 	directWeightGrad16
 	directForwardF16 // the F32 kernels on F16 images (in16, out16), widened one by one
 	directInputGradF16
-	directPrepF16 // directPrep from F16 dy (in16) and x (x16)
+	directWeightGradF16 // the F32 kernels on F16 dy (in16) and x (x16), widened one by one
 )
 
 var directJobs = sync.Pool{New: func() any { return new(directJob) }}
@@ -119,12 +115,8 @@ func (j *directJob) runPieces(lo, hi int) {
 	switch j.kind {
 	case directForward, directInputGrad, directForwardF16, directInputGradF16:
 		j.runF32(lo, hi)
-	case directPrep, directPrepF16:
-		j.prepF32(lo, hi)
-	case directWeightGrad:
-		for p := lo; p < hi; p++ {
-			j.c.WeightGrad(j.acc, j.src, j.nb, p, j.first)
-		}
+	case directWeightGrad, directWeightGradF16, directWeightGrad16:
+		j.wgrad(lo, hi)
 	case directForward16, directInputGrad16:
 		// The AMX kernels' padded layouts are zero where no image goes:
 		// the scratch is cleared once, and each image rewrites the rest.
@@ -142,18 +134,6 @@ func (j *directJob) runPieces(lo, hi int) {
 			}
 		}
 		putScratch(scr)
-	case directPrep16:
-		scr := getScratch(j.c.WeightGradScratchLenBF16())
-		clear(*scr)
-		per := j.c.WeightGradPrepLenBF16()
-		for i := lo; i < hi; i++ {
-			j.c.PrepWeightGradBF16(j.src[i*per:(i+1)*per], j.in16, j.x16, j.n0+i, *scr)
-		}
-		putScratch(scr)
-	case directWeightGrad16:
-		for p := lo; p < hi; p++ {
-			j.c.WeightGradBF16(j.acc, j.src, j.nb, p, j.first)
-		}
 	}
 }
 
@@ -198,32 +178,63 @@ func (j *directJob) runF32(lo, hi int) {
 	}
 }
 
-// prepF32 lays out images [lo, hi) of the chunk for the F32 weight-gradient
-// kernels: read in place when F32; when F16, each image's dy and x widened
-// into scratches first and laid out as image 0 of them.
-func (j *directJob) prepF32(lo, hi int) {
-	scr := getScratch(j.c.WeightGradScratchLen())
+// chunkImages is chunk ci's first image and number of images.
+func (j *directJob) chunkImages(ci int) (n0, nb int) {
+	n0 = ci * j.chunk
+	return n0, min(j.chunk, j.c.Geom().N-n0)
+}
+
+// wgrad computes the weight gradient of chunks [lo, hi), each chunk into
+// its own accumulators: its images laid out in a scratch, then every piece
+// of the kernel run over them. The F32 kernels read F32 images in place
+// and F16 ones widened first, an image's dy and x at a time, and laid out
+// as image 0 of them; the AMX kernels read BF16. The scratch is this
+// worker's alone, so the layout stays in its core's cache for the pieces
+// that read it.
+func (j *directJob) wgrad(lo, hi int) {
+	c := j.c
+	bf, f16 := j.kind == directWeightGrad16, j.kind == directWeightGradF16
+	per, scrLen, pieces := c.WeightGradPrepLen(), c.WeightGradScratchLen(), c.WeightGradPieces()
+	if bf {
+		per, scrLen, pieces = c.WeightGradPrepLenBF16(), c.WeightGradScratchLenBF16(), c.WeightGradPiecesBF16()
+	}
+	src, scr := getScratch(j.chunk*per), getScratch(scrLen)
+	defer putScratch(src)
 	defer putScratch(scr)
+	clear(*src) // the layouts' padding; images rewrite the rest
 	clear(*scr)
-	per := j.c.WeightGradPrepLen()
 	dy, x, ly, lx := j.in, j.x, 0, 0
-	f16 := j.kind == directPrepF16
 	if f16 {
-		g := j.c.Geom()
+		g := c.Geom()
 		ly, lx = g.OC*g.OH*g.OW, g.C*g.H*g.W
 		wdy, wx := getScratch(ly), getScratch(lx)
 		defer putScratch(wdy)
 		defer putScratch(wx)
 		dy, x = *wdy, *wx
 	}
-	for i := lo; i < hi; i++ {
-		img := j.n0 + i
-		if f16 {
-			dtype.DecodeF16(dy, j.in16[img*ly:(img+1)*ly])
-			dtype.DecodeF16(x, j.x16[img*lx:(img+1)*lx])
-			img = 0
+	for ci := lo; ci < hi; ci++ {
+		n0, nb := j.chunkImages(ci)
+		for i := range nb {
+			dst, img := (*src)[i*per:(i+1)*per], n0+i
+			switch {
+			case bf:
+				c.PrepWeightGradBF16(dst, j.in16, j.x16, img, *scr)
+				continue
+			case f16:
+				dtype.DecodeF16(dy, j.in16[img*ly:(img+1)*ly])
+				dtype.DecodeF16(x, j.x16[img*lx:(img+1)*lx])
+				img = 0
+			}
+			c.PrepWeightGrad(dst, dy, x, img, *scr)
 		}
-		j.c.PrepWeightGrad(j.src[i*per:(i+1)*per], dy, x, img, *scr)
+		acc := j.acc[ci*j.accLen : (ci+1)*j.accLen]
+		for p := range pieces {
+			if bf {
+				c.WeightGradBF16(acc, *src, nb, p, true)
+			} else {
+				c.WeightGrad(acc, *src, nb, p, true)
+			}
+		}
 	}
 }
 
@@ -329,13 +340,17 @@ func (d *Device) ConvInputGrad(dx, dy, w device.Buffer, s device.ConvShape, oc i
 
 // wgradChunkFloats bounds a weight-gradient chunk's prepared images, in
 // floats: 256 Ki floats (1 MiB) stay in a core's L2 while every piece of
-// the chunk reads them.
+// the kernel reads them.
 const wgradChunkFloats = 1 << 18
 
-// ConvWeightGrad overwrites dw with the weight gradient of dy and x,
-// summed over the images a chunk at a time (chunks in order, so the sums
-// do not depend on the number of cores), each chunk's pieces shared out
-// among the cores.
+// ConvWeightGrad overwrites dw with the weight gradient of dy and x. The
+// images go in chunks, which the cores share out, each core laying out its
+// own chunks and running every piece of the kernel over them into the
+// chunk's own accumulators; the chunks' sums are then added in chunk
+// order, so dw does not depend on the number of cores. (Cores that shared
+// each chunk, laying out some of its images each and then running some of
+// its pieces, read each other's layouts: at two cores the ResNet-20 shapes
+// ran no faster than at one.)
 func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc int) {
 	wb, gb, xb := d.buf(dw, "ConvWeightGrad"), d.buf(dy, "ConvWeightGrad"), d.buf(x, "ConvWeightGrad")
 	c := d.directPlan("ConvWeightGrad", s, oc, xb.dt)
@@ -347,44 +362,38 @@ func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc 
 	d.checkLen("ConvWeightGrad", s.N*oc*ohw, gb)
 	d.checkLen("ConvWeightGrad", s.N*s.C*s.H*s.W, xb)
 	sameDType("ConvWeightGrad", xb, gb)
-	// Each chunk's images are laid out for the kernels (in parallel), then
-	// its pieces run (in parallel), adding into F32 accumulators that are
-	// written into dw at the end.
 	bf := xb.dt == dtype.BF16
-	per, accLen, pieces := c.WeightGradPrepLen(), c.WeightGradAccLen(), c.WeightGradPieces()
+	per, accLen := c.WeightGradPrepLen(), c.WeightGradAccLen()
 	if bf {
-		per, accLen, pieces = c.WeightGradPrepLenBF16(), c.WeightGradAccLenBF16(), c.WeightGradPiecesBF16()
+		per, accLen = c.WeightGradPrepLenBF16(), c.WeightGradAccLenBF16()
 	}
 	chunk := max(1, min(s.N, wgradChunkFloats/per))
-	src, acc := getScratch(chunk*per), getScratch(accLen)
-	clear(*src)
+	chunks := (s.N + chunk - 1) / chunk
+	acc := getScratch(chunks * accLen)
 	j := directJobs.Get().(*directJob)
-	for n0 := 0; n0 < s.N; n0 += chunk {
-		nb := min(chunk, s.N-n0)
-		*j = directJob{kind: directPrep, c: c, src: *src, acc: *acc, n0: n0, nb: nb, first: n0 == 0}
-		switch xb.dt {
-		case dtype.BF16:
-			j.kind, j.in16, j.x16 = directPrep16, gb.u16, xb.u16
-		case dtype.F16:
-			j.kind, j.in16, j.x16 = directPrepF16, gb.u16, xb.u16
-		default:
-			j.in, j.x = gb.f32, xb.f32
-		}
-		d.parallelRunner(nb, 1, j)
-		j.kind = directWeightGrad
-		if bf {
-			j.kind = directWeightGrad16
-		}
-		d.parallelRunner(pieces, 1, j)
+	*j = directJob{kind: directWeightGrad, c: c, acc: *acc, chunk: chunk, accLen: accLen}
+	switch xb.dt {
+	case dtype.BF16:
+		j.kind, j.in16, j.x16 = directWeightGrad16, gb.u16, xb.u16
+	case dtype.F16:
+		j.kind, j.in16, j.x16 = directWeightGradF16, gb.u16, xb.u16
+	default:
+		j.in, j.x = gb.f32, xb.f32
+	}
+	// Two runs of chunks a core, so that one core may take up another's
+	// slack; each run clears its layout scratch once.
+	d.parallelRunner(chunks, max(1, chunks/(2*d.workers)), j)
+	sum := (*acc)[:accLen]
+	for ci := 1; ci < chunks; ci++ {
+		addTo(sum, (*acc)[ci*accLen:(ci+1)*accLen])
 	}
 	if bf {
-		c.FinishWeightGradBF16(wb.f32, *acc)
+		c.FinishWeightGradBF16(wb.f32, sum)
 	} else {
-		c.FinishWeightGrad(wb.f32, *acc)
+		c.FinishWeightGrad(wb.f32, sum)
 	}
 	*j = directJob{}
 	directJobs.Put(j)
-	putScratch(src)
 	putScratch(acc)
 }
 
@@ -404,4 +413,19 @@ func halves(f []float32) []uint16 {
 		return nil
 	}
 	return unsafe.Slice((*uint16)(unsafe.Pointer(&f[0])), 2*len(f))
+}
+
+// addTo adds src into dst, element by element (src at least as long).
+func addTo(dst, src []float32) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:len(dst)]
+	if simdNormLevel == simdAVX512 {
+		addF32(unsafe.Pointer(&dst[0]), unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), len(dst))
+		return
+	}
+	for i, v := range src {
+		dst[i] += v
+	}
 }

@@ -157,7 +157,8 @@ func testIm2ColAdjoint(t *testing.T, dev device.Device) {
 // in every dtype it says it runs: ConvForward, ConvInputGrad and
 // ConvWeightGrad against a float64 reference on each whole-batch shape of
 // convCases and a few with more channels (odd sizes, one image, strides
-// 1 and 2, 1x1 and 3x3 kernels, 5 output channels for partial tiles),
+// 1 and 2, 1x1 and 3x3 kernels, 5 output channels for partial tiles, a
+// batch of 9 32x32 images),
 // each output pre-filled with NaN and then with another value, so that
 // every element must be written.
 func testDirectConv(t *testing.T, dev device.Device) {
@@ -180,7 +181,10 @@ func testDirectConv(t *testing.T, dev device.Device) {
 		dcase{"resnet-stage/2x16x8x8-oc16", device.NewConvShape(2, 16, 8, 8, 3, 3, 1, 1), 16},
 		dcase{"resnet-down/2x16x9x9-oc32", device.NewConvShape(2, 16, 9, 9, 3, 3, 2, 1), 32},
 		dcase{"resnet-proj/1x16x8x8-oc32", device.NewConvShape(1, 16, 8, 8, 1, 1, 2, 0), 32},
-		dcase{"wide-row/1x3x3x37-oc9", device.NewConvShape(1, 3, 3, 37, 3, 3, 1, 1), 9})
+		dcase{"wide-row/1x3x3x37-oc9", device.NewConvShape(1, 3, 3, 37, 3, 3, 1, 1), 9},
+		// A batch a backend may cut into chunks (the CPU's weight gradient
+		// lays out 7 images of this shape at a time, in F32).
+		dcase{"resnet-batch/9x16x32x32-oc16", device.NewConvShape(9, 16, 32, 32, 3, 3, 1, 1), 16})
 	ran := false
 	for _, dt := range dtype.All {
 		for _, c := range cases {
