@@ -124,6 +124,26 @@ func New(comm device.Comm, entries []Entry, opts ...Option) (*DataParallel, erro
 	return d, nil
 }
 
+// PackedBytes is the most memory the gradients' reduction allocates at
+// once on the device: the F32 buffer the largest bucket of several
+// parameters is packed into while backward runs (a bucket of one
+// parameter is reduced in its gradient), freed once its all-reduce is
+// done. A memory plan counts it (memplan.Config.Reserve).
+func (d *DataParallel) PackedBytes() int64 {
+	var most int64
+	for _, b := range d.buckets {
+		if len(b) < 2 {
+			continue
+		}
+		var n int64
+		for _, p := range b {
+			n += int64(tensor.Numel(p.Shape()))
+		}
+		most = max(most, device.Bytes(dtype.F32, int(n)))
+	}
+	return most
+}
+
 // describe is the model's layout as text: one line per entry.
 func (d *DataParallel) describe() string {
 	var b strings.Builder

@@ -40,6 +40,14 @@ type Config struct {
 	// dry steps hold a zero gradient for every parameter from theirs, and
 	// the plan fits the steps after a batch's first (its first has less).
 	Accumulate bool
+	// Reserve is memory the step may hold beyond what a dry step sees, at
+	// any moment of it, in bytes: a data-parallel run's gradient bucket
+	// (distributed.DataParallel.BucketBytes), packed while backward runs,
+	// once its gradients are done. Every peak the planner measures or
+	// estimates counts it, so that a plan fits the budget with the reserve
+	// held at its own peak; the prediction errs high by what the reserve
+	// is not holding then.
+	Reserve int64
 }
 
 // stateSizer is an optimiser that can say how much state it will hold
@@ -89,6 +97,8 @@ type Profile struct {
 	// Workspace is the largest scratch (kernel workspace) the step used
 	// at once.
 	Workspace int64
+	// Reserve is the Config's, counted in every peak.
+	Reserve int64
 	// Step is the dry step's time less its recomputation: about one
 	// step's forward and backward passes without checkpointing.
 	Step time.Duration
@@ -315,7 +325,7 @@ func (p *Profile) keptRun() error {
 	if postEnd.at.IsZero() || m.chainEnd.at.IsZero() {
 		return fmt.Errorf("memplan: dry step: the backward pass did not reach the chain (does the loss depend on the model's output?)")
 	}
-	adj := p.optimAdd - held
+	adj := p.optimAdd - held + c.Reserve
 	cast := func(mk mark) int64 { return mk.live.Category(device.Cast) }
 	var casts, before int64 // before: the kept bytes of the units before the one at hand
 	for i := range p.Units {
@@ -392,7 +402,7 @@ func (p *Profile) Peak(spans []nn.Span) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("memplan: dry step: %w", err)
 	}
-	peak += p.optimAdd - held
+	peak += p.optimAdd - held + c.Reserve
 	if p.peaks == nil {
 		p.peaks = map[string]int64{}
 	}
@@ -481,7 +491,8 @@ func (m *meter) profile(c Config, units []nn.Unit, held int64, start, end, after
 		re += m.reEnd[i].at.Sub(m.reStart[i].at)
 	}
 	p.Step = end.at.Sub(start.at) - re
-	p.Measured = m.maxPeak() + adj
+	p.Reserve = c.Reserve
+	p.Measured = m.maxPeak() + adj + c.Reserve
 	return p
 }
 

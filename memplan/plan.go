@@ -309,6 +309,8 @@ type Breakdown struct {
 	// step, Activations the rest: what the forward pass keeps and
 	// recomputes, the batch, and the backward pass's gradients in flight.
 	Param, Grad, OptimState, Workspace, Other, Activations int64
+	// Reserve is the Config's (a data-parallel run's gradient bucket).
+	Reserve int64
 }
 
 // String gives the total rounded up (a budget of that figure fits) and its
@@ -317,6 +319,9 @@ func (b Breakdown) String() string {
 	s := fmt.Sprintf("%s: parameters %s, gradients %s, optimiser state %s, minimum activations %s, workspace %s",
 		device.FormatBytesUp(b.Total), device.FormatBytes(b.Param), device.FormatBytes(b.Grad), device.FormatBytes(b.OptimState),
 		device.FormatBytes(b.Activations), device.FormatBytes(b.Workspace))
+	if b.Reserve > 0 {
+		s += ", data-parallel gradient bucket " + device.FormatBytes(b.Reserve)
+	}
 	if b.Other > 0 {
 		s += ", other memory already in use " + device.FormatBytes(b.Other)
 	}
@@ -401,8 +406,9 @@ func (p *Profile) least() ([]nn.Span, int64) {
 
 // breakdown splits a peak into its parts.
 func (p *Profile) breakdown(total int64) Breakdown {
-	b := Breakdown{Total: total, Param: p.Param + p.Cast, Grad: p.Grad, OptimState: p.OptimState, Workspace: p.Workspace, Other: max(p.Other, 0)}
-	b.Activations = max(total-b.Param-b.Grad-b.OptimState-b.Workspace-b.Other, 0)
+	b := Breakdown{Total: total, Param: p.Param + p.Cast, Grad: p.Grad, OptimState: p.OptimState, Workspace: p.Workspace, Other: max(p.Other, 0),
+		Reserve: p.Reserve}
+	b.Activations = max(total-b.Param-b.Grad-b.OptimState-b.Workspace-b.Other-b.Reserve, 0)
 	return b
 }
 

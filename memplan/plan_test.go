@@ -459,3 +459,53 @@ func TestSqrtN(t *testing.T) {
 		})
 	}
 }
+
+// TestReserve: memory held beyond the dry step (Config.Reserve, a
+// data-parallel run's gradient bucket) counts in every peak: the
+// unconstrained peak, each choice's measured peak and the smallest
+// budget move up by it, a plan fits the budget with it, and the smallest
+// budget's breakdown names it.
+func TestReserve(t *testing.T) {
+	dev := cpu.New()
+	m, opt, loss := deepChain(dev)
+	defer nn.Release(m)
+	defer optim.Release(opt)
+	const reserve = 3 << 20
+	c := memplan.Config{Dev: dev, Model: m, Loss: loss, Optim: opt}
+	p0, err := memplan.Measure(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Reserve = reserve
+	p1, err := memplan.Measure(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.Unconstrained != p0.Unconstrained+reserve || p1.Measured != p0.Measured+reserve {
+		t.Errorf("unconstrained peaks %d and %d, measured %d and %d; want them %d apart", p0.Unconstrained, p1.Unconstrained, p0.Measured, p1.Measured, reserve)
+	}
+	min0, _, err := p0.Minimum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	min1, brk, err := p1.Minimum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if min1.Peak != min0.Peak+reserve || brk.Reserve != reserve {
+		t.Errorf("smallest budgets %d and %d (reserve in the breakdown %d); want them %d apart", min0.Peak, min1.Peak, brk.Reserve, reserve)
+	}
+	budget := (min0.Peak + p0.Unconstrained) / 2
+	pl, err := p1.Plan(budget + reserve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p0.Peak(pl.Spans); err != nil || got+reserve != pl.Peak || pl.Peak > pl.Budget {
+		t.Errorf("plan for %d with the reserve: peak %d (%d measured without it, %v); want within the budget, %d above", pl.Budget, pl.Peak, got, err, reserve)
+	}
+	_, err = p1.Plan(min1.Peak - 1)
+	var inf *memplan.InfeasibleError
+	if !errors.As(err, &inf) || !strings.Contains(err.Error(), "data-parallel gradient bucket 3.0 MiB") {
+		t.Errorf("a budget below the smallest: %v; want an InfeasibleError naming the bucket", err)
+	}
+}

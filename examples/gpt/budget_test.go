@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -57,4 +58,44 @@ func heldBudget(t *testing.T, args []string, budget string) string {
 		t.Errorf("without -mem-budget, mem_budget_bytes is %d", *plain.MemBudgetBytes)
 	}
 	return r.Stderr
+}
+
+// TestDistMemBudget is -mem-budget under -dist, 2 ranks under mpirun with
+// dropout: the plan counts the bucket the ranks' gradients are packed
+// into for their all-reduce (here every gradient, as many bytes as the
+// F32 parameters), which this model packs after its backward pass, past
+// its peak: so the planned peak is the measured one plus the bucket, the
+// run stays within the budget, and its losses are those of the same job
+// without a budget. Rank 0 alone prints the plan, which every rank runs.
+func TestDistMemBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an MPI job; skipped with -short")
+	}
+	args := append(append([]string{}, tiny...), "-layers", "3", "-embd", "32", "-block", "64", "-batch", "8", "-dropout", "0.1", "-iters", "4",
+		"-dist", "mpi", "-json")
+	out, code := clitest.Mpirun(t, 2, append(args, "-mem-budget", "0.6x")...)
+	if code != 0 {
+		t.Fatalf("2 ranks under mpirun: exit %d\n%s", code, out)
+	}
+	if n := strings.Count(out, "memory plan for a budget of"); n != 1 {
+		t.Errorf("%d plans printed; want rank 0's alone:\n%s", n, out)
+	}
+	s := summaryOf(t, out)
+	p := s.Planned
+	if p.MemBudgetBytes == nil || p.PlannedPeakBytes == nil || p.OverBudget {
+		t.Fatalf("summary's plan %+v", p)
+	}
+	budget, planned, peak, bucket := *p.MemBudgetBytes, *p.PlannedPeakBytes, s.PeakBytes.Total, s.PeakBytes.Param
+	if peak > budget || planned > budget || math.Abs(float64(planned-bucket-peak))/float64(peak) > 0.05 || s.PeakBytes.Recompute == 0 {
+		t.Errorf("peak %d, planned %d with a bucket of %d, budget %d; want both within the budget, the plan less the bucket within 5%% of the peak, and something recomputed",
+			peak, planned, bucket, budget)
+	}
+	out, code = clitest.Mpirun(t, 2, args...)
+	if code != 0 {
+		t.Fatalf("2 ranks under mpirun without a budget: exit %d\n%s", code, out)
+	}
+	plain := summaryOf(t, out)
+	if plain.TrainLoss != s.TrainLoss || plain.ValLoss != s.ValLoss {
+		t.Errorf("losses %v, %v with the plan; %v, %v without", s.TrainLoss, s.ValLoss, plain.TrainLoss, plain.ValLoss)
+	}
 }

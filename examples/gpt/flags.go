@@ -83,7 +83,7 @@ func (f *flags) register() *flag.FlagSet {
 
 // check refuses combinations no run can use.
 func (f *flags) check(fs *flag.FlagSet) error {
-	if err := f.MemBudget.Check(f.Checkpoint, f.Dist.Engine); err != nil {
+	if err := f.MemBudget.Check(f.Checkpoint); err != nil {
 		return err
 	}
 	if f.MemBudget.On() && f.EvalOnly {

@@ -216,7 +216,7 @@ func (r *runner) planBudget() (*memplan.Plan, error) {
 	}
 	x, y := make([]int32, r.f.Batch*r.f.Block), make([]int32, r.f.Batch*r.f.Block)
 	datasets.SampleWindows(r.text.Train, r.f.Block, rand.New(rand.NewPCG(r.f.Seed, 0)), x, y)
-	return train.PlanBudget("gpt", r.env.Stderr, r.f.MemBudget, r.dev, r.m, r.opt, r.f.Accum > 1, func(g *autograd.Graph) *autograd.Var {
+	return r.env.PlanBudget(r.f.MemBudget, r.m, r.opt, r.f.Accum > 1, func(g *autograd.Graph) *autograd.Var {
 		return r.scaler.Scale(g, r.loss(g, x, y))
 	})
 }

@@ -58,18 +58,11 @@ func (m *MemBudget) Set(s string) error {
 // Arg names the flag's value in help.
 func (*MemBudget) Arg() string { return "SIZE" }
 
-// Check refuses -mem-budget beside what it cannot plan for: a fixed
-// -checkpoint (the plan chooses the checkpointing, so the two would
-// disagree) and data parallelism (a rank's gradient buckets are not in
-// the one-process step the planner measures).
-func (m MemBudget) Check(ckpt Checkpoint, dist string) error {
-	switch {
-	case !m.on:
-		return nil
-	case ckpt.On():
+// Check refuses -mem-budget beside a fixed -checkpoint: the plan chooses
+// the checkpointing, so the two would disagree.
+func (m MemBudget) Check(ckpt Checkpoint) error {
+	if m.on && ckpt.On() {
 		return Usagef("-mem-budget chooses what to recompute itself: drop -checkpoint %v (or give -checkpoint off)", ckpt)
-	case dist != "" && dist != "none":
-		return Usagef("-mem-budget plans one process's step: it does not yet count -dist %s's gradient buckets", dist)
 	}
 	return nil
 }

@@ -34,8 +34,8 @@ func TestMemBudgetFlag(t *testing.T) {
 		}
 	}
 	var none MemBudget
-	if none.On() || none.String() != "" || none.Check(CheckpointAuto, "mpi") != nil {
-		t.Errorf("no budget: on %v, %q, check %v", none.On(), none.String(), none.Check(CheckpointAuto, "mpi"))
+	if none.On() || none.String() != "" || none.Check(CheckpointAuto) != nil {
+		t.Errorf("no budget: on %v, %q, check %v", none.On(), none.String(), none.Check(CheckpointAuto))
 	}
 	var b MemBudget
 	if err := b.Set("1GiB"); err != nil {
@@ -43,16 +43,15 @@ func TestMemBudgetFlag(t *testing.T) {
 	}
 	for _, c := range []struct {
 		ckpt Checkpoint
-		dist string
 		bad  string
-	}{{CheckpointOff, "none", ""}, {CheckpointOff, "", ""}, {CheckpointAuto, "none", "-checkpoint auto"}, {CheckpointSegments(3), "none", "-checkpoint 3"}, {CheckpointOff, "nccl", "-dist nccl"}} {
-		err := b.Check(c.ckpt, c.dist)
+	}{{CheckpointOff, ""}, {CheckpointAuto, "-checkpoint auto"}, {CheckpointSegments(3), "-checkpoint 3"}} {
+		err := b.Check(c.ckpt)
 		var u *UsageError
 		switch {
 		case c.bad == "" && err != nil:
-			t.Errorf("%v, %q: %v", c.ckpt, c.dist, err)
+			t.Errorf("%v: %v", c.ckpt, err)
 		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad) || !errors.As(err, &u)):
-			t.Errorf("%v, %q: %v; want a usage error naming %s", c.ckpt, c.dist, err, c.bad)
+			t.Errorf("%v: %v; want a usage error naming %s", c.ckpt, err, c.bad)
 		}
 	}
 }

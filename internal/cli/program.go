@@ -29,7 +29,7 @@ func (t *TrainFlags) Register(fs *flag.FlagSet, specs []models.Spec, optims []st
 // Parse parses args into fs (Parse: -h prints help), refuses combinations
 // that cannot work (StateFlags.Check, which also probes -save's directory,
 // ProfileFlags.Check, -eval with any profiling, and -mem-budget beside
-// -checkpoint or -dist: MemBudget.Check), and fills what the
+// -checkpoint: MemBudget.Check), and fills what the
 // command line left out from the chosen model's recipe (Flags.Resolve),
 // whose spec it returns. Every error is one line; a bad command line is a
 // UsageError.
@@ -46,7 +46,7 @@ func (t *TrainFlags) Parse(fs *flag.FlagSet, args []string, stdout io.Writer) (m
 	if t.State.Eval != "" && t.Profile.Any() {
 		return models.Spec{}, Usagef("-eval only evaluates: -profile, -trace, -metrics and -tensorboard are about training")
 	}
-	if err := t.MemBudget.Check(t.Checkpoint, t.Dist.Engine); err != nil {
+	if err := t.MemBudget.Check(t.Checkpoint); err != nil {
 		return models.Spec{}, err
 	}
 	spec := t.Resolve(fs)

@@ -3,11 +3,12 @@ package train
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"slices"
 
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/distributed"
 	"github.com/mixprec/mixprec/internal/cli"
 	"github.com/mixprec/mixprec/memplan"
 	"github.com/mixprec/mixprec/nn"
@@ -24,30 +25,91 @@ import (
 // (exit status 2) naming the smallest budget that fits and its parts.
 // accumulate says the step adds its gradients to earlier batches'
 // (memplan.Config.Accumulate).
-func PlanBudget(prog string, stderr io.Writer, b cli.MemBudget, dev device.Device, model nn.Chain, opt any, accumulate bool,
-	loss func(g *autograd.Graph) *autograd.Var) (*memplan.Plan, error) {
+//
+// Under -dist the plan counts the bucket the gradients' reduction packs
+// while backward runs (DataParallel.PackedBytes as memplan.Config.Reserve),
+// and every rank takes rank 0's choice: the ranks time their dry steps
+// apart, and the cheapest choice by those times may differ, while the
+// memory a choice takes does not. So every rank's steps hold the memory
+// rank 0's plan, the one printed, predicts; which budgets fit does not
+// depend on the times, so the ranks agree on a refusal too.
+func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bool, loss func(g *autograd.Graph) *autograd.Var) (*memplan.Plan, error) {
 	if !b.On() {
 		return nil, nil
 	}
-	p, err := memplan.Measure(memplan.Config{Dev: dev, Model: model, Loss: loss, Optim: opt, Accumulate: accumulate})
+	c := memplan.Config{Dev: e.Dev, Model: model, Loss: loss, Optim: opt, Accumulate: accumulate}
+	if e.dp != nil {
+		c.Reserve = e.dp.PackedBytes()
+	}
+	p, err := memplan.Measure(c)
 	if err != nil {
 		return nil, err
 	}
-	bytes, err := b.Budget().Resolve(dev, p)
+	// Every rank finds a budget it cannot resolve or fit alike: rank 0
+	// says so (Outcome).
+	bytes, err := b.Budget().Resolve(e.Dev, p)
 	if err != nil {
-		return nil, cli.Usagef("-mem-budget %v: %v", b, err)
+		return nil, e.Outcome(cli.Usagef("-mem-budget %v: %v", b, err))
 	}
 	pl, err := p.Plan(bytes)
 	var inf *memplan.InfeasibleError
 	if errors.As(err, &inf) {
-		return nil, cli.Usagef("-mem-budget %v: %v", b, err)
+		return nil, e.Outcome(cli.Usagef("-mem-budget %v: %v", b, err))
 	}
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(stderr, pl)
+	if pl, err = e.rankZerosPlan(p, pl); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(e.Stderr, pl)
 	pl.Apply(model)
 	return pl, nil
+}
+
+// rankZerosPlan returns, under -dist, rank 0's plan for the budget pl was
+// made for: pl itself on rank 0 and where the choices agree, else the
+// plan of rank 0's choice on this rank's profile p (measured again).
+// Without -dist it returns pl.
+func (e *Env) rankZerosPlan(p *memplan.Profile, pl *memplan.Plan) (*memplan.Plan, error) {
+	if e.Comm == nil || e.Ranks < 2 {
+		return pl, nil
+	}
+	// The choice as numbers: the convolutions' chunk cap, then for each
+	// unit the end of the span that starts there, or 0. Rank 0's numbers
+	// alone are summed.
+	n := len(p.Units)
+	v := make([]float32, 1+n)
+	if e.Rank == 0 {
+		v[0] = float32(pl.ConvChunk)
+		for _, s := range pl.Spans {
+			v[1+s.Lo] = float32(s.Hi)
+		}
+	}
+	if err := distributed.AllReduceHost(e.Comm, e.Dev, v, device.Sum); err != nil {
+		return nil, err
+	}
+	var spans []nn.Span
+	for i, hi := range v[1:] {
+		if hi > 0 {
+			spans = append(spans, nn.Span{Lo: i, Hi: int(hi)})
+		}
+	}
+	chunk := int(v[0])
+	if chunk == pl.ConvChunk && slices.Equal(spans, pl.Spans) {
+		return pl, nil
+	}
+	if chunk != 0 {
+		b, err := p.Bounded()
+		if err != nil {
+			return nil, err
+		}
+		if b == nil || b.ConvChunk != chunk {
+			return nil, fmt.Errorf("-mem-budget: rank 0 bounds convolutions' scratch to %d images, which rank %d cannot", chunk, e.Rank)
+		}
+		p = b
+	}
+	return p.PlanSpans(pl.Budget, spans)
 }
 
 // Guard holds training to a memory plan: after each step it reads the
@@ -102,7 +164,22 @@ func (g *Guard) Peak() int64 {
 // ("<prog>-stopped-*" in the working directory, made for it, so that no
 // file of the user's is touched). It returns the directory to resume
 // from.
+//
+// Under -dist (Together) every rank calls it at the same step, rank 0
+// alone writes, and none returns before the checkpoint is whole; the
+// other ranks return "".
 func (s *Saver) SaveNow(pos runstate.Position) (string, error) {
+	dir, err := s.saveNow(pos)
+	if berr := s.together(); berr != nil && err == nil {
+		err = berr
+	}
+	return dir, err
+}
+
+func (s *Saver) saveNow(pos runstate.Position) (string, error) {
+	if s.comm != nil && s.comm.Rank() != 0 {
+		return "", nil
+	}
 	if s.flags.Save != "" {
 		if _, err := s.save(pos); err != nil {
 			return "", err

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +23,19 @@ import (
 	"github.com/mixprec/mixprec/tensor"
 )
 
+// budgetStep is an F32 step of a small MLP with dropout on dev, released
+// when t ends, and a batch for it.
+func budgetStep(t *testing.T, dev device.Device) (step *Step, opt optim.Stateful, x tensor.Host, y []int32) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	net := models.DeepMLP(rng, 32, 64, 4, 10, 0.1)
+	nn.To(net, dev)
+	t.Cleanup(func() { nn.Release(net) })
+	opt = optim.NewSGD(net.Params(), optim.LR(0.01), optim.Momentum(0.9))
+	t.Cleanup(func() { optim.Release(opt) })
+	step = &Step{Dev: dev, Net: net, Opt: opt, Scaler: amp.NewGradScaler(amp.For(dtype.F32)), Low: dtype.F32}
+	return step, opt, tensor.NormalHost(rng, 0, 1, 128, 32), make([]int32, 128)
+}
+
 // TestGuardStopsOverBudget plans a step, takes it within the plan, then
 // takes one that allocates more than the plan allowed: the guard lets the
 // first pass and stops the second with a *cli.OverBudget whose checkpoint
@@ -32,22 +46,15 @@ func TestGuardStopsOverBudget(t *testing.T) {
 		t.Run(map[bool]string{true: "save", false: "no save"}[withSave], func(t *testing.T) {
 			t.Chdir(t.TempDir())
 			dev := cpu.New()
-			rng := rand.New(rand.NewPCG(5, 5))
-			net := models.DeepMLP(rng, 32, 64, 4, 10, 0.1)
-			nn.To(net, dev)
-			defer nn.Release(net)
-			opt := optim.NewSGD(net.Params(), optim.LR(0.01), optim.Momentum(0.9))
-			defer optim.Release(opt)
-			scaler := amp.NewGradScaler(amp.For(dtype.F32))
-			x := tensor.NormalHost(rng, 0, 1, 128, 32)
-			y := make([]int32, 128)
-			step := Step{Dev: dev, Net: net, Opt: opt, Scaler: scaler, Low: dtype.F32}
+			step, opt, x, y := budgetStep(t, dev)
+			net, scaler := step.Net, step.Scaler
 			var stderr bytes.Buffer
 			var b cli.MemBudget
 			if err := b.Set("0.8x"); err != nil {
 				t.Fatal(err)
 			}
-			plan, err := PlanBudget("test", &stderr, b, dev, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+			env := &Env{Prog: "test", Dev: dev, Stderr: &stderr, Ranks: 1}
+			plan, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +108,7 @@ func TestGuardStopsOverBudget(t *testing.T) {
 // TestGuardNil: without a budget there is no plan and no guard, and the
 // guard's methods do nothing.
 func TestGuardNil(t *testing.T) {
-	pl, err := PlanBudget("test", nil, cli.MemBudget{}, nil, nil, nil, false, nil)
+	pl, err := (&Env{Prog: "test", Ranks: 1}).PlanBudget(cli.MemBudget{}, nil, nil, false, nil)
 	if pl != nil || err != nil {
 		t.Fatalf("PlanBudget without a budget = %v, %v", pl, err)
 	}
@@ -133,27 +140,36 @@ func TestMaxPeakAtPeak(t *testing.T) {
 	}
 }
 
-// peerComm is rank 0 of two whose other rank has the loss 3 at every step
-// and received SIGTERM before the collective in which received says so:
-// its all-reduce adds that rank's part (Saver.exchange's layout: the loss,
-// then a slot for each of cli.StopSignals).
+// peerComm is one rank of two, rank 0 unless rank says otherwise, whose
+// all-reduces add the other rank's part, as peer gives it for the
+// all-reduce numbered from 1.
 type peerComm struct {
-	dev        device.Device
-	reduces    int // all-reduces so far
-	signalFrom int // the all-reduce from which the peer has its signal
-	barriers   int
+	dev      device.Device
+	rank     int
+	peer     func(v []float32, reduce int)
+	reduces  int // all-reduces so far
+	barriers int
 }
 
-func (c *peerComm) Rank() int { return 0 }
+// signalledPeer is a rank 0's other rank with the loss 3 at every step
+// that received SIGTERM before all-reduce from (Saver.exchange's layout:
+// the loss, then a slot for each of cli.StopSignals).
+func signalledPeer(from int) func(v []float32, reduce int) {
+	return func(v []float32, reduce int) {
+		v[0] += 3
+		if reduce >= from {
+			v[2]++ // cli.StopSignals[1], SIGTERM
+		}
+	}
+}
+
+func (c *peerComm) Rank() int { return c.rank }
 func (c *peerComm) Size() int { return 2 }
 func (c *peerComm) AllReduce(b device.Buffer, op device.ReduceOp) error {
 	c.reduces++
 	v := make([]float32, b.Len())
 	c.dev.CopyToHost(v, b)
-	v[0] += 3
-	if c.reduces >= c.signalFrom {
-		v[2]++ // cli.StopSignals[1], SIGTERM
-	}
+	c.peer(v, c.reduces)
 	c.dev.CopyFromHost(b, v)
 	return nil
 }
@@ -183,7 +199,7 @@ func TestSaverStopsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer saver.Close()
-	comm := &peerComm{dev: dev, signalFrom: 3}
+	comm := &peerComm{dev: dev, peer: signalledPeer(3)}
 	saver.Together(comm, dev)
 	if mean, err := saver.StepLoss(1); err != nil || mean != 2 {
 		t.Fatalf("step 1: StepLoss(1) with the other rank at 3 = %v, %v; want 2", mean, err)
@@ -204,5 +220,50 @@ func TestSaverStopsTogether(t *testing.T) {
 	}
 	if _, pos, _, err := runstate.LoadNewest(dir, run); err != nil || pos.Step != 3 {
 		t.Errorf("resuming: step %d, %v; want step 3", pos.Step, err)
+	}
+}
+
+// TestPlanBudgetRankZero: under -dist a rank runs rank 0's choice of what
+// to recompute, whatever its own dry steps chose: here rank 0 recomputes
+// the first two units as one span and the fourth alone, which this rank's
+// planner would not choose at a budget the unplanned step fits. And a
+// rank other than 0 stopped over its budget writes no checkpoint but
+// waits for rank 0's.
+func TestPlanBudgetRankZero(t *testing.T) {
+	t.Chdir(t.TempDir())
+	dev := cpu.New()
+	step, opt, x, y := budgetStep(t, dev)
+	net := step.Net
+	n := len(net.Units())
+	zero := make([]float32, 1+n)
+	zero[1+0], zero[1+3] = 2, 4 // spans [0, 2) and [3, 4)
+	comm := &peerComm{dev: dev, rank: 1, peer: func(v []float32, _ int) {
+		for i := range v {
+			v[i] += zero[i]
+		}
+	}}
+	var stderr bytes.Buffer
+	env := &Env{Prog: "test", Dev: dev, Stderr: &stderr, Comm: comm, Rank: 1, Ranks: 2}
+	var b cli.MemBudget
+	if err := b.Set("1GiB"); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []nn.Span{{Lo: 0, Hi: 2}, {Lo: 3, Hi: 4}}; !slices.Equal(pl.Spans, want) || pl.Peak > pl.Budget {
+		t.Errorf("rank 1's plan %v, peak %d of %d; want rank 0's %v", pl.Spans, pl.Peak, pl.Budget, want)
+	}
+	run := runstate.Run{Model: net, Optimizer: opt, Scaler: step.Scaler, Config: map[string]string{"program": "test"}, Extent: runstate.Extent{Steps: 10}}
+	saver, err := NewSaver("test", cli.StateFlags{}, run, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer saver.Close()
+	saver.Together(comm, dev)
+	dir, err := saver.SaveNow(runstate.Position{Step: 1, Batch: 1})
+	if entries, _ := os.ReadDir("."); dir != "" || err != nil || len(entries) != 0 || comm.barriers != 1 {
+		t.Errorf("rank 1 stopped: saved %q (%v), %d entries in the working directory, %d barriers; want nothing written and 1 barrier", dir, err, len(entries), comm.barriers)
 	}
 }

@@ -33,6 +33,7 @@ type Env struct {
 	Tag string
 
 	closeDist func() error
+	dp        *distributed.DataParallel // DataParallel's, nil without -dist
 }
 
 // OpenDevice opens the device -device names (cli.OpenDevice) for program
@@ -160,6 +161,7 @@ func (e *Env) DataParallel(m nn.Module) (*distributed.DataParallel, error) {
 	for _, r := range nn.RNGs(m) {
 		r.RNG.Shard(e.Rank, e.Ranks)
 	}
+	e.dp = dp
 	return dp, nil
 }
 

@@ -93,7 +93,7 @@ func (l *Loop) plan() error {
 	var err error
 	for b := range datasets.Batches(l.Train, l.Flags.Batch, l.Load...) {
 		b = b.Part(0, l.Step.PartLen(len(b.Y))) // under -accum, a step's passes are a part's
-		l.Plan, err = PlanBudget(l.Env.Prog, l.Env.Stderr, l.Flags.MemBudget, l.Env.Dev, l.Step.Net, l.Step.Opt, l.Step.Accum > 1,
+		l.Plan, err = l.Env.PlanBudget(l.Flags.MemBudget, l.Step.Net, l.Step.Opt, l.Step.Accum > 1,
 			func(g *autograd.Graph) *autograd.Var { return l.Step.BatchLoss(g, b) })
 		break
 	}
