@@ -220,9 +220,11 @@ func (f *flags) runConfig(c models.GPTConfig, ranks int) map[string]string {
 
 // settings are the flags every rank of a data-parallel run must share, by
 // their names on the command line: runConfig's, whose vocabulary the
-// corpus's fingerprint covers.
+// corpus's fingerprint covers, and the memory budget (every rank plans it
+// and takes rank 0's plan; a resumed run may change it, so it is not in
+// runConfig).
 func (f *flags) settings(c models.GPTConfig) map[string]string {
-	s := map[string]string{}
+	s := map[string]string{"-mem-budget": f.MemBudget.Setting()}
 	for k, v := range f.runConfig(c, 1) {
 		if k != "program" && k != "vocab" {
 			s["-"+strings.ReplaceAll(k, "_", "-")] = v

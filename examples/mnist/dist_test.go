@@ -71,6 +71,7 @@ func TestDistSettingsMustMatch(t *testing.T) {
 		{"epochs", []string{"-epochs", "2"}, "-epochs (1 on rank 0, 2 on rank 1)"},
 		{"optim", []string{"-optim", "adam"}, "-optim (sgd on rank 0, adam on rank 1)"},
 		{"checkpoint", []string{"-checkpoint", "auto"}, "-checkpoint (off on rank 0, auto on rank 1)"},
+		{"mem-budget", []string{"-mem-budget", "0.9x"}, "-mem-budget (none on rank 0, 0.9x on rank 1)"},
 		{"data", []string{"-data", other}, "data (mnist/train: 200 samples of [1 28 28], labels "},
 	} {
 		t.Run(c.name, func(t *testing.T) {

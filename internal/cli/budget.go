@@ -45,6 +45,15 @@ func (m MemBudget) String() string {
 	return m.b.String()
 }
 
+// Setting is the budget as the ranks of a data-parallel job compare it:
+// as given, or "none".
+func (m MemBudget) Setting() string {
+	if !m.on {
+		return "none"
+	}
+	return m.b.String()
+}
+
 // Set parses a budget.
 func (m *MemBudget) Set(s string) error {
 	b, err := memplan.ParseBudget(s)

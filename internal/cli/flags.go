@@ -403,12 +403,14 @@ func (f *Flags) BatchText() string {
 
 // Settings are the flags' values by flag name ("-batch": "64"), as every
 // rank of a data-parallel job must share them (distributed.AgreeSettings):
-// the model, the schedule's inputs, the precision, the seed. -device,
-// -data and -json may differ between ranks, and are not among them.
+// the model, the schedule's inputs, the precision, the seed, the memory
+// budget (every rank plans it, and takes rank 0's plan). -device, -data
+// and -json may differ between ranks, and are not among them.
 func (f *Flags) Settings() map[string]string {
 	return map[string]string{"-model": f.Model, "-epochs": fmt.Sprint(f.Epochs), "-batch": fmt.Sprint(f.Batch),
 		"-lr": fmt.Sprint(f.LR), "-optim": f.Optimizer, "-seed": fmt.Sprint(f.Seed), "-amp": f.AMP.String(),
-		"-checkpoint": f.Checkpoint.String(), "-max-steps": fmt.Sprint(f.MaxSteps), "-accum": fmt.Sprint(f.Accum)}
+		"-checkpoint": f.Checkpoint.String(), "-max-steps": fmt.Sprint(f.MaxSteps), "-accum": fmt.Sprint(f.Accum),
+		"-mem-budget": f.MemBudget.Setting()}
 }
 
 // modelDefault is a flag's default over several models: the common value

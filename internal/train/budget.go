@@ -109,7 +109,12 @@ func (e *Env) rankZerosPlan(p *memplan.Profile, pl *memplan.Plan) (*memplan.Plan
 		}
 		p = b
 	}
-	return p.PlanSpans(pl.Budget, spans)
+	zero, err := p.PlanSpans(pl.Budget, spans)
+	if err == nil && zero.Peak > zero.Budget {
+		// A budget of free memory resolves on each rank's own device.
+		err = fmt.Errorf("-mem-budget: rank 0's plan peaks at %s, over rank %d's budget of %s", device.FormatBytes(zero.Peak), e.Rank, device.FormatBytes(zero.Budget))
+	}
+	return zero, err
 }
 
 // Guard holds training to a memory plan: after each step it reads the
