@@ -202,22 +202,29 @@ func (d *Device) LayerNorm(y, xhat, rstd, x, w, b device.Buffer, rows, cols int,
 		if bb != nil {
 			bv = read(bb, 0, cols)
 		}
+		// The piece's rows widened (16-bit storage) in one view each.
+		xv, out := read(xb, lo*cols, hi*cols), writeView(yb, lo*cols, hi*cols)
+		var hv view
+		if hb != nil {
+			hv = writeView(hb, lo*cols, hi*cols)
+		}
 		for r := lo; r < hi; r++ {
-			xv, out := read(xb, r*cols, (r+1)*cols), writeView(yb, r*cols, (r+1)*cols)
-			var hv view
+			o := (r - lo) * cols
+			x := xv.v[o : o+cols]
+			var h []float32
 			if hb != nil {
-				hv = writeView(hb, r*cols, (r+1)*cols)
+				h = hv.v[o : o+cols]
 			}
-			mu := sum64(xv.v) / float64(cols)
-			v := sumSqDev64(xv.v, mu) / float64(cols)
+			mu := sum64(x) / float64(cols)
+			v := sumSqDev64(x, mu) / float64(cols)
 			is := float32(1 / math.Sqrt(v+float64(eps)))
 			rb.f32[r] = is
-			layerNormRow(out.v, hv.v, xv.v, wv.v, bv.v, float32(mu), is)
-			xv.done()
-			commit(yb, r*cols, out)
-			if hb != nil {
-				commit(hb, r*cols, hv)
-			}
+			layerNormRow(out.v[o:o+cols], h, x, wv.v, bv.v, float32(mu), is)
+		}
+		xv.done()
+		commit(yb, lo*cols, out)
+		if hb != nil {
+			commit(hb, lo*cols, hv)
 		}
 		wv.done()
 		bv.done()
@@ -291,14 +298,15 @@ func (d *Device) LayerNormGrad(dx, dw, db, dy, xhat, rstd, w device.Buffer, rows
 				pb = nil
 			}
 			wv := read(wb, 0, cols)
+			hv, gv := read(hb, lo*cols, hi*cols), read(gb, lo*cols, hi*cols)
+			out := writeView(dxb, lo*cols, hi*cols)
 			for r := lo; r < hi; r++ {
-				hv, gv := read(hb, r*cols, (r+1)*cols), read(gb, r*cols, (r+1)*cols)
-				out := writeView(dxb, r*cols, (r+1)*cols)
-				layerNormGradRow(out.v, pw, pb, gv.v, hv.v, wv.v, rb.f32[r])
-				hv.done()
-				gv.done()
-				commit(dxb, r*cols, out)
+				o := (r - lo) * cols
+				layerNormGradRow(out.v[o:o+cols], pw, pb, gv.v[o:o+cols], hv.v[o:o+cols], wv.v, rb.f32[r])
 			}
+			hv.done()
+			gv.done()
+			commit(dxb, lo*cols, out)
 			wv.done()
 		})
 	}
