@@ -511,3 +511,33 @@ func TestChildSettings(t *testing.T) {
 	}
 	fmt.Println(err)
 }
+
+// TestPackedBytes: the most a reduction packs at once is the largest
+// bucket of several parameters, in F32; a bucket of one parameter is
+// reduced in place and packs nothing.
+func TestPackedBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	dev := cpu.New()
+	// Buckets take the parameters last first, as backward finishes them:
+	// the biases and weights of 10, 10x20, 20, 20x30 and 30 (860 floats)
+	// fill one of 1,000 floats, and 30x40 (1,200) goes alone.
+	model := nn.NewSequential(nn.NewLinear(40, 30, rng), nn.NewLinear(30, 20, rng), nn.NewLinear(20, 10, rng))
+	nn.To(model, dev)
+	defer nn.Release(model)
+	for _, c := range []struct {
+		bucket int
+		want   int64
+	}{
+		{4 << 20, 4 * (40*30 + 30 + 30*20 + 20 + 20*10 + 10)}, // one bucket of everything
+		{4 * 1000, 4 * (10 + 20*10 + 20 + 30*20 + 30)},
+		{4, 0}, // every parameter alone
+	} {
+		d, err := distributed.New(solo{}, entries(model), distributed.BucketBytes(c.bucket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.PackedBytes(); got != c.want {
+			t.Errorf("buckets of %d bytes: PackedBytes %d, want %d", c.bucket, got, c.want)
+		}
+	}
+}
