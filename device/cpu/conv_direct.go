@@ -90,9 +90,9 @@ type directJob struct {
 	out16, in16    []uint16
 	panel16, x16   []uint16
 	// The weight gradient: dy (in, in16) and x (x, x16), chunk images a
-	// chunk, and each chunk's accumulators (acc, accLen floats apart).
-	x, acc        []float32
-	chunk, accLen int
+	// chunk, and the pieces' accumulators (acc).
+	x, acc []float32
+	chunk  int
 }
 
 type directKind uint8
@@ -178,25 +178,20 @@ func (j *directJob) runF32(lo, hi int) {
 	}
 }
 
-// chunkImages is chunk ci's first image and number of images.
-func (j *directJob) chunkImages(ci int) (n0, nb int) {
-	n0 = ci * j.chunk
-	return n0, min(j.chunk, j.c.Geom().N-n0)
-}
-
-// wgrad computes the weight gradient of chunks [lo, hi), each chunk into
-// its own accumulators: its images laid out in a scratch, then every piece
-// of the kernel run over them. The F32 kernels read F32 images in place
-// and F16 ones widened first, an image's dy and x at a time, and laid out
-// as image 0 of them; the AMX kernels read BF16. The scratch is this
-// worker's alone, so the layout stays in its core's cache for the pieces
-// that read it.
+// wgrad computes pieces [lo, hi) of the weight gradient over every image,
+// a chunk of images at a time in order: each chunk laid out in a scratch,
+// then the pieces run over it, adding into their accumulators (set by the
+// first chunk). The F32 kernels read F32 images in place and F16 ones
+// widened first, an image's dy and x at a time, and laid out as image 0 of
+// them; the AMX kernels read BF16. The scratch is this worker's alone, so
+// the layout stays in its core's cache for the pieces that read it.
 func (j *directJob) wgrad(lo, hi int) {
 	c := j.c
+	g := c.Geom()
 	bf, f16 := j.kind == directWeightGrad16, j.kind == directWeightGradF16
-	per, scrLen, pieces := c.WeightGradPrepLen(), c.WeightGradScratchLen(), c.WeightGradPieces()
+	per, scrLen := c.WeightGradPrepLen(), c.WeightGradScratchLen()
 	if bf {
-		per, scrLen, pieces = c.WeightGradPrepLenBF16(), c.WeightGradScratchLenBF16(), c.WeightGradPiecesBF16()
+		per, scrLen = c.WeightGradPrepLenBF16(), c.WeightGradScratchLenBF16()
 	}
 	src, scr := getScratch(j.chunk*per), getScratch(scrLen)
 	defer putScratch(src)
@@ -205,15 +200,14 @@ func (j *directJob) wgrad(lo, hi int) {
 	clear(*scr)
 	dy, x, ly, lx := j.in, j.x, 0, 0
 	if f16 {
-		g := c.Geom()
 		ly, lx = g.OC*g.OH*g.OW, g.C*g.H*g.W
 		wdy, wx := getScratch(ly), getScratch(lx)
 		defer putScratch(wdy)
 		defer putScratch(wx)
 		dy, x = *wdy, *wx
 	}
-	for ci := lo; ci < hi; ci++ {
-		n0, nb := j.chunkImages(ci)
+	for n0 := 0; n0 < g.N; n0 += j.chunk {
+		nb := min(j.chunk, g.N-n0)
 		for i := range nb {
 			dst, img := (*src)[i*per:(i+1)*per], n0+i
 			switch {
@@ -227,12 +221,11 @@ func (j *directJob) wgrad(lo, hi int) {
 			}
 			c.PrepWeightGrad(dst, dy, x, img, *scr)
 		}
-		acc := j.acc[ci*j.accLen : (ci+1)*j.accLen]
-		for p := range pieces {
+		for p := lo; p < hi; p++ {
 			if bf {
-				c.WeightGradBF16(acc, *src, nb, p, true)
+				c.WeightGradBF16(j.acc, *src, nb, p, n0 == 0)
 			} else {
-				c.WeightGrad(acc, *src, nb, p, true)
+				c.WeightGrad(j.acc, *src, nb, p, n0 == 0)
 			}
 		}
 	}
@@ -344,13 +337,14 @@ func (d *Device) ConvInputGrad(dx, dy, w device.Buffer, s device.ConvShape, oc i
 const wgradChunkFloats = 1 << 18
 
 // ConvWeightGrad overwrites dw with the weight gradient of dy and x. The
-// images go in chunks, which the cores share out, each core laying out its
-// own chunks and running every piece of the kernel over them into the
-// chunk's own accumulators; the chunks' sums are then added in chunk
-// order, so dw does not depend on the number of cores. (Cores that shared
-// each chunk, laying out some of its images each and then running some of
-// its pieces, read each other's layouts: at two cores the ResNet-20 shapes
-// ran no faster than at one.)
+// cores share out the kernel's pieces (parts of dw), a run of them each,
+// and each core goes through every image in chunks, laying each chunk out
+// itself and running its pieces over it: every piece adds the chunks in
+// order, so dw's bits do not depend on the number of cores. The layouts
+// are made once a core, not once in all: when the cores shared each
+// chunk's layouts instead, each read the other's and met it at two
+// barriers a chunk, and at two cores the ResNet-20 shapes ran no faster
+// than at one.
 func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc int) {
 	wb, gb, xb := d.buf(dw, "ConvWeightGrad"), d.buf(dy, "ConvWeightGrad"), d.buf(x, "ConvWeightGrad")
 	c := d.directPlan("ConvWeightGrad", s, oc, xb.dt)
@@ -363,15 +357,13 @@ func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc 
 	d.checkLen("ConvWeightGrad", s.N*s.C*s.H*s.W, xb)
 	sameDType("ConvWeightGrad", xb, gb)
 	bf := xb.dt == dtype.BF16
-	per, accLen := c.WeightGradPrepLen(), c.WeightGradAccLen()
+	per, accLen, pieces := c.WeightGradPrepLen(), c.WeightGradAccLen(), c.WeightGradPieces()
 	if bf {
-		per, accLen = c.WeightGradPrepLenBF16(), c.WeightGradAccLenBF16()
+		per, accLen, pieces = c.WeightGradPrepLenBF16(), c.WeightGradAccLenBF16(), c.WeightGradPiecesBF16()
 	}
-	chunk := max(1, min(s.N, wgradChunkFloats/per))
-	chunks := (s.N + chunk - 1) / chunk
-	acc := getScratch(chunks * accLen)
+	acc := getScratch(accLen)
 	j := directJobs.Get().(*directJob)
-	*j = directJob{kind: directWeightGrad, c: c, acc: *acc, chunk: chunk, accLen: accLen}
+	*j = directJob{kind: directWeightGrad, c: c, acc: *acc, chunk: max(1, min(s.N, wgradChunkFloats/per))}
 	switch xb.dt {
 	case dtype.BF16:
 		j.kind, j.in16, j.x16 = directWeightGrad16, gb.u16, xb.u16
@@ -380,17 +372,11 @@ func (d *Device) ConvWeightGrad(dw, dy, x device.Buffer, s device.ConvShape, oc 
 	default:
 		j.in, j.x = gb.f32, xb.f32
 	}
-	// Two runs of chunks a core, so that one core may take up another's
-	// slack; each run clears its layout scratch once.
-	d.parallelRunner(chunks, max(1, chunks/(2*d.workers)), j)
-	sum := (*acc)[:accLen]
-	for ci := 1; ci < chunks; ci++ {
-		addTo(sum, (*acc)[ci*accLen:(ci+1)*accLen])
-	}
+	d.parallelRunner(pieces, (pieces+d.workers-1)/d.workers, j)
 	if bf {
-		c.FinishWeightGradBF16(wb.f32, sum)
+		c.FinishWeightGradBF16(wb.f32, *acc)
 	} else {
-		c.FinishWeightGrad(wb.f32, sum)
+		c.FinishWeightGrad(wb.f32, *acc)
 	}
 	*j = directJob{}
 	directJobs.Put(j)
@@ -413,19 +399,4 @@ func halves(f []float32) []uint16 {
 		return nil
 	}
 	return unsafe.Slice((*uint16)(unsafe.Pointer(&f[0])), 2*len(f))
-}
-
-// addTo adds src into dst, element by element (src at least as long).
-func addTo(dst, src []float32) {
-	if len(dst) == 0 {
-		return
-	}
-	src = src[:len(dst)]
-	if simdNormLevel == simdAVX512 {
-		addF32(unsafe.Pointer(&dst[0]), unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), len(dst))
-		return
-	}
-	for i, v := range src {
-		dst[i] += v
-	}
 }

@@ -12,9 +12,10 @@ import (
 
 // TestConvWeightGradWorkers checks that the direct weight gradient of a
 // batch cut into several chunks is the same, bit for bit, whatever number
-// of cores shares the chunks out, in every dtype the direct kernels take:
-// each chunk sums into accumulators of its own and the chunks add in
-// order. (With one accumulator per core the sums would differ.)
+// of cores shares its pieces out, in every dtype the direct kernels take:
+// each piece adds the chunks in order, on whichever core runs it. (With a
+// core's chunks summed apart and then added, the sums differed, and so
+// did a training run's last digits.)
 func TestConvWeightGradWorkers(t *testing.T) {
 	s := device.NewConvShape(23, 16, 32, 32, 3, 3, 1, 1)
 	const oc = 16
