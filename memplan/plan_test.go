@@ -492,8 +492,14 @@ func TestReserve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if min1.Peak != min0.Peak+reserve || brk.Reserve != reserve {
-		t.Errorf("smallest budgets %d and %d (reserve in the breakdown %d); want them %d apart", min0.Peak, min1.Peak, brk.Reserve, reserve)
+	// The smallest plan may be another choice of spans with or without the
+	// reserve (the search picks among choices whose estimates tie by their
+	// times): compare the same choice.
+	if got, err := p0.Peak(min1.Spans); err != nil || min1.Peak != got+reserve || brk.Reserve != reserve {
+		t.Errorf("smallest budget %d with the reserve, %d for its choice without (%v; reserve in the breakdown %d); want them %d apart", min1.Peak, got, err, brk.Reserve, reserve)
+	}
+	if min1.Peak > min0.Peak+reserve+min0.Peak/100 {
+		t.Errorf("smallest budgets %d and %d; want them about %d apart", min0.Peak, min1.Peak, reserve)
 	}
 	budget := (min0.Peak + p0.Unconstrained) / 2
 	pl, err := p1.Plan(budget + reserve)

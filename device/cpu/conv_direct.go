@@ -78,10 +78,10 @@ func (d *Device) directPlan(op string, s device.ConvShape, oc int, dt dtype.DTyp
 	return c
 }
 
-// directJob is one direct convolution call's images or chunks of images,
-// run by the device's parallel pieces from a pool (as convJob is). The F32
-// kernels read and write float32 slices, the BF16 ones bfloat16 bits
-// (out16, in16, panel16, x16).
+// directJob is one direct convolution call's images, or for the weight
+// gradient the kernel's pieces, run by the device's parallel pieces from
+// a pool (as convJob is). The F32 kernels read and write float32 slices,
+// the BF16 ones bfloat16 bits (out16, in16, panel16, x16).
 type directJob struct {
 	kind           directKind
 	c              *gemm.Conv

@@ -31,8 +31,10 @@ import (
 // and every rank takes rank 0's choice: the ranks time their dry steps
 // apart, and the cheapest choice by those times may differ, while the
 // memory a choice takes does not. So every rank's steps hold the memory
-// rank 0's plan, the one printed, predicts; which budgets fit does not
-// depend on the times, so the ranks agree on a refusal too.
+// rank 0's plan, the one printed, predicts. Whether a budget at the very
+// margin fits can differ too (the smallest plan the search finds depends
+// on the times among choices whose estimates tie), so the ranks also agree
+// on that: where any rank found no plan, every rank stops.
 func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bool, loss func(g *autograd.Graph) *autograd.Var) (*memplan.Plan, error) {
 	if !b.On() {
 		return nil, nil
@@ -41,25 +43,8 @@ func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bo
 	if e.dp != nil {
 		c.Reserve = e.dp.PackedBytes()
 	}
-	p, err := memplan.Measure(c)
-	if err != nil {
-		return nil, err
-	}
-	// Every rank finds a budget it cannot resolve or fit alike: rank 0
-	// says so (Outcome).
-	bytes, err := b.Budget().Resolve(e.Dev, p)
-	if err != nil {
-		return nil, e.Outcome(cli.Usagef("-mem-budget %v: %v", b, err))
-	}
-	pl, err := p.Plan(bytes)
-	var inf *memplan.InfeasibleError
-	if errors.As(err, &inf) {
-		return nil, e.Outcome(cli.Usagef("-mem-budget %v: %v", b, err))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if pl, err = e.rankZerosPlan(p, pl); err != nil {
+	p, pl, err := planFor(b, c)
+	if pl, err = e.rankZerosPlan(b, len(model.Units()), p, pl, err); err != nil {
 		return nil, err
 	}
 	fmt.Fprintln(e.Stderr, pl)
@@ -67,47 +52,77 @@ func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bo
 	return pl, nil
 }
 
-// rankZerosPlan returns, under -dist, rank 0's plan for the budget pl was
-// made for: pl itself on rank 0 and where the choices agree, else the
-// plan of rank 0's choice on this rank's profile p (measured again).
-// Without -dist it returns pl.
-func (e *Env) rankZerosPlan(p *memplan.Profile, pl *memplan.Plan) (*memplan.Plan, error) {
-	if e.Comm == nil || e.Ranks < 2 {
-		return pl, nil
+// planFor measures c's step and plans it for the budget b: a budget it
+// cannot resolve or fit is a usage error.
+func planFor(b cli.MemBudget, c memplan.Config) (*memplan.Profile, *memplan.Plan, error) {
+	p, err := memplan.Measure(c)
+	if err != nil {
+		return nil, nil, err
 	}
-	// The choice as numbers: the convolutions' chunk cap, then for each
-	// unit the end of the span that starts there, or 0. Rank 0's numbers
-	// alone are summed.
-	n := len(p.Units)
-	v := make([]float32, 1+n)
-	if e.Rank == 0 {
-		v[0] = float32(pl.ConvChunk)
+	bytes, err := b.Budget().Resolve(c.Dev, p)
+	if err != nil {
+		return nil, nil, cli.Usagef("-mem-budget %v: %v", b, err)
+	}
+	pl, err := p.Plan(bytes)
+	var inf *memplan.InfeasibleError
+	if errors.As(err, &inf) {
+		return nil, nil, cli.Usagef("-mem-budget %v: %v", b, err)
+	}
+	return p, pl, err
+}
+
+// rankZerosPlan returns, under -dist, rank 0's plan for the budget pl was
+// made for, on every rank: pl itself on rank 0 and where the choices
+// agree, else the plan of rank 0's choice on this rank's profile p
+// (measured again). planned is this rank's planning error; if any rank
+// had one, every rank returns one, rank 0 alone saying it (Outcome).
+// units is the number of the chain's units. Without -dist it returns pl
+// and planned.
+func (e *Env) rankZerosPlan(b cli.MemBudget, units int, p *memplan.Profile, pl *memplan.Plan, planned error) (*memplan.Plan, error) {
+	if e.Comm == nil || e.Ranks < 2 {
+		return pl, planned
+	}
+	// The numbers every rank adds up: how many ranks found no plan; then
+	// rank 0's choice: the convolutions' chunk cap, and for each unit the
+	// end of the span that starts there, or 0.
+	v := make([]float32, 2+units)
+	switch {
+	case planned != nil:
+		v[0] = 1
+	case e.Rank == 0:
+		v[1] = float32(pl.ConvChunk)
 		for _, s := range pl.Spans {
-			v[1+s.Lo] = float32(s.Hi)
+			v[2+s.Lo] = float32(s.Hi)
 		}
 	}
 	if err := distributed.AllReduceHost(e.Comm, e.Dev, v, device.Sum); err != nil {
 		return nil, err
 	}
+	if v[0] > 0 {
+		if planned == nil {
+			planned = cli.Usagef("-mem-budget %v: %d of the %d ranks found no plan that fits it (the ranks' dry steps differ at the margin); give a larger budget", b, int(v[0]), e.Ranks)
+		}
+		return nil, e.Outcome(planned)
+	}
 	var spans []nn.Span
-	for i, hi := range v[1:] {
+	for i, hi := range v[2:] {
 		if hi > 0 {
 			spans = append(spans, nn.Span{Lo: i, Hi: int(hi)})
 		}
 	}
-	chunk := int(v[0])
+	chunk := int(v[1])
 	if chunk == pl.ConvChunk && slices.Equal(spans, pl.Spans) {
 		return pl, nil
 	}
 	if chunk != 0 {
-		b, err := p.Bounded()
+		bp, err := p.Bounded()
 		if err != nil {
 			return nil, err
 		}
-		if b == nil || b.ConvChunk != chunk {
+		if bp == nil || bp.ConvChunk != chunk {
 			return nil, fmt.Errorf("-mem-budget: rank 0 bounds convolutions' scratch to %d images, which rank %d cannot", chunk, e.Rank)
 		}
-		p = b
+		p = bp
 	}
 	zero, err := p.PlanSpans(pl.Budget, spans)
 	if err == nil && zero.Peak > zero.Budget {

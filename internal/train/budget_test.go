@@ -228,15 +228,16 @@ func TestSaverStopsTogether(t *testing.T) {
 // the first two units as one span and the fourth alone, which this rank's
 // planner would not choose at a budget the unplanned step fits. And a
 // rank other than 0 stopped over its budget writes no checkpoint but
-// waits for rank 0's.
+// waits for rank 0's. Where another rank found no plan, every rank stops
+// with a usage error, rank 0 alone saying so.
 func TestPlanBudgetRankZero(t *testing.T) {
 	t.Chdir(t.TempDir())
 	dev := cpu.New()
 	step, opt, x, y := budgetStep(t, dev)
 	net := step.Net
 	n := len(net.Units())
-	zero := make([]float32, 1+n)
-	zero[1+0], zero[1+3] = 2, 4 // spans [0, 2) and [3, 4)
+	zero := make([]float32, 2+n) // rankZerosPlan's layout: no-plan count, chunk cap, span ends
+	zero[2+0], zero[2+3] = 2, 4  // spans [0, 2) and [3, 4)
 	comm := &peerComm{dev: dev, rank: 1, peer: func(v []float32, _ int) {
 		for i := range v {
 			v[i] += zero[i]
@@ -254,6 +255,16 @@ func TestPlanBudgetRankZero(t *testing.T) {
 	}
 	if want := []nn.Span{{Lo: 0, Hi: 2}, {Lo: 3, Hi: 4}}; !slices.Equal(pl.Spans, want) || pl.Peak > pl.Budget {
 		t.Errorf("rank 1's plan %v, peak %d of %d; want rank 0's %v", pl.Spans, pl.Peak, pl.Budget, want)
+	}
+	noPlan := func(v []float32, _ int) { v[0]++ }
+	for rank := range 2 {
+		env := &Env{Prog: "test", Dev: dev, Stderr: &stderr, Comm: &peerComm{dev: dev, rank: rank, peer: noPlan}, Rank: rank, Ranks: 2}
+		_, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+		var u *cli.UsageError
+		var q *cli.Quiet
+		if !errors.As(err, &u) || errors.As(err, &q) != (rank != 0) || !strings.Contains(err.Error(), "1 of the 2 ranks found no plan") {
+			t.Errorf("rank %d, the other rank without a plan: %v; want a usage error naming it, quiet on rank 1", rank, err)
+		}
 	}
 	run := runstate.Run{Model: net, Optimizer: opt, Scaler: step.Scaler, Config: map[string]string{"program": "test"}, Extent: runstate.Extent{Steps: 10}}
 	saver, err := NewSaver("test", cli.StateFlags{}, run, &stderr)
