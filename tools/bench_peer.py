@@ -90,7 +90,7 @@ def workloads(steps):
         "cnn": Workload(
             ["mnist", "-model", "cnn", "-epochs", "1", "-max-steps", str(cnn)], ["off", "f16", "bf16"],
             ["torch_mnist_cnn.py", "--epochs", "1", "--max-steps", str(cnn)], ["off", "bf16"],
-            f"{cnn} steps of the MNIST CNN, one-cycle AdamW, 2-pixel shifts, batch 128"),
+            f"{cnn} steps of the MNIST CNN, one-cycle AdamW, 1-pixel shifts, batch 128"),
         "resnet20": Workload(
             ["cifar", "-synthetic", "-epochs", "1", "-max-steps", str(resnet)], ["off", "f16", "bf16"],
             ["torch_resnet20.py", "--max-steps", str(resnet)], ["off", "bf16"],

@@ -103,7 +103,7 @@ var specs = []Spec{
 		Build: func(rng *rand.Rand) *nn.Sequential { return DeepMLP(rng, 784, 1024, 16, 10, 0.1) },
 		Train: Recipe{Epochs: 1, Optimizer: "adamw", LR: 1e-3, WeightDecay: adamwDecay}},
 	{Name: "cnn", Input: []int{1, 28, 28}, Classes: 10, Batch: 128, Build: CNN,
-		Train: Recipe{Epochs: 1, Optimizer: "adamw", LR: 3e-3, WeightDecay: adamwDecay, Schedule: OneCycle, Shift: 2}},
+		Train: Recipe{Epochs: 1, Optimizer: "adamw", LR: 3e-3, WeightDecay: adamwDecay, Schedule: OneCycle, Shift: 1}},
 	// He et al.'s CIFAR-10 recipe, with a cosine schedule for their steps.
 	{Name: "resnet20", Input: []int{3, 32, 32}, Classes: 10, Batch: 128,
 		Build: func(rng *rand.Rand) *nn.Sequential { return ResNet20(rng, 10) },

@@ -6,7 +6,7 @@ linear 128->10), trained with mixprec's recipe for it: AdamW (lr peak 3e-3,
 weight decay 0.01, betas 0.9/0.999, eps 1e-8) under a one-cycle schedule
 (start peak/25, peak at a quarter of the run, end peak/25e4, cosine
 annealing, no momentum cycling) over the steps the run takes, every image
-moved by up to 2 pixels each way with the uncovered strip filled with the
+moved by up to 1 pixel each way with the uncovered strip filled with the
 normalised black, batch 128, real MNIST.
 
   /usr/bin/python3 torch_mnist_cnn.py [--amp off|bf16] [--epochs N] [--max-steps N]
@@ -31,7 +31,7 @@ p.add_argument("--max-steps", type=int, default=0)
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--batch", type=int, default=128)
 p.add_argument("--lr", type=float, default=3e-3)
-p.add_argument("--shift", type=int, default=2)
+p.add_argument("--shift", type=int, default=1)
 p.add_argument("--json", action="store_true")
 a = p.parse_args()
 threads = common.setup_threads(a.threads)
