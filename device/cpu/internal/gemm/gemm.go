@@ -599,14 +599,20 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 		bp := pb[jr*kc : jr*kc+nr*kc]
 		ir := 0
 		if im.run != nil && nv == nr && mcur >= mr {
-			// A column of full tiles in one call (see impl.run), each
-			// rounded afterwards when C is 16-bit, as j.tile's are.
+			// A column of full tiles in one call (see impl.run). When C
+			// is 16-bit they are rounded afterwards, as j.tile's are, or
+			// by the kernel as each is done where it can (impl.runRound).
 			n := mcur / mr
-			im.run(kc, pa[:n*mr*kc], bp, c[jr:], ldc, j.alpha, beta, n)
 			ir = n * mr
-			if out >= 0 {
+			switch {
+			case out >= 0 && j.roundsInKernel(beta):
+				im.runRound(kc, pa[:n*mr*kc], bp, c[jr:], ldc, beta, n, j.out.U16[out+jr:], ld)
+			case out >= 0:
+				im.run(kc, pa[:n*mr*kc], bp, c[jr:], ldc, j.alpha, beta, n)
 				j.round(c[jr:], ldc, out+jr, ir, nr, bits)
 				nonFinite = j.unscale(out+jr, ir, nr) || nonFinite
+			default:
+				im.run(kc, pa[:n*mr*kc], bp, c[jr:], ldc, j.alpha, beta, n)
 			}
 		}
 		for ; ir < mcur; ir += mr {
@@ -650,6 +656,13 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 		}
 	}
 	return nonFinite
+}
+
+// roundsInKernel reports whether impl.runRound stores the 16-bit C of the
+// last k block: a bfloat16 C stored as such (not widened, so not unscaled
+// either), alpha 1 and beta 0 or 1.
+func (j *job) roundsInKernel(beta float32) bool {
+	return j.im.runRound != nil && j.narrow == dtype.BF16 && j.out.F32 == nil && j.alpha == 1 && (beta == 0 || beta == 1)
 }
 
 // round stores rows x cols of the float32 C at c (rows ldc apart) into the

@@ -89,6 +89,11 @@ type impl struct {
 	// the tile configuration is loaded once a column rather than once a tile.
 	tiles bool
 	run   func(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int)
+	// runRound, where the implementation has it, is run for alpha 1 and
+	// beta 0 or 1 storing each tile rounded to bfloat16 into d (rows ldd
+	// apart) instead of into c: a bfloat16 C's last k block, rounded while
+	// the tile is in cache rather than read back from c.
+	runRound func(steps int, a, b, c []float32, ldc int, beta float32, n int, d []uint16, ldd int)
 	// tileRows, where the implementation has it, packs the first groups
 	// whole groups of 16 pairs of an A micro-panel of 32 rows whose k is
 	// contiguous in storage (lds apart) in one call: what packTiles

@@ -186,6 +186,12 @@ func fmaPeakAVX2(n int)
 //go:noescape
 func amxBF16(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int)
 
+// amxBF16Round is amxBF16 in mode 0 or 1 storing each tile rounded to
+// bfloat16 into d, rows ldd apart, instead of into c (see genAMX).
+//
+//go:noescape
+func amxBF16Round(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int, d *uint16, ldd int)
+
 //go:noescape
 func amxPeak(n int)
 
@@ -542,6 +548,20 @@ func amxRun(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int) {
 	amxBF16(steps, &a[0], &b[0], &c[0], ldc, alpha, beta, n, mode)
 }
 
+// amxRunRound is amxImpl.runRound: amxRun for alpha 1 and beta 0 or 1,
+// each tile rounded to bfloat16 into d (rows ldd apart) as it is done.
+func amxRunRound(steps int, a, b, c []float32, ldc int, beta float32, n int, d []uint16, ldd int) {
+	_ = a[n*32*steps-1]
+	_ = b[32*steps-1]
+	_ = c[(32*n-1)*ldc+31]
+	_ = d[(32*n-1)*ldd+31]
+	mode := 0
+	if beta != 0 {
+		mode = 1
+	}
+	amxBF16Round(steps, &a[0], &b[0], &c[0], ldc, 1, beta, n, mode, &d[0], ldd)
+}
+
 func amxTile(steps int, a, b, c []float32, ldc int, alpha, beta float32) {
 	amxRun(steps, a, b, c, ldc, alpha, beta, 1)
 }
@@ -564,6 +584,7 @@ var amxImpl = &impl{
 	tiles:     true,
 	tile:      amxTile,
 	run:       amxRun,
+	runRound:  amxRunRound,
 	tileRows:  tileRows,
 	zip:       asmHelpers{}.zip,
 	trPairs:   asmHelpers{}.trPairs,
