@@ -10,7 +10,8 @@ import (
 	"github.com/mixprec/mixprec/dtype"
 )
 
-// TestAMXRoundStore checks amxBF16Round's store against dtype's rounding on
+// TestAMXRoundStore checks amxBF16Round's store (and amxBF16RoundW's, the
+// same values widened into a float32 d) against dtype's rounding on
 // every class of float32: with no k steps in mode 1 its tiles are C as
 // loaded, so its output is C rounded to bfloat16 by the kernel. C holds
 // random normals, values halfway between two bfloat16s (ties to even),
@@ -63,6 +64,17 @@ func TestAMXRoundStore(t *testing.T) {
 		}
 		if d[i] != want {
 			t.Fatalf("d[%d] (row %d, column %d) = %#04x, want %#04x (C = %#08x)", i, r, col, d[i], want, math.Float32bits(c[min(r, rows-1)*ldc+min(col, 31)]))
+		}
+	}
+	// amxBF16RoundW: the same values widened back into a float32 d.
+	d32 := make([]float32, len(d))
+	for i := range d32 {
+		d32[i] = math.Float32frombits(sentry << 16)
+	}
+	amxBF16RoundW(0, &a[0], &b[0], &c[0], ldc, 1, 1, n, 1, &d32[0], ldd)
+	for i := range d32 {
+		if got, want := math.Float32bits(d32[i]), uint32(d[i])<<16; got != want {
+			t.Fatalf("widened: d[%d] (row %d, column %d) = %#08x, want %#08x", i, i/ldd, i%ldd, got, want)
 		}
 	}
 }

@@ -605,6 +605,8 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 			n := mcur / mr
 			ir = n * mr
 			switch {
+			case out >= 0 && j.roundsInKernel(beta) && j.out.F32 != nil:
+				im.runRoundW(kc, pa[:n*mr*kc], bp, c[jr:], ldc, beta, n, j.out.F32[out+jr:], ld)
 			case out >= 0 && j.roundsInKernel(beta):
 				im.runRound(kc, pa[:n*mr*kc], bp, c[jr:], ldc, beta, n, j.out.U16[out+jr:], ld)
 			case out >= 0:
@@ -658,11 +660,17 @@ func (j *job) macro(pa, pb, tmp, c []float32, ldc, mcur, ncur, kc int, beta floa
 	return nonFinite
 }
 
-// roundsInKernel reports whether impl.runRound stores the 16-bit C of the
-// last k block: a bfloat16 C stored as such (not widened, so not unscaled
-// either), alpha 1 and beta 0 or 1.
+// roundsInKernel reports whether impl.runRound (runRoundW for a C kept in
+// float32) stores the 16-bit C of the last k block: a bfloat16 C, not
+// unscaled, alpha 1 and beta 0 or 1.
 func (j *job) roundsInKernel(beta float32) bool {
-	return j.im.runRound != nil && j.narrow == dtype.BF16 && j.out.F32 == nil && j.alpha == 1 && (beta == 0 || beta == 1)
+	if j.narrow != dtype.BF16 || j.alpha != 1 || (beta != 0 && beta != 1) {
+		return false
+	}
+	if j.out.F32 != nil {
+		return j.im.runRoundW != nil && j.out.Unscale == 0
+	}
+	return j.im.runRound != nil
 }
 
 // round stores rows x cols of the float32 C at c (rows ldc apart) into the

@@ -1198,16 +1198,19 @@ func tileAddr(base, index string, disp int) string {
 func genAMX(w *bytes.Buffer) {
 	p := printer(w)
 	amxCfgData(p)
-	for _, round := range []bool{false, true} {
-		name := "amxBF16"
+	for _, v := range []struct{ round, widen bool }{{false, false}, {true, false}, {true, true}} {
+		name, round := "amxBF16", v.round
 		if round {
 			name = "amxBF16Round"
 		}
-		amxEntry(p, name, round)
+		if v.widen {
+			name += "W"
+		}
+		amxEntry(p, name, round, v.widen)
 		amxStartTile(p, name)
 		amxKLoop(p, name)
 		if round {
-			amxRoundTile(p, name)
+			amxRoundTile(p, name, v.widen)
 		} else {
 			amxStoreTile(p, name)
 		}
@@ -1250,10 +1253,15 @@ func amxCfgData(p func(string, ...any)) {
 // amxEntry writes an AMX kernel's doc comment, its TEXT line, the loads of
 // its arguments and of the tile configuration; with round, those of
 // amxBF16Round, whose two more arguments are the bfloat16 C.
-func amxEntry(p func(string, ...any), name string, round bool) {
+func amxEntry(p func(string, ...any), name string, round, widen bool) {
 	_, _, _, emit := amxEmitters(p)
 	p("")
-	if round {
+	if widen {
+		p("// func %s(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int, d *float32, ldd int)", name)
+		p("//")
+		p("// %s is amxBF16Round storing each rounded value widened back to", name)
+		p("// float32 into d (rows ldd apart): a bfloat16 C kept in float32.")
+	} else if round {
 		p("// func %s(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int, d *uint16, ldd int)", name)
 		p("//")
 		p("// %s computes n 32x32 tiles of C as amxBF16 does in modes 0 and 1", name)
@@ -1408,15 +1416,21 @@ func amxToScratch(p func(string, ...any)) {
 
 // amxRoundTile writes amxBF16Round's store of a C tile: the accumulators
 // into the scratch, then each of its 32 rows rounded to bfloat16 (as
-// dtype's F32ToBF16 does) into d's row, d moved on 32 rows for the next.
+// dtype's F32ToBF16 does) into d's row, d moved on 32 rows for the next;
+// with widen (amxBF16RoundW), d is float32 and receives the rounded values
+// widened back (the bfloat16 bits followed by 16 zero bits).
 // Constants: roundBF16's, and Z25 = 0x007fffff (a float32's fraction).
-func amxRoundTile(p func(string, ...any), name string) {
+func amxRoundTile(p func(string, ...any), name string, widen bool) {
 	_, _, _, emit := amxEmitters(p)
 	p("%s_store:", name)
 	amxToScratch(p)
 	p("\tMOVQ d+64(FP), BX")
 	p("\tMOVQ ldd+72(FP), R8")
-	p("\tSHLQ $1, R8")
+	if widen {
+		p("\tSHLQ $2, R8")
+	} else {
+		p("\tSHLQ $1, R8")
+	}
 	p("\tMOVQ $32, R12")
 	p("%s_round:", name)
 	for v := 0; v < 2; v++ {
@@ -1434,7 +1448,13 @@ func amxRoundTile(p func(string, ...any), name string) {
 		p("\tVPMOVDW Z5, Y5")
 		p("\tVMOVDQU16 Y5, K3, Y2")
 		p("%s_normal%d:", name, v)
-		p("\tVMOVDQU Y2, %d(BX)", 32*v)
+		if widen {
+			p("\tVPMOVZXWD Y2, Z2")
+			p("\tVPSLLD $16, Z2, Z2")
+			p("\tVMOVUPS Z2, %d(BX)", 64*v)
+		} else {
+			p("\tVMOVDQU Y2, %d(BX)", 32*v)
+		}
 	}
 	p("\tADDQ $128, AX")
 	p("\tADDQ R8, BX")

@@ -94,6 +94,9 @@ type impl struct {
 	// apart) instead of into c: a bfloat16 C's last k block, rounded while
 	// the tile is in cache rather than read back from c.
 	runRound func(steps int, a, b, c []float32, ldc int, beta float32, n int, d []uint16, ldd int)
+	// runRoundW is runRound storing into a float32 d the rounded values
+	// widened back: a bfloat16 C kept in float32 (Out16.F32).
+	runRoundW func(steps int, a, b, c []float32, ldc int, beta float32, n int, d []float32, ldd int)
 	// tileRows, where the implementation has it, packs the first groups
 	// whole groups of 16 pairs of an A micro-panel of 32 rows whose k is
 	// contiguous in storage (lds apart) in one call: what packTiles

@@ -192,6 +192,12 @@ func amxBF16(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode 
 //go:noescape
 func amxBF16Round(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int, d *uint16, ldd int)
 
+// amxBF16RoundW is amxBF16Round storing the rounded values widened to
+// float32 into d, rows ldd apart (see genAMX).
+//
+//go:noescape
+func amxBF16RoundW(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int, d *float32, ldd int)
+
 //go:noescape
 func amxPeak(n int)
 
@@ -551,15 +557,29 @@ func amxRun(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int) {
 // amxRunRound is amxImpl.runRound: amxRun for alpha 1 and beta 0 or 1,
 // each tile rounded to bfloat16 into d (rows ldd apart) as it is done.
 func amxRunRound(steps int, a, b, c []float32, ldc int, beta float32, n int, d []uint16, ldd int) {
+	mode := amxRoundMode(steps, a, b, c, ldc, beta, n)
+	_ = d[(32*n-1)*ldd+31]
+	amxBF16Round(steps, &a[0], &b[0], &c[0], ldc, 1, beta, n, mode, &d[0], ldd)
+}
+
+// amxRoundMode checks the panels and C of n tiles for the rounding
+// kernels and returns their mode for beta (0 or 1).
+func amxRoundMode(steps int, a, b, c []float32, ldc int, beta float32, n int) int {
 	_ = a[n*32*steps-1]
 	_ = b[32*steps-1]
 	_ = c[(32*n-1)*ldc+31]
-	_ = d[(32*n-1)*ldd+31]
-	mode := 0
 	if beta != 0 {
-		mode = 1
+		return 1
 	}
-	amxBF16Round(steps, &a[0], &b[0], &c[0], ldc, 1, beta, n, mode, &d[0], ldd)
+	return 0
+}
+
+// amxRunRoundW is amxImpl.runRoundW: amxRunRound into a float32 d, each
+// value rounded to bfloat16 and widened back.
+func amxRunRoundW(steps int, a, b, c []float32, ldc int, beta float32, n int, d []float32, ldd int) {
+	mode := amxRoundMode(steps, a, b, c, ldc, beta, n)
+	_ = d[(32*n-1)*ldd+31]
+	amxBF16RoundW(steps, &a[0], &b[0], &c[0], ldc, 1, beta, n, mode, &d[0], ldd)
 }
 
 func amxTile(steps int, a, b, c []float32, ldc int, alpha, beta float32) {
@@ -585,6 +605,7 @@ var amxImpl = &impl{
 	tile:      amxTile,
 	run:       amxRun,
 	runRound:  amxRunRound,
+	runRoundW: amxRunRoundW,
 	tileRows:  tileRows,
 	zip:       asmHelpers{}.zip,
 	trPairs:   asmHelpers{}.trPairs,

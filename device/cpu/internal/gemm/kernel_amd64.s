@@ -9524,6 +9524,195 @@ amxBF16Round_ret:
 	VZEROUPPER
 	RET
 
+// func amxBF16RoundW(steps int, a, b, c *float32, ldc int, alpha, beta float32, n, mode int, d *float32, ldd int)
+//
+// amxBF16RoundW is amxBF16Round storing each rounded value widened back to
+// float32 into d (rows ldd apart): a bfloat16 C kept in float32.
+// Registers: SI A micro-panel, DI B, DX C tile, R9 64 (A's tile
+// rows), BX 128 (B's) in the k loop, R10 scratch,
+// R11 ldc in bytes, R13 an A micro-panel's bytes; AX and CX walk A
+// and B, R12 counts, R8 walks the next tile's C (prefetches).
+TEXT ·amxBF16RoundW(SB), 0, $4160-80
+	MOVQ steps+0(FP), R13
+	SHLQ $7, R13
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R11
+	SHLQ $2, R11
+	VBROADCASTSS alpha+40(FP), Z30
+	VBROADCASTSS beta+44(FP), Z31
+	MOVQ $64, R9
+	LEAQ 63(SP), R10
+	ANDQ $-64, R10
+	CMPQ n+48(FP), $0
+	JLE amxBF16RoundW_ret
+	LEAQ amxCfg<>(SB), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVL $1, CX
+	VPBROADCASTD CX, Z26
+	MOVL $0x7fff, CX
+	VPBROADCASTD CX, Z27
+	MOVL $0x40, CX
+	VPBROADCASTD CX, Z28
+	MOVL $0x7fffffff, CX
+	VPBROADCASTD CX, Z29
+	MOVL $0x7f800000, CX
+	VPBROADCASTD CX, Z30
+	MOVL $0x007fffff, CX
+	VPBROADCASTD CX, Z25
+amxBF16RoundW_tile:
+	CMPQ mode+56(FP), $1
+	JEQ amxBF16RoundW_loadc
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero tmm3
+	JMP amxBF16RoundW_kstart
+amxBF16RoundW_loadc:
+	MOVQ R11, BX
+	SHLQ $4, BX
+	ADDQ DX, BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x1a // tileloadd tmm0, [rdx+r11*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x4c; BYTE $0x1a; BYTE $0x40 // tileloadd tmm1, [rdx+r11*1+64]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x1b // tileloadd tmm2, [rbx+r11*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x1b; BYTE $0x40 // tileloadd tmm3, [rbx+r11*1+64]
+amxBF16RoundW_kstart:
+	MOVQ SI, AX
+	MOVQ DI, CX
+	MOVQ $128, BX
+	MOVQ steps+0(FP), R12
+	MOVQ R11, R8
+	SHLQ $5, R8
+	ADDQ DX, R8
+	SHRQ $4, R12
+	JZ amxBF16RoundW_store
+amxBF16RoundW_k:
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ R11, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ R11, R8
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x08 // tileloadd tmm4, [rax+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x19 // tileloadd tmm6, [rcx+rbx*1]
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	PREFETCHT0 4224(AX)
+	PREFETCHT0 4288(AX)
+	PREFETCHT0 4352(AX)
+	PREFETCHT0 4416(AX)
+	PREFETCHT0 4480(AX)
+	PREFETCHT0 4544(AX)
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x19; BYTE $0x40 // tileloadd tmm7, [rcx+rbx*1+64]
+	PREFETCHT0 4608(AX)
+	PREFETCHT0 4672(AX)
+	PREFETCHT0 4736(AX)
+	PREFETCHT0 4800(AX)
+	PREFETCHT0 4864(AX)
+	PREFETCHT0 4928(AX)
+	PREFETCHT0 4992(AX)
+	PREFETCHT0 5056(AX)
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1, tmm4, tmm7
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x08; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm5, [rax+r9*1+1024]
+	PREFETCHT0 5120(AX)
+	PREFETCHT0 5184(AX)
+	PREFETCHT0 5248(AX)
+	PREFETCHT0 5312(AX)
+	PREFETCHT0 5376(AX)
+	PREFETCHT0 5440(AX)
+	PREFETCHT0 5504(AX)
+	PREFETCHT0 5568(AX)
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps tmm2, tmm5, tmm6
+	PREFETCHT0 5632(AX)
+	PREFETCHT0 5696(AX)
+	PREFETCHT0 5760(AX)
+	PREFETCHT0 5824(AX)
+	PREFETCHT0 5888(AX)
+	PREFETCHT0 5952(AX)
+	PREFETCHT0 6016(AX)
+	PREFETCHT0 6080(AX)
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3, tmm5, tmm7
+	ADDQ $2048, AX
+	ADDQ $2048, CX
+	DECQ R12
+	JNZ amxBF16RoundW_k
+amxBF16RoundW_store:
+	MOVQ $128, R8
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tilestored [r10+r8*1], tmm0
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tilestored [r10+r8*1+64], tmm1
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x02; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored [r10+r8*1+2048], tmm2
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x02; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored [r10+r8*1+2112], tmm3
+	MOVQ R10, AX
+	MOVQ d+64(FP), BX
+	MOVQ ldd+72(FP), R8
+	SHLQ $2, R8
+	MOVQ $32, R12
+amxBF16RoundW_round:
+	VMOVUPS 0(AX), Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // vcvtneps2bf16 ymm2, zmm0
+	VPTESTNMD Z30, Z0, K3
+	VPTESTMD Z25, Z0, K4
+	KANDW K3, K4, K3
+	KORTESTW K3, K3
+	JZ amxBF16RoundW_normal0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z5
+	VPSRLD $16, Z5, Z5
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z5
+	VPMOVDW Z5, Y5
+	VMOVDQU16 Y5, K3, Y2
+amxBF16RoundW_normal0:
+	VPMOVZXWD Y2, Z2
+	VPSLLD $16, Z2, Z2
+	VMOVUPS Z2, 0(BX)
+	VMOVUPS 64(AX), Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // vcvtneps2bf16 ymm2, zmm0
+	VPTESTNMD Z30, Z0, K3
+	VPTESTMD Z25, Z0, K4
+	KANDW K3, K4, K3
+	KORTESTW K3, K3
+	JZ amxBF16RoundW_normal1
+	VPSRLD $16, Z0, Z1
+	VPANDD Z26, Z1, Z1
+	VPADDD Z27, Z1, Z1
+	VPADDD Z1, Z0, Z5
+	VPSRLD $16, Z5, Z5
+	VPANDD Z29, Z0, Z3
+	VPCMPGTD Z30, Z3, K7
+	VPSRLD $16, Z0, Z4
+	VPORD Z28, Z4, Z4
+	VMOVDQA32 Z4, K7, Z5
+	VPMOVDW Z5, Y5
+	VMOVDQU16 Y5, K3, Y2
+amxBF16RoundW_normal1:
+	VPMOVZXWD Y2, Z2
+	VPSLLD $16, Z2, Z2
+	VMOVUPS Z2, 64(BX)
+	ADDQ $128, AX
+	ADDQ R8, BX
+	DECQ R12
+	JNZ amxBF16RoundW_round
+	MOVQ BX, d+64(FP)
+amxBF16RoundW_next:
+	ADDQ R13, SI
+	MOVQ R11, AX
+	SHLQ $5, AX
+	ADDQ AX, DX
+	DECQ n+48(FP)
+	JNZ amxBF16RoundW_tile
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+amxBF16RoundW_ret:
+	VZEROUPPER
+	RET
+
 // func amxPeak(n int)
 TEXT ·amxPeak(SB), NOSPLIT, $0-8
 	MOVQ n+0(FP), CX
