@@ -1189,8 +1189,9 @@ func tileAddr(base, index string, disp int) string {
 // It also writes amxBF16Round, the same kernel in modes 0 and 1 for a
 // bfloat16 C's last k block: each tile goes through the scratch and is
 // rounded into the 16-bit C as soon as it is computed, where amxBF16 would
-// store it into the float32 C for job.round to read back from memory
-// (that read was 9% of a BF16 GPT step's CPU time).
+// store it into the float32 C for job.round to read back and round (that
+// pass was 9% of a BF16 GPT step's CPU time); and amxBF16RoundW, which
+// stores the rounded values widened back into a float32 C (Out16.F32).
 //
 // The tile configuration is loaded on entry and released before return:
 // no tile state outlives the call, and Go never preempts assembly, so the
@@ -1252,7 +1253,8 @@ func amxCfgData(p func(string, ...any)) {
 
 // amxEntry writes an AMX kernel's doc comment, its TEXT line, the loads of
 // its arguments and of the tile configuration; with round, those of
-// amxBF16Round, whose two more arguments are the bfloat16 C.
+// amxBF16Round, whose two more arguments are the bfloat16 C (with widen,
+// amxBF16RoundW's float32 C), and the rounding's constants.
 func amxEntry(p func(string, ...any), name string, round, widen bool) {
 	_, _, _, emit := amxEmitters(p)
 	p("")

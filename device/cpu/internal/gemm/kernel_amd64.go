@@ -542,42 +542,37 @@ func tileRows(dst []float32, src []uint16, lds, groups int) {
 
 // amxRun is amxImpl.run: it checks the panels and C and calls amxBF16.
 func amxRun(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int) {
+	mode := amxMode(steps, a, b, c, ldc, alpha, beta, n)
+	amxBF16(steps, &a[0], &b[0], &c[0], ldc, alpha, beta, n, mode)
+}
+
+// amxMode checks the panels and C of n tiles for the AMX kernels and
+// returns their mode for alpha and beta (see genAMX).
+func amxMode(steps int, a, b, c []float32, ldc int, alpha, beta float32, n int) int {
 	_ = a[n*32*steps-1]
 	_ = b[32*steps-1]
 	_ = c[(32*n-1)*ldc+31]
-	mode := 2
-	if alpha == 1 && beta == 0 {
-		mode = 0
-	} else if alpha == 1 && beta == 1 {
-		mode = 1
+	switch {
+	case alpha == 1 && beta == 0:
+		return 0
+	case alpha == 1 && beta == 1:
+		return 1
 	}
-	amxBF16(steps, &a[0], &b[0], &c[0], ldc, alpha, beta, n, mode)
+	return 2
 }
 
 // amxRunRound is amxImpl.runRound: amxRun for alpha 1 and beta 0 or 1,
 // each tile rounded to bfloat16 into d (rows ldd apart) as it is done.
 func amxRunRound(steps int, a, b, c []float32, ldc int, beta float32, n int, d []uint16, ldd int) {
-	mode := amxRoundMode(steps, a, b, c, ldc, beta, n)
+	mode := amxMode(steps, a, b, c, ldc, 1, beta, n)
 	_ = d[(32*n-1)*ldd+31]
 	amxBF16Round(steps, &a[0], &b[0], &c[0], ldc, 1, beta, n, mode, &d[0], ldd)
-}
-
-// amxRoundMode checks the panels and C of n tiles for the rounding
-// kernels and returns their mode for beta (0 or 1).
-func amxRoundMode(steps int, a, b, c []float32, ldc int, beta float32, n int) int {
-	_ = a[n*32*steps-1]
-	_ = b[32*steps-1]
-	_ = c[(32*n-1)*ldc+31]
-	if beta != 0 {
-		return 1
-	}
-	return 0
 }
 
 // amxRunRoundW is amxImpl.runRoundW: amxRunRound into a float32 d, each
 // value rounded to bfloat16 and widened back.
 func amxRunRoundW(steps int, a, b, c []float32, ldc int, beta float32, n int, d []float32, ldd int) {
-	mode := amxRoundMode(steps, a, b, c, ldc, beta, n)
+	mode := amxMode(steps, a, b, c, ldc, 1, beta, n)
 	_ = d[(32*n-1)*ldd+31]
 	amxBF16RoundW(steps, &a[0], &b[0], &c[0], ldc, 1, beta, n, mode, &d[0], ldd)
 }
