@@ -155,9 +155,12 @@ type castEntry struct {
 // (tensor.CachedCast) and only converted again after the parameter has
 // changed, or written by the optimiser along with the update; it is
 // accounted as Cast for as long as the parameter lives. In a checkpointed
-// segment's graphs a parameter that keeps no copy yet gets one of the
-// graph's own instead, which goes with the pass (see Checkpoint): the same
-// rounding, so the same bits. Buffers (running statistics) are updated in
+// segment's graphs, and where gradients are off (an evaluation's graph), a
+// parameter that keeps no copy yet gets one of the graph's own instead,
+// which goes with the graph or the pass (see Checkpoint): the same
+// rounding, so the same bits, and an evaluation between training steps
+// leaves no copies that training would not have kept (PyTorch's autocast
+// drops its cache on leaving the autocast region). Buffers (running statistics) are updated in
 // place by their layers without a record of it, so their copies last one
 // graph.
 func (g *Graph) as(v *Var, dt dtype.DType) *Var {
@@ -185,7 +188,7 @@ func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 	var out *Var
 	if v.requiresGrad {
 		var y *tensor.Tensor
-		if g.segment && v.Value.CachedCopy(dt) == nil {
+		if (g.segment || g.noGrad > 0) && v.Value.CachedCopy(dt) == nil {
 			y = g.alloc(dt, v.Shape()...)
 			g.dev.Copy(y.Buffer(), 0, v.Value.Buffer(), 0, v.Value.Numel())
 			y.SetCategory(device.Cast)

@@ -28,14 +28,19 @@ func NewMonitor(dev device.Device, pl *Plan) *Monitor {
 
 // OverBudgetError is a step whose measured peak went over the budget.
 type OverBudgetError struct {
-	Step         int // counted from 1 since NewMonitor
+	Step         int  // counted from 1 since NewMonitor
+	Eval         bool // the evaluation after Step went over (Monitor.Eval)
 	Peak, Budget int64
 	Predicted    int64
 }
 
 func (e *OverBudgetError) Error() string {
-	return fmt.Sprintf("step %d peaked at %s, over the memory budget of %s (the plan predicted %s)",
-		e.Step, device.FormatBytes(e.Peak), device.FormatBytes(e.Budget), device.FormatBytes(e.Predicted))
+	what := fmt.Sprintf("step %d", e.Step)
+	if e.Eval {
+		what = "the evaluation after " + what
+	}
+	return fmt.Sprintf("%s peaked at %s, over the memory budget of %s (the plan predicted %s)",
+		what, device.FormatBytes(e.Peak), device.FormatBytes(e.Budget), device.FormatBytes(e.Predicted))
 }
 
 // Step is called after each training step (and before the next): it
@@ -43,10 +48,19 @@ func (e *OverBudgetError) Error() string {
 // gone over the plan's budget, which then happened in this step.
 func (m *Monitor) Step() error {
 	m.step++
+	return m.check(false)
+}
+
+// Eval is called after an evaluation between steps: it returns an
+// *OverBudgetError, Eval set, if the device's peak has gone over the
+// budget since the last Step, which then happened in the evaluation.
+func (m *Monitor) Eval() error { return m.check(true) }
+
+func (m *Monitor) check(eval bool) error {
 	s := m.dev.MemStats()
 	m.peak = max(m.peak, s.Peak.Total)
 	if s.Peak.Total > m.plan.Budget {
-		return &OverBudgetError{Step: m.step, Peak: s.Peak.Total, Budget: m.plan.Budget, Predicted: m.plan.Peak}
+		return &OverBudgetError{Step: m.step, Eval: eval, Peak: s.Peak.Total, Budget: m.plan.Budget, Predicted: m.plan.Peak}
 	}
 	return nil
 }

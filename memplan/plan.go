@@ -39,6 +39,9 @@ type Plan struct {
 	// (autograd.ConvChunk) the plan needs to bound scratch memory: the
 	// step's graphs must be made with Options.
 	ConvChunk int
+	// Eval is how the program evaluates under the plan (FitEval); zero
+	// until FitEval ran.
+	Eval EvalFit
 
 	profile *Profile
 }
@@ -280,6 +283,13 @@ func (pl *Plan) String() string {
 	}
 	fmt.Fprintf(&b, "predicted peak %s (%s without recomputation), budget %s; predicted step-time overhead %.1f%% (%s a step)",
 		device.FormatBytes(pl.Peak), device.FormatBytes(pl.Unplanned), device.FormatBytes(pl.Budget), 100*pl.Overhead, fmtDuration(pl.Recompute))
+	switch e := pl.Eval; {
+	case e.Batch == 0:
+	case e.Batch < e.Want:
+		fmt.Fprintf(&b, "\nevaluation in batches of %d instead of %d to fit: peak at most %s", e.Batch, e.Want, device.FormatBytes(e.Peak))
+	default:
+		fmt.Fprintf(&b, "\nevaluation in batches of %d: peak at most %s", e.Batch, device.FormatBytes(e.Peak))
+	}
 	return b.String()
 }
 

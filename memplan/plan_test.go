@@ -515,3 +515,122 @@ func TestReserve(t *testing.T) {
 		t.Errorf("a budget below the smallest: %v; want an InfeasibleError naming the bucket", err)
 	}
 }
+
+// TestFitEval: at the smallest budget a plan fits, FitEval picks the
+// largest evaluation batch (of the halvings of the one asked for) whose
+// passes, run between training steps as a program runs them, stay within
+// the budget; its prediction is the measured peak (within 1%); twice that
+// batch goes over the budget; the Monitor passes those evaluations and
+// reports the one over.
+func TestFitEval(t *testing.T) {
+	for _, c := range []struct {
+		w    workload
+		want int
+		eval func(m nn.Chain, low dtype.DType) func(g *autograd.Graph, n int)
+	}{
+		{cnn(dtype.F32), 1024, evalImages(1, 28, 28)},
+		{gpt(dtype.BF16), 256, evalWindows},
+	} {
+		t.Run(c.w.name, func(t *testing.T) {
+			dev := cpu.New()
+			rng := rand.New(rand.NewPCG(7, 11))
+			m := c.w.build(rng)
+			nn.To(m, dev)
+			defer nn.Release(m)
+			opt := c.w.opt(m.Params())
+			defer optim.Release(opt)
+			batch := c.w.batch(rng, m)
+			loss := func(g *autograd.Graph) *autograd.Var {
+				if c.w.low != dtype.F32 {
+					amp.Autocast(g, c.w.low)
+				}
+				return batch(g)
+			}
+			p, err := memplan.Measure(memplan.Config{Dev: dev, Model: m, Loss: loss, Optim: opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, min, err := p.Minimum()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl, err := p.Plan(min.Total)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pass := c.eval(m, c.w.low)
+			fit, err := pl.FitEval(memplan.Eval{Batch: c.want, Pass: pass})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fit.Batch >= c.want || fit.Want != c.want || pl.Eval != fit {
+				t.Fatalf("FitEval = %+v (plan's %+v); want a batch below %d at the smallest budget", fit, pl.Eval, c.want)
+			}
+			mon := memplan.NewMonitor(dev, pl)
+			evaluate := func(n int) (int64, error) {
+				dev.ResetPeak()
+				for range 2 { // the second batch finds autocast's copies made
+					g := autograd.NewGraph(dev, append(pl.Options(), autograd.WithoutGrad())...)
+					pass(g, n)
+					g.Release()
+				}
+				return dev.MemStats().Peak.Total, mon.Eval()
+			}
+			for i := range 2 {
+				g := autograd.NewGraph(dev, pl.Options()...)
+				g.Backward(loss(g))
+				opt.Step()
+				opt.ZeroGrad()
+				g.Release()
+				if err := mon.Step(); err != nil {
+					t.Fatalf("step %d: %v", i+1, err)
+				}
+				peak, err := evaluate(fit.Batch)
+				if err != nil {
+					t.Fatalf("evaluation after step %d, batch %d: %v", i+1, fit.Batch, err)
+				}
+				if peak > fit.Peak || float64(peak) < 0.99*float64(fit.Peak) {
+					t.Errorf("evaluation after step %d, batch %d: peak %d, predicted %d", i+1, fit.Batch, peak, fit.Peak)
+				}
+			}
+			peak, err := evaluate(2 * fit.Batch)
+			var over *memplan.OverBudgetError
+			if !errors.As(err, &over) || !over.Eval || over.Step != 2 || over.Peak != peak || peak <= pl.Budget {
+				t.Fatalf("evaluating in batches of %d: peak %d against the budget %d, %v; want an *OverBudgetError for the evaluation after step 2",
+					2*fit.Batch, peak, pl.Budget, err)
+			}
+			if !strings.HasPrefix(err.Error(), "the evaluation after step 2 peaked at") {
+				t.Errorf("error %q", err)
+			}
+			t.Logf("budget %s: evaluation in batches of %d of %d, predicted %s", device.FormatBytes(pl.Budget), fit.Batch, c.want, device.FormatBytes(fit.Peak))
+		})
+	}
+}
+
+// evalImages is an evaluation pass of random images of shape in: the
+// model's logits in evaluation mode.
+func evalImages(in ...int) func(m nn.Chain, low dtype.DType) func(g *autograd.Graph, n int) {
+	return func(m nn.Chain, low dtype.DType) func(g *autograd.Graph, n int) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		return func(g *autograd.Graph, n int) {
+			nn.SetTraining(m, false)
+			defer nn.SetTraining(m, true)
+			if low != dtype.F32 {
+				amp.Autocast(g, low)
+			}
+			m.Forward(g, g.Input(tensor.NormalHost(rng, 0, 1, append([]int{n}, in...)...)))
+		}
+	}
+}
+
+// evalWindows is a GPT's validation loss over n random windows.
+func evalWindows(m nn.Chain, low dtype.DType) func(g *autograd.Graph, n int) {
+	return func(g *autograd.Graph, n int) {
+		nn.SetTraining(m, false)
+		defer nn.SetTraining(m, true)
+		if low != dtype.F32 {
+			amp.Autocast(g, low)
+		}
+		gptBatch(n)(rand.New(rand.NewPCG(1, 2)), m)(g)
+	}
+}

@@ -229,7 +229,9 @@ func TestCheckpointMemory(t *testing.T) {
 // TestCheckpointCasts checks that under autocast a checkpointed segment's
 // weight copies last its passes, so that a step holds one segment's at a
 // time and none after it, while a parameter that already keeps a copy (made
-// outside any segment) lends it to the segment instead of a second one.
+// outside any segment) lends it to the segment instead of a second one;
+// and that an evaluation's copies (a graph without gradients) last the
+// graph, or are those the parameters keep.
 func TestCheckpointCasts(t *testing.T) {
 	const layers = 4
 	dev := cpu.New()
@@ -271,7 +273,20 @@ func TestCheckpointCasts(t *testing.T) {
 		}
 		return most, all
 	}
+	// An evaluation: a graph without gradients keeps its copies no longer
+	// than itself, and uses those the parameters keep.
+	eval := func() device.MemStats {
+		dev.ResetPeak()
+		g := autograd.NewGraph(dev, autograd.WithoutGrad())
+		amp.Autocast(g, dtype.BF16)
+		m.Forward(g, g.Input(x))
+		g.Release()
+		return dev.MemStats()
+	}
 	most, all := segBytes(layers + 1)
+	if s := eval(); s.Peak.Category(device.Cast) != all || s.Live.Category(device.Cast) != 0 {
+		t.Errorf("evaluating: weight copies peaked at %d bytes and end at %d, want %d and 0", s.Peak.Category(device.Cast), s.Live.Category(device.Cast), all)
+	}
 	s := step(layers + 1)
 	if got := s.Peak.Category(device.Cast); got != most {
 		t.Errorf("segment by segment: weight copies peaked at %d bytes, want %d (the largest segment's)", got, most)
@@ -286,5 +301,8 @@ func TestCheckpointCasts(t *testing.T) {
 	s = step(layers + 1) // the parameters keep copies now: the segments use them
 	if got, live := s.Peak.Category(device.Cast), s.Live.Category(device.Cast); got != all || live != all {
 		t.Errorf("with copies kept: weight copies peaked at %d bytes and end at %d, want %d (no second copy)", got, live, all)
+	}
+	if s := eval(); s.Peak.Category(device.Cast) != all || s.Live.Category(device.Cast) != all {
+		t.Errorf("evaluating with copies kept: weight copies peaked at %d bytes and end at %d, want %d (no second copy)", s.Peak.Category(device.Cast), s.Live.Category(device.Cast), all)
 	}
 }

@@ -110,6 +110,12 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
 			bar.Done()
 			env.Log("iteration %d: train loss %.4f, val loss %.4f", it+1, ema, r.valLoss())
+			if err := r.guard.AfterEval(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
+				if errors.As(err, &res.OverBudget) {
+					return res, nil
+				}
+				return res, err
+			}
 			r.dev.ResetPeak()
 		}
 		if err := r.saver.AfterStep(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
@@ -134,6 +140,9 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 	}
 	if env.Rank == 0 { // only rank 0 reports
 		res.valLoss = r.valLoss()
+		if err := r.guard.AfterEval(runstate.Position{Step: res.Steps, Batch: res.Steps}); err != nil && !errors.As(err, &res.OverBudget) {
+			return res, err
+		}
 	}
 	return res, nil
 }
@@ -216,36 +225,52 @@ func (r *runner) planBudget() (*memplan.Plan, error) {
 	}
 	x, y := make([]int32, r.f.Batch*r.f.Block), make([]int32, r.f.Batch*r.f.Block)
 	datasets.SampleWindows(r.text.Train, r.f.Block, rand.New(rand.NewPCG(r.f.Seed, 0)), x, y)
+	eval := &memplan.Eval{Batch: evalBatch, Pass: func(g *autograd.Graph, n int) {
+		nn.SetTraining(r.m, false)
+		defer nn.SetTraining(r.m, true)
+		r.evalLoss(g, 0, min(n, datasets.EvalWindows(r.text.Val, r.cfg.Block, r.f.EvalWindows)))
+	}}
 	return r.env.PlanBudget(r.f.MemBudget, r.m, r.opt, r.f.Accum > 1, func(g *autograd.Graph) *autograd.Var {
 		return r.scaler.Scale(g, r.loss(g, x, y))
-	})
+	}, eval)
 }
 
 // valLoss is the deterministic validation loss: the mean cross-entropy
 // over the first -eval-windows non-overlapping windows of the validation
 // split (window i: x = val[i·block:(i+1)·block], y the next characters),
-// dropout off, under the run's autocast.
+// dropout off, under the run's autocast, in batches of evalBatch windows
+// (under -mem-budget, of the batch the plan fits).
 func (r *runner) valLoss() float64 {
 	nn.SetTraining(r.m, false)
 	defer nn.SetTraining(r.m, true)
-	block := r.cfg.Block
-	w := datasets.EvalWindows(r.text.Val, block, r.f.EvalWindows)
-	x, y := make([]int32, evalBatch*block), make([]int32, evalBatch*block)
+	batch := evalBatch
+	if r.plan != nil && r.plan.Eval.Batch > 0 {
+		batch = r.plan.Eval.Batch
+	}
+	w := datasets.EvalWindows(r.text.Val, r.cfg.Block, r.f.EvalWindows)
+	opts := append([]autograd.Option{autograd.WithoutGrad()}, r.plan.Options()...)
 	var sum float64
-	for i0 := 0; i0 < w; i0 += evalBatch {
-		n := min(evalBatch, w-i0)
-		for i := range n {
-			datasets.EvalWindow(r.text.Val, block, i0+i, x[i*block:(i+1)*block], y[i*block:(i+1)*block])
-		}
-		g := autograd.NewGraph(r.dev, autograd.WithoutGrad())
-		if r.f.AMP.On() {
-			amp.Autocast(g, r.f.AMP.DType())
-		}
-		loss := r.m.Loss(g, r.m.Forward(g, g.InputIDs(x[:n*block], n, block)), y[:n*block])
-		sum += float64(loss.Value.Item()) * float64(n*block)
+	for i0 := 0; i0 < w; i0 += batch {
+		g := autograd.NewGraph(r.dev, opts...)
+		sum += r.evalLoss(g, i0, min(batch, w-i0))
 		g.Release()
 	}
-	return sum / float64(w*block)
+	return sum / float64(w*r.cfg.Block)
+}
+
+// evalLoss records on g the loss of the n validation windows from i0 on
+// and returns their sum: the mean times the characters.
+func (r *runner) evalLoss(g *autograd.Graph, i0, n int) float64 {
+	block := r.cfg.Block
+	x, y := make([]int32, n*block), make([]int32, n*block)
+	for i := range n {
+		datasets.EvalWindow(r.text.Val, block, i0+i, x[i*block:(i+1)*block], y[i*block:(i+1)*block])
+	}
+	if r.f.AMP.On() {
+		amp.Autocast(g, r.f.AMP.DType())
+	}
+	loss := r.m.Loss(g, r.m.Forward(g, g.InputIDs(x, n, block)), y)
+	return float64(loss.Value.Item()) * float64(n*block)
 }
 
 // evalOnly reports the validation loss of the loaded weights.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -27,6 +29,33 @@ func TestMemBudget(t *testing.T) {
 	plain := clitest.RunJSON(t, run, "-data", data, "-model", "mlp", "-max-steps", "1")
 	if plain.MemBudgetBytes != nil || plain.PlannedPeakBytes != nil || plain.PlannedOverhead != nil {
 		t.Errorf("without -mem-budget the plan's fields are %+v; want null", plain.Planned)
+	}
+}
+
+// TestMemBudgetSmallest: at the smallest budget the program reports, the
+// CNN trains within it and so does its evaluation, whose batch of 1000 is
+// too large for it: the plan says the batch it fits, the summary carries
+// it, and the guard, which checks every evaluation, lets the run finish.
+func TestMemBudgetSmallest(t *testing.T) {
+	data := tinyMNIST(t, 256, 1000)
+	args := []string{"-data", data, "-model", "cnn", "-batch", "32", "-max-steps", "2", "-json"}
+	r := clitest.Run(t, nil, append(args, "-mem-budget", "1KiB")...)
+	_, smallest, ok := strings.Cut(r.Stderr, "the smallest that fits is ")
+	smallest, _, _ = strings.Cut(smallest, ":")
+	if r.Code != cli.ExitUsage || !ok {
+		t.Fatalf("-mem-budget 1KiB: exit %d, stderr %q; want %d naming the smallest budget", r.Code, r.Stderr, cli.ExitUsage)
+	}
+	r = clitest.RunOK(t, append(args, "-mem-budget", strings.ReplaceAll(smallest, " ", ""))...)
+	s := clitest.Summary(t, r.Stdout)
+	clitest.HeldPlan(t, s.Planned, s.PeakBytes.Total)
+	if s.PlannedEvalBatch == nil || *s.PlannedEvalBatch >= 1000 || *s.PlannedEvalPeakBytes > *s.MemBudgetBytes {
+		t.Fatalf("at the smallest budget, %s: planned evaluation %+v", smallest, s.Planned)
+	}
+	if want := fmt.Sprintf("evaluation in batches of %d instead of 1000 to fit", *s.PlannedEvalBatch); !strings.Contains(r.Stderr, want) {
+		t.Errorf("stderr %q does not say %q", r.Stderr, want)
+	}
+	if math.IsNaN(float64(s.TestAccuracy)) {
+		t.Errorf("no test accuracy: %+v", s)
 	}
 }
 

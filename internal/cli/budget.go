@@ -82,10 +82,18 @@ type Planned struct {
 	MemBudgetBytes   *int64 `json:"mem_budget_bytes"`
 	PlannedPeakBytes *int64 `json:"planned_peak_bytes"`
 	PlannedOverhead  *Float `json:"planned_overhead"` // predicted step-time overhead of the recomputation, 0.1 for 10%
-	// OverBudget is set when a step went over the budget and the run
-	// stopped; OverBudgetStep is that step.
+	// PlannedEvalBatch is the batch evaluation runs in under the plan and
+	// PlannedEvalPeakBytes its predicted peak, an upper bound
+	// (memplan.Plan.FitEval); null without a budget, or without an
+	// evaluation to fit.
+	PlannedEvalBatch     *int   `json:"planned_eval_batch"`
+	PlannedEvalPeakBytes *int64 `json:"planned_eval_peak_bytes"`
+	// OverBudget is set when a step, or the evaluation after it
+	// (OverBudgetEval), went over the budget and the run stopped;
+	// OverBudgetStep is that step.
 	OverBudget     bool `json:"over_budget,omitempty"`
 	OverBudgetStep int  `json:"over_budget_step,omitempty"`
+	OverBudgetEval bool `json:"over_budget_eval,omitempty"`
 }
 
 // PlannedOf fills a summary's Planned from pl (nil: no budget) and the
@@ -97,21 +105,30 @@ func PlannedOf(pl *memplan.Plan, over *OverBudget) Planned {
 	}
 	budget, peak, overhead := pl.Budget, pl.Peak, Float(pl.Overhead)
 	p.MemBudgetBytes, p.PlannedPeakBytes, p.PlannedOverhead = &budget, &peak, &overhead
+	if e := pl.Eval; e.Batch > 0 {
+		p.PlannedEvalBatch, p.PlannedEvalPeakBytes = &e.Batch, &e.Peak
+	}
 	if over != nil {
-		p.OverBudget, p.OverBudgetStep = true, over.Step
+		p.OverBudget, p.OverBudgetStep, p.OverBudgetEval = true, over.Step, over.Eval
 	}
 	return p
 }
 
 // OverBudget reports a run stopped because a training step's measured
-// peak went over -mem-budget, with the checkpoint saved then.
+// peak, or an evaluation's, went over -mem-budget, with the checkpoint
+// saved then.
 type OverBudget struct {
 	Step                    int
+	Eval                    bool // the evaluation after Step went over, not the step
 	Peak, Budget, Predicted int64
 	Saved                   string // the checkpoint's directory
 }
 
 func (e *OverBudget) Error() string {
-	return fmt.Sprintf("step %d peaked at %s, over -mem-budget's %s (planned %s); stopped and saved %s: continue with -resume %s and a larger -mem-budget",
-		e.Step, device.FormatBytes(e.Peak), device.FormatBytes(e.Budget), device.FormatBytes(e.Predicted), e.Saved, e.Saved)
+	what := fmt.Sprintf("step %d", e.Step)
+	if e.Eval {
+		what = "the evaluation after " + what
+	}
+	return fmt.Sprintf("%s peaked at %s, over -mem-budget's %s (planned %s); stopped and saved %s: continue with -resume %s and a larger -mem-budget",
+		what, device.FormatBytes(e.Peak), device.FormatBytes(e.Budget), device.FormatBytes(e.Predicted), e.Saved, e.Saved)
 }

@@ -74,7 +74,15 @@ func TestPlanned(t *testing.T) {
 	if s := enc(PlannedOf(pl, nil)); !strings.Contains(s, `"mem_budget_bytes":1000,"planned_peak_bytes":900,"planned_overhead":0.25`) || strings.Contains(s, "over_budget") {
 		t.Errorf("a plan: %s", s)
 	}
-	if s := enc(PlannedOf(pl, &OverBudget{Step: 7})); !strings.Contains(s, `"over_budget":true,"over_budget_step":7`) {
+	if s := enc(PlannedOf(pl, &OverBudget{Step: 7})); !strings.Contains(s, `"over_budget":true,"over_budget_step":7`) || strings.Contains(s, "over_budget_eval") {
 		t.Errorf("a step over: %s", s)
+	}
+	if s := enc(PlannedOf(pl, nil)); !strings.Contains(s, `"planned_eval_batch":null,"planned_eval_peak_bytes":null`) {
+		t.Errorf("a plan without an evaluation: %s", s)
+	}
+	pl.Eval = memplan.EvalFit{Batch: 250, Want: 1000, Peak: 800}
+	if s := enc(PlannedOf(pl, &OverBudget{Step: 7, Eval: true})); !strings.Contains(s, `"planned_eval_batch":250,"planned_eval_peak_bytes":800`) ||
+		!strings.Contains(s, `"over_budget":true,"over_budget_step":7,"over_budget_eval":true`) {
+		t.Errorf("an evaluation fitted, and over: %s", s)
 	}
 }

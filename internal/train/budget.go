@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
@@ -35,7 +36,11 @@ import (
 // margin fits can differ too (the smallest plan the search finds depends
 // on the times among choices whose estimates tie), so the ranks also agree
 // on that: where any rank found no plan, every rank stops.
-func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bool, loss func(g *autograd.Graph) *autograd.Var) (*memplan.Plan, error) {
+//
+// eval, when not nil, is the program's evaluation, which the plan fits as
+// well (Plan.FitEval): its batch may be smaller under the plan than
+// without one.
+func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bool, loss func(g *autograd.Graph) *autograd.Var, eval *memplan.Eval) (*memplan.Plan, error) {
 	if !b.On() {
 		return nil, nil
 	}
@@ -46,6 +51,11 @@ func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bo
 	p, pl, err := planFor(b, c)
 	if pl, err = e.rankZerosPlan(b, len(model.Units()), p, pl, err); err != nil {
 		return nil, err
+	}
+	if eval != nil {
+		if _, err := pl.FitEval(*eval); err != nil {
+			return nil, cli.Usagef("-mem-budget %v: %v", b, strings.TrimPrefix(err.Error(), "memplan: "))
+		}
 	}
 	fmt.Fprintln(e.Stderr, pl)
 	pl.Apply(model)
@@ -159,7 +169,12 @@ func (g *Guard) AfterStep(pos runstate.Position) error {
 	if g == nil {
 		return nil
 	}
-	err := g.mon.Step()
+	return g.over(pos, g.mon.Step())
+}
+
+// over saves pos's checkpoint when err is an *memplan.OverBudgetError and
+// returns it as a *cli.OverBudget; any other err as it is.
+func (g *Guard) over(pos runstate.Position, err error) error {
 	var over *memplan.OverBudgetError
 	if !errors.As(err, &over) {
 		return err
@@ -168,7 +183,16 @@ func (g *Guard) AfterStep(pos runstate.Position) error {
 	if serr != nil {
 		return fmt.Errorf("%v, and saving a checkpoint failed: %w", err, serr)
 	}
-	return &cli.OverBudget{Step: pos.Step, Peak: over.Peak, Budget: over.Budget, Predicted: over.Predicted, Saved: dir}
+	return &cli.OverBudget{Step: pos.Step, Eval: over.Eval, Peak: over.Peak, Budget: over.Budget, Predicted: over.Predicted, Saved: dir}
+}
+
+// AfterEval checks the evaluation that ran after the step that ended at
+// pos as AfterStep checks a step.
+func (g *Guard) AfterEval(pos runstate.Position) error {
+	if g == nil {
+		return nil
+	}
+	return g.over(pos, g.mon.Eval())
 }
 
 // Peak is the largest step peak the guard has seen; 0 for a nil Guard.

@@ -54,7 +54,7 @@ func TestGuardStopsOverBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := &Env{Prog: "test", Dev: dev, Stderr: &stderr, Ranks: 1}
-			plan, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+			plan, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) }, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestGuardStopsOverBudget(t *testing.T) {
 // TestGuardNil: without a budget there is no plan and no guard, and the
 // guard's methods do nothing.
 func TestGuardNil(t *testing.T) {
-	pl, err := (&Env{Prog: "test", Ranks: 1}).PlanBudget(cli.MemBudget{}, nil, nil, false, nil)
+	pl, err := (&Env{Prog: "test", Ranks: 1}).PlanBudget(cli.MemBudget{}, nil, nil, false, nil, nil)
 	if pl != nil || err != nil {
 		t.Fatalf("PlanBudget without a budget = %v, %v", pl, err)
 	}
@@ -249,7 +249,7 @@ func TestPlanBudgetRankZero(t *testing.T) {
 	if err := b.Set("1GiB"); err != nil {
 		t.Fatal(err)
 	}
-	pl, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+	pl, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestPlanBudgetRankZero(t *testing.T) {
 	noPlan := func(v []float32, _ int) { v[0]++ }
 	for rank := range 2 {
 		env := &Env{Prog: "test", Dev: dev, Stderr: &stderr, Comm: &peerComm{dev: dev, rank: rank, peer: noPlan}, Rank: rank, Ranks: 2}
-		_, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) })
+		_, err := env.PlanBudget(b, net, opt, false, func(g *autograd.Graph) *autograd.Var { return step.Loss(g, x, y) }, nil)
 		var u *cli.UsageError
 		var q *cli.Quiet
 		if !errors.As(err, &u) || errors.As(err, &q) != (rank != 0) || !strings.Contains(err.Error(), "1 of the 2 ranks found no plan") {

@@ -94,11 +94,21 @@ func (l *Loop) plan() error {
 	for b := range datasets.Batches(l.Train, l.Flags.Batch, l.Load...) {
 		b = b.Part(0, l.Step.PartLen(len(b.Y))) // under -accum, a step's passes are a part's
 		l.Plan, err = l.Env.PlanBudget(l.Flags.MemBudget, l.Step.Net, l.Step.Opt, l.Step.Accum > 1,
-			func(g *autograd.Graph) *autograd.Var { return l.Step.BatchLoss(g, b) })
+			func(g *autograd.Graph) *autograd.Var { return l.Step.BatchLoss(g, b) },
+			&memplan.Eval{Batch: l.EvalBatch, Pass: EvalPass(l.Step.Net, l.Test, l.Flags.AMP.On(), l.Flags.AMP.DType())})
 		break
 	}
 	l.Step.Options = l.Plan.Options()
 	return err
+}
+
+// evalBatch is the batch the test set is evaluated in: EvalBatch, or
+// under -mem-budget the batch the plan fits (memplan.Plan.FitEval).
+func (l *Loop) evalBatch() int {
+	if l.Plan != nil && l.Plan.Eval.Batch > 0 {
+		return l.Plan.Eval.Batch
+	}
+	return l.EvalBatch
 }
 
 // Close releases the Recorder (what Report did not write is discarded)
@@ -185,8 +195,14 @@ func (l *Loop) Run(pos runstate.Position) (Result, error) {
 			res.Accuracy = math.NaN()
 			break
 		}
-		res.Accuracy = Evaluate(dev, l.Step.Net, l.Test, l.EvalBatch, l.Flags.AMP.On(), l.Flags.AMP.DType())
+		res.Accuracy = Evaluate(dev, l.Step.Net, l.Test, l.evalBatch(), l.Flags.AMP.On(), l.Flags.AMP.DType(), l.Plan.Options()...)
 		l.Rec.Eval(res.Steps, epoch+1, res.Accuracy)
+		if err := l.guard.AfterEval(res.pos); err != nil {
+			if !errors.As(err, &res.OverBudget) {
+				return res, err
+			}
+			break
+		}
 		dev.ResetPeak()
 		l.Env.Log("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s, %.1f ms/step", epoch+1, res.Loss,
 			100*res.Accuracy, float64(res.Samples)/max(res.TrainTime, 1e-9), 1000*res.TrainTime/float64(max(res.Done, 1)))

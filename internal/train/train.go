@@ -292,32 +292,54 @@ func input(g *autograd.Graph, x tensor.Host, dt dtype.DType) *autograd.Var {
 }
 
 // Evaluate returns net's accuracy on d in evaluation mode, without
-// recording gradients, under autocast to low when useAMP is set. It leaves
-// net in evaluation mode.
-func Evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, batch int, useAMP bool, low dtype.DType) float64 {
+// recording gradients, under autocast to low when useAMP is set, in
+// batches of batch samples on graphs made with opts (a memory plan's). It
+// leaves net in evaluation mode.
+func Evaluate(dev device.Device, net nn.Module, d *datasets.Dataset, batch int, useAMP bool, low dtype.DType, opts ...autograd.Option) float64 {
 	nn.SetTraining(net, false)
 	correct := 0
-	in := dtype.F32
-	if useAMP {
-		in = InputDType(net, low)
-	}
+	opts = append([]autograd.Option{autograd.WithoutGrad()}, opts...)
 	for b := range datasets.Batches(d, batch) {
-		g := autograd.NewGraph(dev, autograd.WithoutGrad())
-		if useAMP {
-			amp.Autocast(g, low)
-		}
-		logits := net.Forward(g, input(g, b.X, in))
-		pred := tensor.New(dev, dtype.F32, device.Temp, len(b.Y))
-		dev.Argmax(pred.Buffer(), logits.Value.Buffer(), len(b.Y), logits.Shape()[1])
-		for i, p := range pred.ToHost() {
-			if int32(p) == b.Y[i] {
-				correct++
-			}
-		}
-		pred.Release()
+		g := autograd.NewGraph(dev, opts...)
+		correct += evalBatch(g, net, b, useAMP, low)
 		g.Release()
 	}
 	return float64(correct) / float64(max(d.Len(), 1))
+}
+
+// EvalPass is Evaluate's pass over the first n samples of d, for a memory
+// plan to fit (memplan.Eval): it leaves net in training mode.
+func EvalPass(net nn.Module, d *datasets.Dataset, useAMP bool, low dtype.DType) func(g *autograd.Graph, n int) {
+	return func(g *autograd.Graph, n int) {
+		nn.SetTraining(net, false)
+		defer nn.SetTraining(net, true)
+		for b := range datasets.Batches(d, n) {
+			evalBatch(g, net, b, useAMP, low)
+			break
+		}
+	}
+}
+
+// evalBatch records net's forward pass of b on g and returns how many of
+// b's samples it classifies right.
+func evalBatch(g *autograd.Graph, net nn.Module, b datasets.Batch, useAMP bool, low dtype.DType) int {
+	in := dtype.F32
+	if useAMP {
+		in = InputDType(net, low)
+		amp.Autocast(g, low)
+	}
+	logits := net.Forward(g, input(g, b.X, in))
+	dev := g.Device()
+	pred := tensor.New(dev, dtype.F32, device.Temp, len(b.Y))
+	defer pred.Release()
+	dev.Argmax(pred.Buffer(), logits.Value.Buffer(), len(b.Y), logits.Shape()[1])
+	correct := 0
+	for i, p := range pred.ToHost() {
+		if int32(p) == b.Y[i] {
+			correct++
+		}
+	}
+	return correct
 }
 
 // EvalSummary evaluates net on d as Evaluate does and returns the -json
