@@ -60,7 +60,7 @@ func TestMemBudgetSmallest(t *testing.T) {
 }
 
 // TestMemBudgetRefused: a budget no plan fits, and -mem-budget beside
-// -checkpoint, stop before training with status 2 and one line; the first
+// -checkpoint or -eval, stop before training with status 2 and one line; the first
 // names the smallest budget that fits and what it is made of. Nothing
 // trains: the summary is not printed.
 func TestMemBudgetRefused(t *testing.T) {
@@ -72,6 +72,7 @@ func TestMemBudgetRefused(t *testing.T) {
 		{[]string{"-mem-budget", "0.3x"}, []string{"-mem-budget 0.3x", "too small", "the smallest that fits is", "parameters", "gradients", "optimiser state", "minimum activations", "workspace"}},
 		{[]string{"-mem-budget", "1KiB"}, []string{"-mem-budget 1.0 KiB", "the smallest that fits is"}},
 		{[]string{"-mem-budget", "0.95x", "-checkpoint", "auto"}, []string{"-mem-budget", "-checkpoint auto"}},
+		{[]string{"-mem-budget", "0.95x", "-eval", "weights.safetensors"}, []string{"-eval trains nothing", "-mem-budget"}},
 	} {
 		r := clitest.Run(t, nil, append([]string{"-data", data, "-model", "cnn", "-batch", "32", "-max-steps", "2", "-json"}, c.args...)...)
 		if r.Code != cli.ExitUsage || r.Stdout != "" {

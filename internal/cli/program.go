@@ -28,8 +28,8 @@ func (t *TrainFlags) Register(fs *flag.FlagSet, specs []models.Spec, optims []st
 
 // Parse parses args into fs (Parse: -h prints help), refuses combinations
 // that cannot work (StateFlags.Check, which also probes -save's directory,
-// ProfileFlags.Check, -eval with any profiling, and -mem-budget beside
-// -checkpoint: MemBudget.Check), and fills what the
+// ProfileFlags.Check, -eval with any profiling or with -mem-budget, and
+// -mem-budget beside -checkpoint: MemBudget.Check), and fills what the
 // command line left out from the chosen model's recipe (Flags.Resolve),
 // whose spec it returns. Every error is one line; a bad command line is a
 // UsageError.
@@ -45,6 +45,9 @@ func (t *TrainFlags) Parse(fs *flag.FlagSet, args []string, stdout io.Writer) (m
 	}
 	if t.State.Eval != "" && t.Profile.Any() {
 		return models.Spec{}, Usagef("-eval only evaluates: -profile, -trace, -metrics and -tensorboard are about training")
+	}
+	if t.State.Eval != "" && t.MemBudget.On() {
+		return models.Spec{}, Usagef("-eval trains nothing: -mem-budget plans training steps")
 	}
 	if err := t.MemBudget.Check(t.Checkpoint); err != nil {
 		return models.Spec{}, err
