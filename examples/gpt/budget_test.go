@@ -27,6 +27,35 @@ func TestMemBudget(t *testing.T) {
 	}
 }
 
+// TestMemBudgetSmallestEval: under BF16 at the smallest budget the
+// program reports, with validation every other iteration, every step and
+// every evaluation stays within it. Evaluations used to leave autocast's
+// weight copies cached on every parameter, and the next step of a run
+// whose plan recomputes them went over (1.3 MiB over on the default GPT).
+func TestMemBudgetSmallestEval(t *testing.T) {
+	args := append(append([]string{}, tiny...), "-layers", "3", "-embd", "32", "-block", "64", "-batch", "16", "-amp", "bf16",
+		"-iters", "6", "-eval-every", "2", "-eval-windows", "64")
+	r := clitest.Run(t, nil, append(args, "-mem-budget", "1KiB")...)
+	_, smallest, ok := strings.Cut(r.Stderr, "the smallest that fits is ")
+	smallest, _, _ = strings.Cut(smallest, ":")
+	if r.Code != cli.ExitUsage || !ok {
+		t.Fatalf("-mem-budget 1KiB: exit %d, stderr %q; want %d naming the smallest budget", r.Code, r.Stderr, cli.ExitUsage)
+	}
+	r = clitest.Run(t, nil, append(args, "-mem-budget", strings.ReplaceAll(smallest, " ", ""), "-json")...)
+	if r.Code != 0 {
+		t.Fatalf("at the smallest budget, %s: exit %d\n%s", smallest, r.Code, r.Stderr)
+	}
+	s := summaryOf(t, r.Stdout)
+	clitest.HeldPlan(t, s.Planned, s.PeakBytes.Total)
+	if s.PlannedEvalBatch == nil || *s.PlannedEvalPeakBytes > *s.MemBudgetBytes {
+		t.Errorf("planned evaluation: batch %v, peak %v, budget %v", s.PlannedEvalBatch, s.PlannedEvalPeakBytes, *s.MemBudgetBytes)
+	}
+	r = clitest.RunOK(t, append(args, "-mem-budget", strings.ReplaceAll(smallest, " ", ""))...)
+	if n := strings.Count(r.Stdout, "val loss"); n != 3 {
+		t.Errorf("%d validation losses printed, want 3 (two during the run): %q", n, r.Stdout)
+	}
+}
+
 // TestMemBudgetAccum is -mem-budget with -accum: the plan counts the
 // gradients held from each iteration's first batch on (memplan's
 // Config.Accumulate), so the run stays within the budget with its peak as
