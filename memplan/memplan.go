@@ -35,9 +35,13 @@
 //     made of. Where convolutions' scratch is what does not fit, a second
 //     dry step measures the step with it bounded (autograd.ConvChunk) and
 //     plans with that.
-//   - A Monitor holds training to the plan: a step whose measured peak
-//     goes over the budget is reported, so that the program stops and
-//     saves before it runs out of memory.
+//   - Plan.FitEval fits the program's evaluation into the budget too: a
+//     forward pass without gradients between steps, often in batches
+//     larger than training's, measured at the program's batch and at
+//     halves of it until one fits beside the training state.
+//   - A Monitor holds training to the plan: a step, or an evaluation,
+//     whose measured peak goes over the budget is reported, so that the
+//     program stops and saves before it runs out of memory.
 //
 // Recomputation changes no number: losses and gradients under any plan
 // are bitwise those of the step without one.

@@ -66,7 +66,7 @@ func (m *Monitor) check(eval bool) error {
 }
 
 // Peak is the largest peak the device reached since NewMonitor, as of the
-// last Step.
+// last Step or Eval.
 func (m *Monitor) Peak() int64 { return m.peak }
 
 // PredictionError is the prediction's error relative to the measured
