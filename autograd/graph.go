@@ -225,6 +225,7 @@ type Graph struct {
 	sawGrad  bool
 	replay   bool // a checkpointed segment's recomputation: state updates already happened
 	segment  bool // a checkpointed segment's graph: parameters' casts are its own (see as)
+	keepCast bool // a graph without gradients that leaves its casts on the parameters (KeepCasts)
 	backDone bool
 	released bool
 	busy     atomic.Bool // held while the bookkeeping above changes; see enter
@@ -270,6 +271,14 @@ type Option func(*Graph)
 
 // WithoutGrad makes a graph that records nothing (evaluation, inference).
 func WithoutGrad() Option { return func(g *Graph) { g.noGrad = 1 } }
+
+// KeepCasts has a graph without gradients leave the autocast copies it
+// makes of parameters on the parameters (tensor.CachedCast), as a training
+// graph does, rather than make copies of its own that go with it: for a
+// run of small graphs, such as sampling a token at a time, that would
+// otherwise convert every weight for each. The caller frees the copies
+// when the run is done (tensor.Tensor.ReleaseCasts).
+func KeepCasts() Option { return func(g *Graph) { g.keepCast = true } }
 
 // WithPolicy installs a cast policy at creation; see SetPolicy.
 func WithPolicy(p CastPolicy) Option { return func(g *Graph) { g.policy = p } }

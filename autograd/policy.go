@@ -160,7 +160,8 @@ type castEntry struct {
 // which goes with the graph or the pass (see Checkpoint): the same
 // rounding, so the same bits, and an evaluation between training steps
 // leaves no copies that training would not have kept (PyTorch's autocast
-// drops its cache on leaving the autocast region). Buffers (running statistics) are updated in
+// drops its cache on leaving the autocast region), unless the graph was
+// made with KeepCasts. Buffers (running statistics) are updated in
 // place by their layers without a record of it, so their copies last one
 // graph.
 func (g *Graph) as(v *Var, dt dtype.DType) *Var {
@@ -188,7 +189,7 @@ func (g *Graph) as(v *Var, dt dtype.DType) *Var {
 	var out *Var
 	if v.requiresGrad {
 		var y *tensor.Tensor
-		if (g.segment || g.noGrad > 0) && v.Value.CachedCopy(dt) == nil {
+		if (g.segment || g.noGrad > 0 && !g.keepCast) && v.Value.CachedCopy(dt) == nil {
 			y = g.alloc(dt, v.Shape()...)
 			g.dev.Copy(y.Buffer(), 0, v.Value.Buffer(), 0, v.Value.Numel())
 			y.SetCategory(device.Cast)

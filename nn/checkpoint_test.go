@@ -231,7 +231,8 @@ func TestCheckpointMemory(t *testing.T) {
 // time and none after it, while a parameter that already keeps a copy (made
 // outside any segment) lends it to the segment instead of a second one;
 // and that an evaluation's copies (a graph without gradients) last the
-// graph, or are those the parameters keep.
+// graph, or are those the parameters keep, or stay on the parameters with
+// KeepCasts.
 func TestCheckpointCasts(t *testing.T) {
 	const layers = 4
 	dev := cpu.New()
@@ -275,9 +276,9 @@ func TestCheckpointCasts(t *testing.T) {
 	}
 	// An evaluation: a graph without gradients keeps its copies no longer
 	// than itself, and uses those the parameters keep.
-	eval := func() device.MemStats {
+	eval := func(opts ...autograd.Option) device.MemStats {
 		dev.ResetPeak()
-		g := autograd.NewGraph(dev, autograd.WithoutGrad())
+		g := autograd.NewGraph(dev, append(opts, autograd.WithoutGrad())...)
 		amp.Autocast(g, dtype.BF16)
 		m.Forward(g, g.Input(x))
 		g.Release()
@@ -286,6 +287,12 @@ func TestCheckpointCasts(t *testing.T) {
 	most, all := segBytes(layers + 1)
 	if s := eval(); s.Peak.Category(device.Cast) != all || s.Live.Category(device.Cast) != 0 {
 		t.Errorf("evaluating: weight copies peaked at %d bytes and end at %d, want %d and 0", s.Peak.Category(device.Cast), s.Live.Category(device.Cast), all)
+	}
+	if s := eval(autograd.KeepCasts()); s.Peak.Category(device.Cast) != all || s.Live.Category(device.Cast) != all {
+		t.Errorf("evaluating with KeepCasts: weight copies peaked at %d bytes and end at %d, want %d and %d", s.Peak.Category(device.Cast), s.Live.Category(device.Cast), all, all)
+	}
+	for _, p := range m.Params() {
+		p.Value.ReleaseCasts()
 	}
 	s := step(layers + 1)
 	if got := s.Peak.Category(device.Cast); got != most {

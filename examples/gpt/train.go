@@ -310,9 +310,24 @@ func (r *runner) sample(w io.Writer, n int) {
 	ctx := slices.Clone(r.start)
 	v := r.cfg.Vocab
 	probs := make([]float64, v)
+	// Each character is a graph of its own: autocast's weight copies are
+	// made once, on the parameters, and those training did not keep go
+	// afterwards.
+	params := r.m.Params()
+	had := make([]bool, len(params))
+	for i, p := range params {
+		had[i] = p.Value.CachedCopy(r.f.AMP.DType()) != nil
+	}
+	defer func() {
+		for i, p := range params {
+			if !had[i] {
+				p.Value.ReleaseCasts()
+			}
+		}
+	}()
 	for range n {
 		c := ctx[max(0, len(ctx)-r.cfg.Block):]
-		g := autograd.NewGraph(r.dev, autograd.WithoutGrad())
+		g := autograd.NewGraph(r.dev, autograd.WithoutGrad(), autograd.KeepCasts())
 		if r.f.AMP.On() {
 			amp.Autocast(g, r.f.AMP.DType())
 		}
