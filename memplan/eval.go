@@ -41,7 +41,7 @@ type EvalFit struct {
 // the model (Apply), as the program's evaluations will. The Monitor
 // checks the evaluations as they run (Monitor.Eval). It records the fit in the plan (pl.Eval) and returns it; the
 // model's state is left as it was. An evaluation that does not fit one
-// sample at a time is an error.
+// sample at a time is an *EvalInfeasibleError.
 func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 	p := pl.profile
 	dev, model := p.cfg.Dev, p.cfg.Model
@@ -81,8 +81,16 @@ func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 			return fit, nil
 		}
 		if n == 1 {
-			return fit, fmt.Errorf("memplan: evaluating one sample at a time peaks at %s, over the budget of %s",
-				device.FormatBytes(fit.Peak), device.FormatBytes(pl.Budget))
+			return fit, &EvalInfeasibleError{Peak: fit.Peak, Budget: pl.Budget}
 		}
 	}
+}
+
+// EvalInfeasibleError is an evaluation that does not fit the budget even
+// one sample at a time (FitEval).
+type EvalInfeasibleError struct{ Peak, Budget int64 }
+
+func (e *EvalInfeasibleError) Error() string {
+	return fmt.Sprintf("evaluating one sample at a time peaks at %s, over the budget of %s",
+		device.FormatBytes(e.Peak), device.FormatBytes(e.Budget))
 }

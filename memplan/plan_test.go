@@ -603,6 +603,14 @@ func TestFitEval(t *testing.T) {
 				t.Errorf("error %q", err)
 			}
 			t.Logf("budget %s: evaluation in batches of %d of %d, predicted %s", device.FormatBytes(pl.Budget), fit.Batch, c.want, device.FormatBytes(fit.Peak))
+			// A pass that needs the whole budget for itself fits no batch.
+			_, err = pl.FitEval(memplan.Eval{Batch: 4, Pass: func(g *autograd.Graph, n int) {
+				tensor.New(dev, dtype.F32, device.Temp, int(pl.Budget/4)).Release()
+			}})
+			var inf *memplan.EvalInfeasibleError
+			if !errors.As(err, &inf) || inf.Budget != pl.Budget || inf.Peak <= pl.Budget {
+				t.Errorf("an evaluation larger than the budget: %v; want an *EvalInfeasibleError", err)
+			}
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
@@ -53,8 +52,13 @@ func (e *Env) PlanBudget(b cli.MemBudget, model nn.Chain, opt any, accumulate bo
 		return nil, err
 	}
 	if eval != nil {
-		if _, err := pl.FitEval(*eval); err != nil {
-			return nil, cli.Usagef("-mem-budget %v: %v", b, strings.TrimPrefix(err.Error(), "memplan: "))
+		_, err := pl.FitEval(*eval)
+		var inf *memplan.EvalInfeasibleError
+		if errors.As(err, &inf) {
+			return nil, cli.Usagef("-mem-budget %v: %v", b, err)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	fmt.Fprintln(e.Stderr, pl)
