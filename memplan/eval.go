@@ -38,10 +38,11 @@ type EvalFit struct {
 // holds and the plan's reserve; no gradients: a step ends with the
 // optimiser's ZeroGrad, which frees them), measuring each batch it tries
 // with one pass. The passes run under the plan, which FitEval applies to
-// the model (Apply), as the program's evaluations will. The Monitor
-// checks the evaluations as they run (Monitor.Eval). It records the fit in the plan (pl.Eval) and returns it; the
-// model's state is left as it was. An evaluation that does not fit one
-// sample at a time is an *EvalInfeasibleError.
+// the model (Apply), as the program's evaluations will. It records the
+// fit in the plan (pl.Eval) and returns it; the model's state is left as
+// it was. An evaluation that does not fit one sample at a time is an
+// *EvalInfeasibleError. The Monitor checks the evaluations as they run
+// (Monitor.Eval).
 func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 	p := pl.profile
 	dev, model := p.cfg.Dev, p.cfg.Model
