@@ -110,7 +110,7 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 			res.Peak = train.MaxPeak(res.Peak, r.dev.MemStats())
 			bar.Done()
 			env.Log("iteration %d: train loss %.4f, val loss %.4f", it+1, ema, r.valLoss())
-			if err := r.guard.AfterEval(runstate.Position{Step: it + 1, Batch: it + 1}); err != nil {
+			if err := r.evalGuard(it + 1); err != nil {
 				if errors.As(err, &res.OverBudget) {
 					return res, nil
 				}
@@ -140,11 +140,23 @@ func (r *runner) train(pos runstate.Position) (res result, err error) {
 	}
 	if env.Rank == 0 { // only rank 0 reports
 		res.valLoss = r.valLoss()
-		if err := r.guard.AfterEval(runstate.Position{Step: res.Steps, Batch: res.Steps}); err != nil && !errors.As(err, &res.OverBudget) {
+		if err := r.evalGuard(res.Steps); err != nil && !errors.As(err, &res.OverBudget) {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// evalGuard checks the validation pass after iteration it against
+// -mem-budget (Guard.AfterEval). Under -dist rank 0 alone validates, and
+// the guard's checkpoint is saved by every rank together, so there the
+// pass is held to the plan's fit (memplan.Plan.FitEval) without the
+// check.
+func (r *runner) evalGuard(it int) error {
+	if r.env.Ranks > 1 {
+		return nil
+	}
+	return r.guard.AfterEval(runstate.Position{Step: it, Batch: it})
 }
 
 // step is one training iteration: forward and backward under autocast
