@@ -36,13 +36,16 @@ type EvalFit struct {
 // budget beside the training state as it is between steps (parameters,
 // the optimiser's state, autocast's weight copies, what else the program
 // holds and the plan's reserve; no gradients: a step ends with the
-// optimiser's ZeroGrad, which frees them), measuring each batch it tries
-// with one pass. The passes run under the plan, which FitEval applies to
-// the model (Apply), as the program's evaluations will. It records the
-// fit in the plan (pl.Eval) and returns it; the model's state is left as
-// it was. An evaluation that does not fit one sample at a time is an
-// *EvalInfeasibleError. The Monitor checks the evaluations as they run
-// (Monitor.Eval).
+// optimiser's ZeroGrad, which frees them). It never runs a pass it
+// expects to go over the budget: it measures passes of one and two
+// samples, extrapolates (a pass's memory grows linearly with its batch,
+// or slower where scratch is capped), and measures the batch it picks,
+// halving again if that pass went over. The passes run under the plan,
+// which FitEval applies to the model (Apply), as the program's
+// evaluations will. It records the fit in the plan (pl.Eval) and returns
+// it; the model's state is left as it was. An evaluation that does not
+// fit one sample at a time is an *EvalInfeasibleError. The Monitor
+// checks the evaluations as they run (Monitor.Eval).
 func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 	p := pl.profile
 	dev, model := p.cfg.Dev, p.cfg.Model
@@ -58,10 +61,14 @@ func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 		}
 	}
 	opts := append([]autograd.Option{autograd.WithoutGrad()}, pl.Options()...)
-	fit := EvalFit{Want: e.Batch}
-	for n := max(e.Batch, 1); ; n = (n + 1) / 2 {
+	// measure is the predicted peak of evaluating in batches of n: the
+	// pass's peak over where it began, with autocast's weight copies it
+	// made for itself (a graph without gradients keeps them no longer than
+	// itself), beside those training keeps. It is an upper bound, since
+	// the pass makes no copy of a parameter that keeps one.
+	measure := func(n int) (int64, error) {
 		if err := dev.Sync(); err != nil {
-			return fit, fmt.Errorf("memplan: evaluation pass: %w", err)
+			return 0, fmt.Errorf("memplan: evaluation pass: %w", err)
 		}
 		before := dev.MemStats().Live
 		dev.ResetPeak()
@@ -69,21 +76,43 @@ func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 		e.Pass(g, n)
 		g.Release()
 		if err := dev.Sync(); err != nil {
-			return fit, fmt.Errorf("memplan: evaluation pass: %w", err)
+			return 0, fmt.Errorf("memplan: evaluation pass: %w", err)
 		}
-		s := dev.MemStats()
-		// The pass's peak over where it began, with autocast's weight copies
-		// it made for itself (a graph without gradients keeps them no
-		// longer than itself), beside those training keeps: an upper bound,
-		// since the pass makes no copy of a parameter that keeps one.
-		fit.Batch, fit.Peak = n, resident+kept+s.Peak.Total-before.Total
-		if fit.Peak <= pl.Budget {
-			pl.Eval = fit
-			return fit, nil
+		return resident + kept + dev.MemStats().Peak.Total - before.Total, nil
+	}
+	want := max(e.Batch, 1)
+	one, err := measure(1)
+	if err != nil {
+		return EvalFit{}, err
+	}
+	if one > pl.Budget {
+		return EvalFit{Batch: 1, Want: e.Batch, Peak: one}, &EvalInfeasibleError{Peak: one, Budget: pl.Budget}
+	}
+	per := int64(0) // bytes a sample
+	if want > 1 {
+		two, err := measure(2)
+		if err != nil {
+			return EvalFit{}, err
 		}
-		if n == 1 {
-			return fit, &EvalInfeasibleError{Peak: fit.Peak, Budget: pl.Budget}
+		per = max(two-one, 0)
+	}
+	fits := func(n int) bool { return one+per*int64(n-1) <= pl.Budget }
+	n := want
+	for n > 1 && !fits(n) {
+		n = (n + 1) / 2
+	}
+	for {
+		peak := one
+		if n > 1 {
+			if peak, err = measure(n); err != nil {
+				return EvalFit{}, err
+			}
 		}
+		if peak <= pl.Budget || n == 1 {
+			pl.Eval = EvalFit{Batch: n, Want: e.Batch, Peak: peak}
+			return pl.Eval, nil
+		}
+		n = (n + 1) / 2
 	}
 }
 

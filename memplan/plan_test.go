@@ -519,9 +519,10 @@ func TestReserve(t *testing.T) {
 // TestFitEval: at the smallest budget a plan fits, FitEval picks the
 // largest evaluation batch (of the halvings of the one asked for) whose
 // passes, run between training steps as a program runs them, stay within
-// the budget; its prediction is the measured peak (within 1%); twice that
-// batch goes over the budget; the Monitor passes those evaluations and
-// reports the one over.
+// the budget, and runs no pass over the budget to find it; its
+// prediction is the measured peak (within 1%); twice that batch goes over
+// the budget; the Monitor passes those evaluations and reports the one
+// over.
 func TestFitEval(t *testing.T) {
 	for _, c := range []struct {
 		w    workload
@@ -559,9 +560,17 @@ func TestFitEval(t *testing.T) {
 				t.Fatal(err)
 			}
 			pass := c.eval(m, c.w.low)
-			fit, err := pl.FitEval(memplan.Eval{Batch: c.want, Pass: pass})
+			var worst int64 // the device's peak in any pass FitEval ran
+			probe := func(g *autograd.Graph, n int) {
+				pass(g, n)
+				worst = max(worst, dev.MemStats().Peak.Total)
+			}
+			fit, err := pl.FitEval(memplan.Eval{Batch: c.want, Pass: probe})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if worst > pl.Budget {
+				t.Errorf("fitting the evaluation ran a pass that peaked at %d bytes, over the budget %d", worst, pl.Budget)
 			}
 			if fit.Batch >= c.want || fit.Want != c.want || pl.Eval != fit {
 				t.Fatalf("FitEval = %+v (plan's %+v); want a batch below %d at the smallest budget", fit, pl.Eval, c.want)
