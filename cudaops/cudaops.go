@@ -278,7 +278,8 @@ func (d *Device) buf(b device.Buffer, op string) *Buffer {
 // Alloc returns a buffer of n elements with undefined contents. It panics
 // when the GPU is out of memory even after the allocator's cache is
 // released (the contract has no error for Alloc; a CPU out of memory dies
-// too).
+// too), with a *device.OutOfMemoryError, which the programs report in one
+// line.
 func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 	if n < 0 || n > maxElems {
 		panic(fmt.Sprintf("cudaops: Alloc of %d elements (want 0..%d)", n, maxElems))
@@ -292,6 +293,9 @@ func (d *Device) Alloc(dt dtype.DType, n int, c device.Category) device.Buffer {
 	b := &Buffer{BufferHeader: device.NewBufferHeader(dt, n, c), dev: d}
 	var err error
 	if b.ptr, err = d.pool.Alloc(&b.BufferHeader); err != nil {
+		if isCode(err, cudaErrorOutOfMemory) {
+			panic(&device.OutOfMemoryError{Device: d.Name(), Request: device.Bytes(dt, n), Live: d.pool.MemStats().Live.Total, Err: err})
+		}
 		panic(fmt.Sprintf("cudaops: Alloc(%v, %d, %v): %v (%s reserved)", dt, n, c, err, device.FormatBytes(d.pool.MemStats().Reserved)))
 	}
 	return b

@@ -134,19 +134,23 @@ func TestZeroOnFree(t *testing.T) {
 }
 
 // TestOutOfMemory checks that an allocation that fails releases the cache
-// and tries again, and that a real shortage panics naming the request.
+// and tries again, and that a real shortage panics with a
+// *device.OutOfMemoryError naming the request and what was allocated,
+// which the programs report in one line.
 func TestOutOfMemory(t *testing.T) {
 	d, g := newFakeDevice(Options{})
 	g.limit = g.used + 3<<20
 	a := d.Alloc(dtype.F32, 1<<19, device.Temp) // 2 MiB
 	d.Free(a)                                   // cached
 	b := d.Alloc(dtype.F32, 1<<19+1<<16, device.Temp)
-	d.Free(b)
 	defer func() {
 		r := recover()
-		if r == nil || !strings.Contains(r.(string), "Alloc(f32") {
-			t.Errorf("an allocation beyond the device panicked with %v", r)
+		oom, ok := r.(*device.OutOfMemoryError)
+		if !ok || oom.Request != 4<<20 || oom.Live != 4*(1<<19+1<<16) || !isCode(oom, cudaErrorOutOfMemory) ||
+			!strings.Contains(oom.Error(), "cuda:0 is out of memory: 4.0 MiB more with 2.3 MiB allocated") {
+			t.Errorf("an allocation beyond the device panicked with %#v (%v)", r, r)
 		}
+		d.Free(b)
 	}()
 	d.Alloc(dtype.F32, 1<<20, device.Temp)
 }

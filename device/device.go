@@ -250,6 +250,23 @@ func formatBytes(n int64, round func(float64) float64) string {
 	return fmt.Sprintf("%.1f %ciB", f, "KMGTPE"[u-1])
 }
 
+// OutOfMemoryError is what a backend's Alloc panics with when the device
+// has no memory left for a request, its cache released (the contract has
+// no error for Alloc). The programs turn it into one line that says what
+// to try (cli.Catch).
+type OutOfMemoryError struct {
+	Device  string // the device's name
+	Request int64  // the bytes asked for
+	Live    int64  // the bytes allocated then, by the accounting
+	Err     error  // the backend's own error
+}
+
+func (e *OutOfMemoryError) Error() string {
+	return fmt.Sprintf("%s is out of memory: %s more with %s allocated (%v)", e.Device, FormatBytes(e.Request), FormatBytes(e.Live), e.Err)
+}
+
+func (e *OutOfMemoryError) Unwrap() error { return e.Err }
+
 // Accountant keeps the byte counts behind MemStats. Backends embed one and
 // call Add and Sub as they allocate and free; it is safe for concurrent use.
 type Accountant struct {

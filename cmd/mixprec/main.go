@@ -62,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
-			return cli.Exit(stderr, "mixprec "+c.name, c.run(args[1:], stdout, stderr))
+			return cli.Exit(stderr, "mixprec "+c.name, cli.Catch(func() error { return c.run(args[1:], stdout, stderr) }))
 		}
 	}
 	return cli.Exit(stderr, "mixprec", cli.Usagef("unknown command %q (want device, bench, memcompare, plot or fetch; mixprec -h lists them)", args[0]))

@@ -33,7 +33,7 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Exit(os.Stderr, "cifar", run(os.Args[1:], os.Stdout, os.Stderr)))
+	os.Exit(cli.Exit(os.Stderr, "cifar", cli.Catch(func() error { return run(os.Args[1:], os.Stdout, os.Stderr) })))
 }
 
 // evalBatch is the test set's batch size.

@@ -37,7 +37,7 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Exit(os.Stderr, "gpt", run(os.Args[1:], os.Stdout, os.Stderr)))
+	os.Exit(cli.Exit(os.Stderr, "gpt", cli.Catch(func() error { return run(os.Args[1:], os.Stdout, os.Stderr) })))
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

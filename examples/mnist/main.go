@@ -38,7 +38,7 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Exit(os.Stderr, "mnist", run(os.Args[1:], os.Stdout, os.Stderr)))
+	os.Exit(cli.Exit(os.Stderr, "mnist", cli.Catch(func() error { return run(os.Args[1:], os.Stdout, os.Stderr) })))
 }
 
 // mnistModels are the models that take one MNIST image, flat or not.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/mixprec/mixprec/device"
 )
 
 // The exit statuses of every program here.
@@ -80,6 +82,24 @@ func Exit(stderr io.Writer, prog string, err error) int {
 		return SignalStatus(interrupted.Signal)
 	}
 	return ExitError
+}
+
+// Catch runs run and returns its error. A device that runs out of memory
+// panics with a *device.OutOfMemoryError (Alloc has no error to return);
+// Catch turns that into an error for Exit, which says what to try: the
+// run's memory is lost, and the line is what a user needs. Any other panic
+// goes on, as the bug it is.
+func Catch(run func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			oom, ok := r.(*device.OutOfMemoryError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w; -mem-budget plans the recomputation that fits the memory you give it, and a smaller -batch needs less", oom)
+		}
+	}()
+	return run()
 }
 
 // NewFlagSet returns a flag set for the program or command name (as typed:

@@ -9,6 +9,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/mixprec/mixprec/device"
 )
 
 func TestExit(t *testing.T) {
@@ -36,6 +38,29 @@ func TestExit(t *testing.T) {
 			t.Errorf("%s: Exit = %d, stderr %q; want %d, %q", c.name, got, stderr.String(), c.code, c.line)
 		}
 	}
+}
+
+// TestCatch: a device's out-of-memory panic becomes one line and status
+// 1, naming what to try; errors pass through, and any other panic goes on.
+func TestCatch(t *testing.T) {
+	oom := &device.OutOfMemoryError{Device: "cuda:0", Request: 1 << 30, Live: 3 << 30, Err: errors.New("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY")}
+	err := Catch(func() error { panic(oom) })
+	var stderr bytes.Buffer
+	want := "gpt: cuda:0 is out of memory: 1.0 GiB more with 3.0 GiB allocated (cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY); " +
+		"-mem-budget plans the recomputation that fits the memory you give it, and a smaller -batch needs less\n"
+	if code := Exit(&stderr, "gpt", err); code != ExitError || stderr.String() != want || !errors.Is(err, oom) {
+		t.Errorf("an out-of-memory panic: Exit = %d, stderr %q; want %d, %q", code, stderr.String(), ExitError, want)
+	}
+	if err := Catch(func() error { return flag.ErrHelp }); err != flag.ErrHelp {
+		t.Errorf("Catch of an error = %v", err)
+	}
+	defer func() {
+		if r := recover(); r != "a bug" {
+			t.Errorf("another panic: recovered %v, want it to go on", r)
+		}
+	}()
+	Catch(func() error { panic("a bug") })
+	t.Error("another panic was caught")
 }
 
 func TestParse(t *testing.T) {
