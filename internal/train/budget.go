@@ -199,7 +199,8 @@ func (g *Guard) AfterEval(pos runstate.Position) error {
 	return g.over(pos, g.mon.Eval())
 }
 
-// Peak is the largest step peak the guard has seen; 0 for a nil Guard.
+// Peak is the largest peak the guard has seen, steps and evaluations; 0
+// for a nil Guard.
 func (g *Guard) Peak() int64 {
 	if g == nil {
 		return 0
