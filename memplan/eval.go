@@ -50,7 +50,6 @@ func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 	p := pl.profile
 	dev, model := p.cfg.Dev, p.cfg.Model
 	pl.Apply(model)
-	defer dropCasts(model)()
 	resident := p.Param + p.OptimState + p.Other + p.Reserve
 	// Autocast's copies training keeps: those of the parameters outside
 	// the chain, and of the units the plan does not recompute.
@@ -114,6 +113,15 @@ func (pl *Plan) FitEval(e Eval) (EvalFit, error) {
 		}
 		n = (n + 1) / 2
 	}
+}
+
+// EvalBatch is the batch to evaluate in under pl: the one FitEval fitted,
+// or def for a nil plan (no budget) or one FitEval has not fitted.
+func (pl *Plan) EvalBatch(def int) int {
+	if pl == nil || pl.Eval.Batch == 0 {
+		return def
+	}
+	return pl.Eval.Batch
 }
 
 // EvalInfeasibleError is an evaluation that does not fit the budget even

@@ -6,7 +6,6 @@ import (
 
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
-	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/nn"
 	"github.com/mixprec/mixprec/optim"
 	"github.com/mixprec/mixprec/tensor"
@@ -218,7 +217,7 @@ func measure(c Config, chunk int) (p *Profile, err error) {
 
 	restore, held := preserve(c.Model, c.Accumulate)
 	defer restore() // again, after an early return: it is idempotent
-	defer dropCasts(c.Model)()
+	defer nn.DropNewCasts(c.Model)()
 
 	spans := make([]nn.Span, n)
 	for i := range spans {
@@ -282,7 +281,7 @@ func (p *Profile) keptRun() error {
 	n := len(p.Units)
 	restore, held := preserve(c.Model, c.Accumulate)
 	defer restore()
-	defer dropCasts(c.Model)()
+	defer nn.DropNewCasts(c.Model)()
 	m := &meter{dev: c.Dev, units: n, first: make([]mark, n+1), firstEnd: make([]mark, n),
 		reStart: make([]mark, n), reEnd: make([]mark, n)}
 	var top int64 // the largest peak of any reading
@@ -384,7 +383,7 @@ func (p *Profile) Peak(spans []nn.Span) (int64, error) {
 	}
 	restore, held := preserve(c.Model, c.Accumulate)
 	defer restore()
-	defer dropCasts(c.Model)()
+	defer nn.DropNewCasts(c.Model)()
 	// A choice of nothing is still a choice (a GPT's Segments do not
 	// apply under a plan).
 	c.Model.SetRecompute(&nn.Recompute{Spans: spans})
@@ -408,25 +407,6 @@ func (p *Profile) Peak(spans []nn.Span) (int64, error) {
 	}
 	p.peaks[key] = peak
 	return peak, nil
-}
-
-// dropCasts notes which of m's parameters keep autocast copies now and
-// returns the function that frees the copies the others made since: a dry
-// step leaves the parameters as a run that had not taken it would find
-// them.
-func dropCasts(m nn.Module) func() {
-	params := m.Params()
-	had := make([]bool, len(params))
-	for i, v := range params {
-		had[i] = v.Value.CachedCopy(dtype.F16) != nil || v.Value.CachedCopy(dtype.BF16) != nil
-	}
-	return func() {
-		for i, v := range params {
-			if !had[i] {
-				v.Value.ReleaseCasts()
-			}
-		}
-	}
 }
 
 // profile turns the dry step's readings into a Profile.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mixprec/mixprec/autograd"
 	"github.com/mixprec/mixprec/device"
+	"github.com/mixprec/mixprec/dtype"
 	"github.com/mixprec/mixprec/tensor"
 )
 
@@ -318,6 +319,26 @@ func (d *Dropout) Params() []*autograd.Var { return nil }
 func (d *Dropout) SetTraining(t bool) { d.training = t }
 
 func (d *Dropout) String() string { return fmt.Sprintf("Dropout(p=%v)", d.P) }
+
+// DropNewCasts notes which of m's parameters keep autocast copies now
+// (tensor.CachedCast) and returns the function that frees the copies the
+// others made since: a memory planner's dry step, or a run of sampling
+// graphs made with autograd.KeepCasts, leaves the parameters as it found
+// them.
+func DropNewCasts(m Module) func() {
+	params := m.Params()
+	had := make([]bool, len(params))
+	for i, v := range params {
+		had[i] = v.Value.CachedCopy(dtype.F16) != nil || v.Value.CachedCopy(dtype.BF16) != nil
+	}
+	return func() {
+		for i, v := range params {
+			if !had[i] {
+				v.Value.ReleaseCasts()
+			}
+		}
+	}
+}
 
 // Release frees the device memory of every parameter, gradient and buffer
 // of m. The module must not be used afterwards.

@@ -255,10 +255,7 @@ func (r *runner) planBudget() (*memplan.Plan, error) {
 func (r *runner) valLoss() float64 {
 	nn.SetTraining(r.m, false)
 	defer nn.SetTraining(r.m, true)
-	batch := evalBatch
-	if r.plan != nil && r.plan.Eval.Batch > 0 {
-		batch = r.plan.Eval.Batch
-	}
+	batch := r.plan.EvalBatch(evalBatch)
 	w := datasets.EvalWindows(r.text.Val, r.cfg.Block, r.f.EvalWindows)
 	opts := append([]autograd.Option{autograd.WithoutGrad()}, r.plan.Options()...)
 	var sum float64
@@ -325,18 +322,7 @@ func (r *runner) sample(w io.Writer, n int) {
 	// Each character is a graph of its own: autocast's weight copies are
 	// made once, on the parameters, and those training did not keep go
 	// afterwards.
-	params := r.m.Params()
-	had := make([]bool, len(params))
-	for i, p := range params {
-		had[i] = p.Value.CachedCopy(r.f.AMP.DType()) != nil
-	}
-	defer func() {
-		for i, p := range params {
-			if !had[i] {
-				p.Value.ReleaseCasts()
-			}
-		}
-	}()
+	defer nn.DropNewCasts(r.m)()
 	for range n {
 		c := ctx[max(0, len(ctx)-r.cfg.Block):]
 		g := autograd.NewGraph(r.dev, autograd.WithoutGrad(), autograd.KeepCasts())

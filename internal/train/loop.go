@@ -37,7 +37,7 @@ type Loop struct {
 	// the epoch, this rank's shard, where a resumed epoch starts, and the
 	// profile's hook.
 	Load      []datasets.Option
-	EvalBatch int // the test set's batches
+	EvalBatch int // the test set's batches, without -mem-budget (memplan.Plan.EvalBatch)
 	// Data names the data in the summary.
 	Data string
 	// Saver and Rec are the run's checkpoints and signals, and its
@@ -100,15 +100,6 @@ func (l *Loop) plan() error {
 	}
 	l.Step.Options = l.Plan.Options()
 	return err
-}
-
-// evalBatch is the batch the test set is evaluated in: EvalBatch, or
-// under -mem-budget the batch the plan fits (memplan.Plan.FitEval).
-func (l *Loop) evalBatch() int {
-	if l.Plan != nil && l.Plan.Eval.Batch > 0 {
-		return l.Plan.Eval.Batch
-	}
-	return l.EvalBatch
 }
 
 // Close releases the Recorder (what Report did not write is discarded)
@@ -195,7 +186,7 @@ func (l *Loop) Run(pos runstate.Position) (Result, error) {
 			res.Accuracy = math.NaN()
 			break
 		}
-		res.Accuracy = Evaluate(dev, l.Step.Net, l.Test, l.evalBatch(), l.Flags.AMP.On(), l.Flags.AMP.DType(), l.Plan.Options()...)
+		res.Accuracy = Evaluate(dev, l.Step.Net, l.Test, l.Plan.EvalBatch(l.EvalBatch), l.Flags.AMP.On(), l.Flags.AMP.DType(), l.Plan.Options()...)
 		l.Rec.Eval(res.Steps, epoch+1, res.Accuracy)
 		if err := l.guard.AfterEval(res.pos); err != nil {
 			if !errors.As(err, &res.OverBudget) {
